@@ -1,0 +1,11 @@
+# Every third-party library comes from Debian packages (scripts/setup.sh installs them).
+find_package(Threads REQUIRED)
+find_package(absl REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(gRPC REQUIRED)
+find_package(prometheus-cpp REQUIRED)
+find_package(spdlog REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(GTest REQUIRED)
+find_package(benchmark REQUIRED)
+find_program(GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)

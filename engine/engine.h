@@ -1,0 +1,74 @@
+#pragma once
+// The engine: one loop thread that schedules, runs the backend and streams results.
+// Other threads only call Submit / Cancel / GetLoad; they never touch engine state directly.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/request.h"
+
+namespace rtgen {
+
+class Tokenizer;
+
+struct EngineConfig {
+  int32_t max_num_seqs = 64;              // sequences in one step
+  int32_t max_num_batched_tokens = 512;   // tokens in one step (prefill chunks + decodes)
+  int32_t max_model_len = 2048;           // context limit per sequence, tokens
+  int32_t max_waiting = 1024;             // queued requests before RESOURCE_EXHAUSTED
+  int32_t block_size = 16;                // tokens per KV block
+  int32_t num_kv_blocks = 0;              // 0: enough for max_num_seqs full contexts
+  bool enable_prefix_caching = true;
+  int32_t max_stop_strings = 16;
+  int32_t max_stop_string_bytes = 256;
+};
+
+struct LoadSnapshot {
+  int32_t waiting = 0;
+  int32_t running = 0;
+  int32_t kv_blocks_free = 0;   // free + evictable cached blocks
+  int32_t kv_blocks_total = 0;
+};
+
+// Hooks the engine calls as things happen (metrics live in server/, so the engine stays free of
+// prometheus). Implementations must be cheap and non-blocking.
+class EngineObserver {
+ public:
+  virtual ~EngineObserver() = default;
+  virtual void OnStep(int32_t /*batch_size*/, int32_t /*prompt_tokens*/, int32_t /*generated*/,
+                      bool /*graph_replayed*/, int32_t /*bucket*/) {}
+  virtual void OnFirstScheduled(absl::Duration /*queue_time*/) {}
+  virtual void OnToken(absl::Duration /*since_previous_token*/, bool /*first*/) {}
+  virtual void OnFinished(FinishReason /*reason*/, const Usage& /*usage*/) {}
+  virtual void OnPreemption() {}
+  virtual void OnPrefixCacheHit(int32_t /*tokens*/) {}
+  virtual void OnLoad(const LoadSnapshot& /*load*/) {}
+};
+
+class Engine {
+ public:
+  // `tokenizer` is used for streaming detokenization and stop strings; it must outlive the engine.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const EngineConfig& config,
+                                                        std::unique_ptr<Backend> backend,
+                                                        const Tokenizer* tokenizer,
+                                                        EngineObserver* observer = nullptr);
+  virtual ~Engine() = default;
+
+  // Queues a request. INVALID_ARGUMENT (naming the field) when it can never run: empty prompt,
+  // prompt + max_tokens beyond max_model_len or the KV pool, bad sampling values.
+  // RESOURCE_EXHAUSTED when the waiting queue is full. On OK, `sink` receives every chunk and
+  // exactly one final chunk.
+  virtual absl::Status Submit(Request request, StreamSink sink) = 0;
+  // Ends a live request with kCancelled at the next step (no-op for unknown ids).
+  virtual void Cancel(const std::string& request_id) = 0;
+  virtual LoadSnapshot GetLoad() const = 0;
+  // Finishes every live request with kCancelled and stops the loop thread.
+  virtual void Shutdown() = 0;
+  virtual const EngineConfig& config() const = 0;
+};
+
+}  // namespace rtgen

@@ -1,0 +1,28 @@
+#pragma once
+// Loads a whole model: config, fp32 weights, tokenizer and chat template, from either a GGUF file
+// or a Hugging Face directory (config.json + *.safetensors + tokenizer.json
+// [+ tokenizer_config.json for the chat template]).
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace rtgen {
+
+struct LoadedModel {
+  std::string path;
+  ModelConfig config;
+  ModelWeights weights;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chat_template;  // absent when the model has none we recognise
+};
+
+absl::StatusOr<LoadedModel> LoadModel(const std::string& path);
+
+}  // namespace rtgen
