@@ -1,0 +1,87 @@
+#include "engine/loader/model_loader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/model/gguf_file.h"
+#include "nlohmann/json.hpp"
+
+namespace rtgen {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::string> ReadTextFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// The chat template is optional: a model without one (or with one we do not recognise) can still
+// serve raw prompts; chat requests then fail with a clear error at the edge.
+std::optional<ChatTemplate> ChatTemplateOrNone(const std::string& jinja, const std::string& bos) {
+  if (jinja.empty()) return std::nullopt;
+  absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(jinja, bos);
+  if (!chat.ok()) return std::nullopt;
+  return *std::move(chat);
+}
+
+absl::StatusOr<LoadedModel> LoadGguf(const std::string& path) {
+  ASSIGN_OR_RETURN(std::unique_ptr<GgufFile> file, GgufFile::Open(path));
+  LoadedModel model;
+  model.path = path;
+  ASSIGN_OR_RETURN(model.config, ModelConfig::FromGguf(*file));
+  RETURN_IF_ERROR(model.config.Validate());
+  ASSIGN_OR_RETURN(model.tokenizer, LoadTokenizerFromGguf(*file));
+  if (model.tokenizer->vocab_size() != model.config.vocab_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": tokenizer has ", model.tokenizer->vocab_size(),
+                     " tokens but the model's vocab_size is ", model.config.vocab_size));
+  }
+  ASSIGN_OR_RETURN(model.weights, LoadGgufWeights(*file, model.config));
+  absl::StatusOr<std::string> jinja = file->GetString("tokenizer.chat_template");
+  std::string bos;
+  if (model.tokenizer->bos_id()) bos = model.tokenizer->TokenBytes(*model.tokenizer->bos_id());
+  if (jinja.ok()) model.chat_template = ChatTemplateOrNone(*jinja, bos);
+  return model;
+}
+
+absl::StatusOr<LoadedModel> LoadHfDirectory(const fs::path& dir) {
+  LoadedModel model;
+  model.path = dir.string();
+  ASSIGN_OR_RETURN(std::string config_json, ReadTextFile(dir / "config.json"));
+  ASSIGN_OR_RETURN(model.config, ModelConfig::FromHfConfigJson(config_json));
+  RETURN_IF_ERROR(model.config.Validate());
+  ASSIGN_OR_RETURN(model.tokenizer, LoadTokenizerFromJson((dir / "tokenizer.json").string()));
+  ASSIGN_OR_RETURN(model.weights, LoadSafetensorsWeights(dir.string(), model.config));
+  if (fs::exists(dir / "tokenizer_config.json")) {
+    ASSIGN_OR_RETURN(std::string text, ReadTextFile(dir / "tokenizer_config.json"));
+    nlohmann::json cfg = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (cfg.is_discarded()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat((dir / "tokenizer_config.json").string(), ": not valid JSON"));
+    }
+    std::string bos;
+    if (cfg.contains("bos_token") && cfg["bos_token"].is_string()) bos = cfg["bos_token"];
+    if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) {
+      model.chat_template = ChatTemplateOrNone(cfg["chat_template"], bos);
+    }
+  }
+  return model;
+}
+
+}  // namespace
+
+absl::StatusOr<LoadedModel> LoadModel(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return LoadHfDirectory(path);
+  if (!fs::exists(path, ec)) return absl::NotFoundError(absl::StrCat("model not found: ", path));
+  return LoadGguf(path);
+}
+
+}  // namespace rtgen
