@@ -1,0 +1,200 @@
+#include "engine/block_manager.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace rtgen {
+namespace {
+
+uint64_t Mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_prefix_caching)
+    : block_size_(block_size),
+      enable_prefix_caching_(enable_prefix_caching),
+      blocks_(static_cast<size_t>(num_blocks)),
+      block_tokens_(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size), 0) {
+  free_uncached_.reserve(static_cast<size_t>(num_blocks));
+  // Stack: block 0 is taken first.
+  for (int32_t b = num_blocks - 1; b >= 0; --b) free_uncached_.push_back(b);
+}
+
+uint64_t BlockManager::HashBlock(uint64_t parent, std::span<const int32_t> tokens) {
+  uint64_t h = Mix(parent ^ 0x5bd1e995ULL);
+  for (int32_t t : tokens) h = Mix(h ^ static_cast<uint32_t>(t));
+  return h;
+}
+
+std::span<const int32_t> BlockManager::BlockTokens(int32_t block) const {
+  return std::span<const int32_t>(block_tokens_)
+      .subspan(static_cast<size_t>(block) * static_cast<size_t>(block_size_),
+               static_cast<size_t>(block_size_));
+}
+
+int32_t BlockManager::FindCached(uint64_t hash, std::span<const int32_t> tokens) const {
+  auto it = hash_to_block_.find(hash);
+  if (it == hash_to_block_.end()) return -1;
+  std::span<const int32_t> stored = BlockTokens(it->second);
+  if (!std::equal(stored.begin(), stored.end(), tokens.begin(), tokens.end())) return -1;
+  return it->second;
+}
+
+std::vector<int32_t> BlockManager::FindPrefixHits(const Sequence& seq,
+                                                  std::vector<uint64_t>* hashes) const {
+  std::vector<int32_t> hits;
+  if (!enable_prefix_caching_) return hits;
+  std::span<const int32_t> tokens = seq.tokens();
+  // Full blocks strictly before the last token: the last token is always computed.
+  const int32_t max_hits = (seq.num_tokens() - 1) / block_size_;
+  uint64_t parent = 0;
+  for (int32_t i = 0; i < max_hits; ++i) {
+    std::span<const int32_t> block_tokens = tokens.subspan(
+        static_cast<size_t>(i) * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_));
+    const uint64_t h = HashBlock(parent, block_tokens);
+    const int32_t block = FindCached(h, block_tokens);
+    if (block < 0) break;
+    hits.push_back(block);
+    if (hashes != nullptr) hashes->push_back(h);
+    parent = h;
+  }
+  return hits;
+}
+
+bool BlockManager::CanAllocate(const Sequence& seq) const {
+  const std::vector<int32_t> hits = FindPrefixHits(seq, nullptr);
+  int32_t revived = 0;  // hits that are now free (evictable) and stop being free once shared
+  for (int32_t b : hits) revived += blocks_[b].ref_count == 0 ? 1 : 0;
+  const int32_t fresh = BlocksFor(seq.num_tokens()) - static_cast<int32_t>(hits.size());
+  return fresh + revived <= num_free_blocks();
+}
+
+int32_t BlockManager::Allocate(Sequence& seq) {
+  assert(seq.block_table.empty());
+  seq.block_hashes.clear();
+  const std::vector<int32_t> hits = FindPrefixHits(seq, &seq.block_hashes);
+  for (int32_t b : hits) {
+    Block& block = blocks_[b];
+    if (block.ref_count == 0) {
+      LruRemove(b);
+      ++num_used_;
+    }
+    ++block.ref_count;
+    seq.block_table.push_back(b);
+  }
+  const int32_t total = BlocksFor(seq.num_tokens());
+  while (static_cast<int32_t>(seq.block_table.size()) < total) {
+    seq.block_table.push_back(TakeFreeBlock());
+  }
+  const int32_t cached = static_cast<int32_t>(hits.size()) * block_size_;
+  seq.num_computed_tokens = cached;
+  cached_hit_tokens_ += cached;
+  return cached;
+}
+
+bool BlockManager::CanAppend(const Sequence& seq, int32_t num_new_tokens) const {
+  const int32_t need = BlocksFor(seq.num_computed_tokens + num_new_tokens) -
+                       static_cast<int32_t>(seq.block_table.size());
+  return need <= num_free_blocks();
+}
+
+void BlockManager::Append(Sequence& seq, int32_t num_new_tokens) {
+  const int32_t total = BlocksFor(seq.num_computed_tokens + num_new_tokens);
+  while (static_cast<int32_t>(seq.block_table.size()) < total) {
+    seq.block_table.push_back(TakeFreeBlock());
+  }
+}
+
+void BlockManager::CommitComputedBlocks(Sequence& seq) {
+  const int32_t full = seq.num_computed_tokens / block_size_;
+  std::span<const int32_t> tokens = seq.tokens();
+  while (static_cast<int32_t>(seq.block_hashes.size()) < full) {
+    const size_t i = seq.block_hashes.size();
+    const uint64_t parent = i == 0 ? 0 : seq.block_hashes[i - 1];
+    std::span<const int32_t> block_tokens =
+        tokens.subspan(i * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_));
+    const uint64_t h = HashBlock(parent, block_tokens);
+    seq.block_hashes.push_back(h);
+    if (!enable_prefix_caching_) continue;
+    const int32_t b = seq.block_table[i];
+    Block& block = blocks_[b];
+    // Another sequence may have registered the same content first; this copy stays unhashed.
+    if (block.has_hash || hash_to_block_.contains(h)) continue;
+    block.has_hash = true;
+    block.hash = h;
+    std::copy(block_tokens.begin(), block_tokens.end(),
+              block_tokens_.begin() + static_cast<std::ptrdiff_t>(b) * block_size_);
+    hash_to_block_.emplace(h, b);
+  }
+}
+
+void BlockManager::Free(Sequence& seq) {
+  for (auto it = seq.block_table.rbegin(); it != seq.block_table.rend(); ++it) {
+    Block& block = blocks_[*it];
+    assert(block.ref_count > 0);
+    if (--block.ref_count > 0) continue;
+    --num_used_;
+    if (block.has_hash) {
+      LruPushBack(*it);
+    } else {
+      free_uncached_.push_back(*it);
+    }
+  }
+  seq.block_table.clear();
+  seq.block_hashes.clear();
+  seq.num_computed_tokens = 0;
+}
+
+int32_t BlockManager::TakeFreeBlock() {
+  int32_t b;
+  if (!free_uncached_.empty()) {
+    b = free_uncached_.back();
+    free_uncached_.pop_back();
+  } else {
+    assert(lru_head_ >= 0);
+    b = lru_head_;
+    LruRemove(b);
+    Block& block = blocks_[b];
+    hash_to_block_.erase(block.hash);
+    block.has_hash = false;
+  }
+  blocks_[b].ref_count = 1;
+  ++num_used_;
+  return b;
+}
+
+void BlockManager::LruPushBack(int32_t b) {
+  Block& block = blocks_[b];
+  block.lru_prev = lru_tail_;
+  block.lru_next = -1;
+  if (lru_tail_ >= 0) {
+    blocks_[lru_tail_].lru_next = b;
+  } else {
+    lru_head_ = b;
+  }
+  lru_tail_ = b;
+  ++lru_size_;
+}
+
+void BlockManager::LruRemove(int32_t b) {
+  Block& block = blocks_[b];
+  if (block.lru_prev >= 0) {
+    blocks_[block.lru_prev].lru_next = block.lru_next;
+  } else {
+    lru_head_ = block.lru_next;
+  }
+  if (block.lru_next >= 0) {
+    blocks_[block.lru_next].lru_prev = block.lru_prev;
+  } else {
+    lru_tail_ = block.lru_prev;
+  }
+  block.lru_prev = block.lru_next = -1;
+  --lru_size_;
+}
+
+}  // namespace rtgen

@@ -1,0 +1,247 @@
+#include "engine/engine_impl.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/step_input_builder.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace rtgen {
+namespace {
+
+SchedulerConfig ToSchedulerConfig(const EngineConfig& c) {
+  SchedulerConfig s;
+  s.max_num_seqs = c.max_num_seqs;
+  s.max_num_batched_tokens = c.max_num_batched_tokens;
+  s.max_model_len = c.max_model_len;
+  s.block_size = c.block_size;
+  s.num_kv_blocks = c.num_kv_blocks;
+  s.enable_prefix_caching = c.enable_prefix_caching;
+  return s;
+}
+
+absl::Status CheckPositive(const char* name, int32_t value) {
+  if (value > 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(name, " = ", value, " must be positive"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config,
+                                                       std::unique_ptr<Backend> backend,
+                                                       const Tokenizer* tokenizer,
+                                                       EngineObserver* observer) {
+  if (backend == nullptr) return absl::InvalidArgumentError("backend is null");
+  if (tokenizer == nullptr) return absl::InvalidArgumentError("tokenizer is null");
+  RETURN_IF_ERROR(CheckPositive("max_num_seqs", config.max_num_seqs));
+  RETURN_IF_ERROR(CheckPositive("max_num_batched_tokens", config.max_num_batched_tokens));
+  RETURN_IF_ERROR(CheckPositive("max_model_len", config.max_model_len));
+  RETURN_IF_ERROR(CheckPositive("block_size", config.block_size));
+  if (config.max_waiting < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_waiting = ", config.max_waiting, " must not be negative"));
+  }
+  if (config.num_kv_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_kv_blocks = ", config.num_kv_blocks, " must not be negative"));
+  }
+  EngineConfig resolved = config;
+  if (resolved.num_kv_blocks == 0) {
+    const int64_t per_seq = (config.max_model_len + config.block_size - 1) / config.block_size;
+    resolved.num_kv_blocks = static_cast<int32_t>(per_seq * config.max_num_seqs);
+  }
+  auto engine =
+      std::make_unique<EngineImpl>(resolved, std::move(backend), tokenizer, observer);
+  RETURN_IF_ERROR(engine->Start());
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+EngineImpl::EngineImpl(const EngineConfig& config, std::unique_ptr<Backend> backend,
+                       const Tokenizer* tokenizer, EngineObserver* observer)
+    : config_(config),
+      backend_(std::move(backend)),
+      tokenizer_(tokenizer),
+      observer_(observer),
+      scheduler_(ToSchedulerConfig(config), tokenizer, observer) {
+  kv_free_ = scheduler_.block_manager().num_free_blocks();
+}
+
+EngineImpl::~EngineImpl() { Shutdown(); }
+
+absl::Status EngineImpl::Start() {
+  KvCacheShape shape;
+  shape.num_blocks = config_.num_kv_blocks;
+  shape.block_size = config_.block_size;
+  RETURN_IF_ERROR(backend_->AllocateKvCache(shape));
+  thread_ = std::thread([this] { Loop(); });
+  started_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::Validate(const Request& request) const {
+  const int32_t vocab = tokenizer_->vocab_size();
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt_tokens.size());
+  if (prompt_len == 0) return absl::InvalidArgumentError("prompt is empty");
+  for (size_t i = 0; i < request.prompt_tokens.size(); ++i) {
+    const int32_t id = request.prompt_tokens[i];
+    if (id < 0 || id >= vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("prompt_token_ids[", i, "] = ", id,
+                                                     " is outside the vocabulary [0, ", vocab,
+                                                     ")"));
+    }
+  }
+  RETURN_IF_ERROR(request.sampling.Validate(vocab));
+  RETURN_IF_ERROR(request.stopping.Validate(vocab, config_.max_stop_strings,
+                                            config_.max_stop_string_bytes));
+  const int64_t max_tokens = request.stopping.max_tokens;
+  if (prompt_len + max_tokens > config_.max_model_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", prompt_len, " tokens) + max_tokens (", max_tokens, ") exceeds max_model_len (",
+        config_.max_model_len, "); shorten the prompt or lower max_tokens"));
+  }
+  const int64_t blocks = (prompt_len + max_tokens + config_.block_size - 1) / config_.block_size;
+  if (blocks > config_.num_kv_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt (", prompt_len, " tokens) + max_tokens (", max_tokens, ") needs ", blocks,
+        " KV blocks but the KV pool has ", config_.num_kv_blocks,
+        "; shorten the prompt or lower max_tokens"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status EngineImpl::Submit(Request request, StreamSink sink) {
+  if (sink == nullptr) return absl::InvalidArgumentError("sink is null");
+  RETURN_IF_ERROR(Validate(request));
+  absl::MutexLock lock(&mu_);
+  if (stop_) return absl::UnavailableError("engine is shut down");
+  const int32_t waiting = static_cast<int32_t>(incoming_.size()) + sched_waiting_.load();
+  if (waiting >= config_.max_waiting) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("waiting queue is full (", waiting, " requests); retry later"));
+  }
+  const int64_t order = next_order_++;
+  if (request.id.empty()) request.id = absl::StrCat("rtgen-", order);
+  if (live_ids_.contains(request.id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("request_id \"", request.id, "\" is already in flight"));
+  }
+  uint64_t seed = 0;
+  if (request.sampling.seed.has_value()) {
+    seed = *request.sampling.seed;
+  } else {
+    seed = (static_cast<uint64_t>(random_()) << 32) ^ random_();
+  }
+  live_ids_.insert(request.id);
+  // The wrapper forgets the id when its final chunk goes out (on the loop thread).
+  StreamSink wrapped = [this, id = request.id, sink = std::move(sink)](StreamChunk chunk) {
+    const bool last = chunk.finish != FinishReason::kNone;
+    sink(std::move(chunk));
+    if (last) {
+      absl::MutexLock lock(&mu_);
+      live_ids_.erase(id);
+    }
+  };
+  incoming_.push_back(
+      std::make_unique<Sequence>(std::move(request), std::move(wrapped), tokenizer_, seed, order));
+  incoming_count_ = static_cast<int32_t>(incoming_.size());
+  cv_.Signal();
+  return absl::OkStatus();
+}
+
+void EngineImpl::Cancel(const std::string& request_id) {
+  absl::MutexLock lock(&mu_);
+  if (stop_ || !live_ids_.contains(request_id)) return;
+  cancels_.push_back(request_id);
+  cv_.Signal();
+}
+
+LoadSnapshot EngineImpl::GetLoad() const {
+  LoadSnapshot load;
+  load.waiting = incoming_count_.load() + sched_waiting_.load();
+  load.running = running_.load();
+  load.kv_blocks_free = kv_free_.load();
+  load.kv_blocks_total = config_.num_kv_blocks;
+  return load;
+}
+
+void EngineImpl::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+    cv_.Signal();
+  }
+  if (started_ && thread_.joinable()) thread_.join();
+}
+
+void EngineImpl::Loop() {
+  while (DrainIncoming()) RunStep();
+}
+
+bool EngineImpl::DrainIncoming() {
+  std::deque<std::unique_ptr<Sequence>> submissions;
+  std::vector<std::string> cancels;
+  bool stop = false;
+  {
+    absl::MutexLock lock(&mu_);
+    while (!stop_ && incoming_.empty() && cancels_.empty() && scheduler_.num_live() == 0) {
+      cv_.Wait(&mu_);
+    }
+    submissions.swap(incoming_);
+    cancels.swap(cancels_);
+    stop = stop_;
+    sched_waiting_ += static_cast<int32_t>(submissions.size());
+    incoming_count_ = 0;
+  }
+  const absl::Time now = absl::Now();
+  for (auto& seq : submissions) scheduler_.Add(std::move(seq));
+  for (const std::string& id : cancels) scheduler_.Finish(id, FinishReason::kCancelled, now);
+  if (stop) {
+    scheduler_.FinishAll(FinishReason::kCancelled, now);
+    PublishLoad();
+    return false;
+  }
+  scheduler_.ExpireDeadlines(now);
+  return true;
+}
+
+void EngineImpl::RunStep() {
+  ScheduledBatch batch = scheduler_.Schedule(absl::Now());
+  if (batch.empty()) {
+    PublishLoad();
+    if (scheduler_.num_live() > 0) {
+      // Nothing fits this step (should not persist); wait briefly instead of spinning.
+      absl::MutexLock lock(&mu_);
+      cv_.WaitWithTimeout(&mu_, absl::Milliseconds(1));
+    }
+    return;
+  }
+  const StepInput input = BuildStepInput(batch, config_.block_size);
+  absl::StatusOr<StepOutput> output = backend_->Execute(input);
+  const absl::Time now = absl::Now();
+  if (output.ok() && output->sampled.size() != input.samples.size()) {
+    output = absl::InternalError(absl::StrCat("backend ", backend_->name(), " returned ",
+                                              output->sampled.size(), " sampled tokens for ",
+                                              input.samples.size(), " sampling rows"));
+  }
+  if (!output.ok()) {
+    scheduler_.FailBatch(batch, output.status(), now);
+  } else {
+    scheduler_.Postprocess(batch, output->sampled, now);
+    if (observer_ != nullptr) {
+      observer_->OnStep(static_cast<int32_t>(batch.seqs.size()), batch.num_prefill_tokens,
+                        static_cast<int32_t>(input.samples.size()), output->graph_replayed,
+                        output->graph_bucket);
+    }
+  }
+  PublishLoad();
+}
+
+void EngineImpl::PublishLoad() {
+  sched_waiting_ = scheduler_.num_waiting();
+  running_ = scheduler_.num_running();
+  kv_free_ = scheduler_.block_manager().num_free_blocks();
+  if (observer_ != nullptr) observer_->OnLoad(GetLoad());
+}
+
+}  // namespace rtgen

@@ -1,0 +1,75 @@
+#pragma once
+// The Engine implementation: one loop thread owns the Scheduler (and through it every Sequence
+// and the BlockManager) and the Backend. Submit / Cancel / Shutdown only touch the incoming
+// queue under mu_; GetLoad reads atomics the loop publishes after each step.
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/engine.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+
+namespace rtgen {
+
+class EngineImpl : public Engine {
+ public:
+  // `config.num_kv_blocks` must already be resolved (> 0).
+  EngineImpl(const EngineConfig& config, std::unique_ptr<Backend> backend,
+             const Tokenizer* tokenizer, EngineObserver* observer);
+  ~EngineImpl() override;
+
+  // Allocates the backend's KV pool and starts the loop thread.
+  absl::Status Start();
+
+  absl::Status Submit(Request request, StreamSink sink) override;
+  void Cancel(const std::string& request_id) override;
+  LoadSnapshot GetLoad() const override;
+  void Shutdown() override;
+  const EngineConfig& config() const override { return config_; }
+
+  // Why `request` can never run (INVALID_ARGUMENT naming the field), or OK.
+  absl::Status Validate(const Request& request) const;
+
+ private:
+  void Loop();
+  // Waits for work; moves submissions and cancellations into the scheduler. False on shutdown.
+  bool DrainIncoming();
+  void RunStep();
+  void PublishLoad();
+
+  const EngineConfig config_;
+  std::unique_ptr<Backend> backend_;
+  const Tokenizer* tokenizer_;
+  EngineObserver* observer_;
+  Scheduler scheduler_;  // loop thread only
+
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<std::unique_ptr<Sequence>> incoming_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> cancels_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> live_ids_ ABSL_GUARDED_BY(mu_);  // submitted, not finished
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
+  std::random_device random_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+  bool started_ = false;
+
+  // Published for GetLoad. sched_waiting_ is raised under mu_ when submissions move to the
+  // scheduler, so incoming + sched_waiting never undercounts the queue.
+  std::atomic<int32_t> incoming_count_{0};
+  std::atomic<int32_t> sched_waiting_{0};
+  std::atomic<int32_t> running_{0};
+  std::atomic<int32_t> kv_free_{0};
+};
+
+}  // namespace rtgen

@@ -1,0 +1,222 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+#include <cassert>
+#include <utility>
+
+#include "engine/output_processor.h"
+
+namespace rtgen {
+
+bool Scheduler::WaitingOrder::operator()(const Sequence* a, const Sequence* b) const {
+  const int32_t pa = a->request().priority;
+  const int32_t pb = b->request().priority;
+  if (pa != pb) return pa > pb;  // higher priority class first
+  // A preempted sequence goes back to the front of its class.
+  if (a->was_preempted != b->was_preempted) return a->was_preempted;
+  if (a->ordering_deadline() != b->ordering_deadline()) {
+    return a->ordering_deadline() < b->ordering_deadline();
+  }
+  return a->order() < b->order();
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, const Tokenizer* tokenizer,
+                     EngineObserver* observer)
+    : config_(config),
+      tokenizer_(tokenizer),
+      observer_(observer),
+      block_manager_(config.num_kv_blocks, config.block_size, config.enable_prefix_caching) {
+  running_.reserve(static_cast<size_t>(config.max_num_seqs));
+}
+
+void Scheduler::Add(std::unique_ptr<Sequence> seq) {
+  Sequence* raw = seq.get();
+  raw->status = SequenceStatus::kWaiting;
+  live_.emplace(raw->id(), std::move(seq));
+  waiting_.insert(raw);
+}
+
+ScheduledBatch Scheduler::Schedule(absl::Time now) {
+  ScheduledBatch batch;
+  batch.seqs.reserve(running_.size() + 4);
+  int32_t budget = config_.max_num_batched_tokens;
+
+  // 1. Decodes (one uncomputed token). Victims come from the back, so they are never
+  // sequences already scheduled in this pass.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Sequence* seq = running_[i];
+    if (seq->num_uncomputed_tokens() != 1) continue;
+    bool self_preempted = false;
+    while (!block_manager_.CanAppend(*seq, 1)) {
+      Sequence* victim = running_.back();
+      Preempt(victim);
+      ++batch.num_preempted;
+      if (victim == seq) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    block_manager_.Append(*seq, 1);
+    batch.seqs.push_back({seq, 1, false});
+    ++batch.num_decodes;
+    ++batch.num_tokens;
+    --budget;
+  }
+
+  // 2. Chunks of prompts already admitted (their blocks were allocated at admission).
+  for (Sequence* seq : running_) {
+    if (budget <= 0) break;
+    const int32_t remaining = seq->num_uncomputed_tokens();
+    if (remaining <= 1) continue;
+    const int32_t n = std::min(remaining, budget);
+    batch.seqs.push_back({seq, n, true});
+    batch.num_tokens += n;
+    batch.num_prefill_tokens += n;
+    budget -= n;
+  }
+
+  // 3. Admissions, unless this step had to preempt (the pool is tight).
+  while (batch.num_preempted == 0 && budget > 0 && !waiting_.empty() &&
+         static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
+    Sequence* seq = *waiting_.begin();
+    if (!block_manager_.CanAllocate(*seq)) break;  // head of line: keeps the queue's order
+    waiting_.erase(waiting_.begin());
+    Admit(seq, now);
+    const int32_t n = std::min(seq->num_uncomputed_tokens(), budget);
+    batch.seqs.push_back({seq, n, true});
+    batch.num_tokens += n;
+    batch.num_prefill_tokens += n;
+    budget -= n;
+  }
+  return batch;
+}
+
+void Scheduler::Admit(Sequence* seq, absl::Time now) {
+  const int32_t cached = block_manager_.Allocate(*seq);
+  seq->status = SequenceStatus::kRunning;
+  seq->was_preempted = false;
+  running_.push_back(seq);
+  if (!seq->ever_scheduled) {
+    seq->ever_scheduled = true;
+    seq->first_scheduled_time = now;
+    seq->num_cached_tokens = cached;
+    if (observer_ != nullptr) observer_->OnFirstScheduled(now - seq->request().arrival);
+  }
+  if (cached > 0 && observer_ != nullptr) observer_->OnPrefixCacheHit(cached);
+}
+
+void Scheduler::Preempt(Sequence* victim) {
+  assert(!running_.empty() && running_.back() == victim);
+  running_.pop_back();
+  block_manager_.Free(*victim);
+  victim->status = SequenceStatus::kWaiting;
+  victim->was_preempted = true;
+  ++victim->num_preemptions;
+  ++num_preemptions_;
+  waiting_.insert(victim);
+  if (observer_ != nullptr) observer_->OnPreemption();
+}
+
+void Scheduler::Postprocess(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
+                            absl::Time now) {
+  size_t k = 0;
+  for (const ScheduledSeq& s : batch.seqs) {
+    Sequence* seq = s.seq;
+    const bool samples = ScheduledBatch::Samples(s);
+    seq->num_computed_tokens += s.num_new_tokens;
+    block_manager_.CommitComputedBlocks(*seq);
+    if (!samples) continue;
+    assert(k < sampled.size());
+    EmitToken(seq, sampled[k++], now);
+  }
+}
+
+void Scheduler::EmitToken(Sequence* seq, const SampledToken& sampled, absl::Time now) {
+  const bool first = seq->num_output_tokens() == 0;
+  TokenResult result =
+      AppendSampledToken(*seq, sampled.token_id, *tokenizer_, config_.max_model_len);
+  if (observer_ != nullptr) {
+    observer_->OnToken(first ? now - seq->request().arrival : now - seq->last_token_time, first);
+  }
+  if (first) seq->first_token_time = now;
+  seq->last_token_time = now;
+
+  StreamChunk chunk;
+  chunk.token_ids.push_back(sampled.token_id);
+  chunk.text = std::move(result.text);
+  if (seq->request().sampling.logprobs > 0) chunk.logprobs.push_back(sampled);
+  if (result.finish == FinishReason::kNone) {
+    seq->sink(std::move(chunk));
+    return;
+  }
+  chunk.finish = result.finish;
+  chunk.stop_reason = std::move(result.stop_reason);
+  FinishSequence(seq, std::move(chunk), now);
+}
+
+void Scheduler::FinishSequence(Sequence* seq, StreamChunk chunk, absl::Time now) {
+  if (seq->status == SequenceStatus::kRunning) {
+    auto it = std::find(running_.begin(), running_.end(), seq);
+    assert(it != running_.end());
+    running_.erase(it);
+  } else if (seq->status == SequenceStatus::kWaiting) {
+    waiting_.erase(seq);
+  }
+  block_manager_.Free(*seq);
+  seq->status = SequenceStatus::kFinished;
+  seq->finish = chunk.finish;
+
+  const absl::Time arrival = seq->request().arrival;
+  Usage& usage = chunk.usage;
+  usage.prompt_tokens = seq->num_prompt_tokens();
+  usage.cached_tokens = seq->num_cached_tokens;
+  usage.generated_tokens = seq->num_output_tokens();
+  usage.queue_time = (seq->ever_scheduled ? seq->first_scheduled_time : now) - arrival;
+  usage.time_to_first_token =
+      seq->num_output_tokens() > 0 ? seq->first_token_time - arrival : absl::ZeroDuration();
+  usage.total_time = now - arrival;
+  if (observer_ != nullptr) observer_->OnFinished(chunk.finish, usage);
+  seq->sink(std::move(chunk));
+  live_.erase(seq->id());  // destroys `seq`
+}
+
+bool Scheduler::Finish(const std::string& id, FinishReason reason, absl::Time now) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return false;
+  Sequence* seq = it->second.get();
+  StreamChunk chunk;
+  chunk.finish = reason;
+  if (reason != FinishReason::kError) chunk.text = ReleaseHeldText(*seq);
+  FinishSequence(seq, std::move(chunk), now);
+  return true;
+}
+
+int32_t Scheduler::ExpireDeadlines(absl::Time now) {
+  std::vector<std::string> expired;
+  for (const auto& [id, seq] : live_) {
+    if (seq->request().deadline <= now) expired.push_back(id);
+  }
+  for (const std::string& id : expired) Finish(id, FinishReason::kDeadline, now);
+  return static_cast<int32_t>(expired.size());
+}
+
+void Scheduler::FinishAll(FinishReason reason, absl::Time now) {
+  std::vector<std::string> ids;
+  ids.reserve(live_.size());
+  for (const auto& [id, seq] : live_) ids.push_back(id);
+  for (const std::string& id : ids) Finish(id, reason, now);
+}
+
+void Scheduler::FailBatch(const ScheduledBatch& batch, const absl::Status& error,
+                          absl::Time now) {
+  for (const ScheduledSeq& s : batch.seqs) {
+    Sequence* seq = s.seq;
+    StreamChunk chunk;
+    chunk.finish = FinishReason::kError;
+    chunk.error = error;
+    FinishSequence(seq, std::move(chunk), now);
+  }
+}
+
+}  // namespace rtgen

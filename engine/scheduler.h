@@ -1,0 +1,102 @@
+#pragma once
+// Continuous-batching scheduler, pure CPU state. Schedule() picks this step's work under a token
+// budget and a sequence cap: running decodes first, then chunks of partially prefilled prompts,
+// then new admissions from the waiting queue (priority class, then earliest deadline, then FCFS).
+// When KV blocks run out for a decode, the most recently admitted running sequence is preempted
+// (blocks freed, recomputed later with its generated tokens kept). Postprocess() appends sampled
+// tokens, checks stops, streams chunks and frees finished sequences.
+
+#include <cstdint>
+#include <memory>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "engine/block_manager.h"
+#include "engine/engine.h"
+#include "engine/sequence.h"
+
+namespace rtgen {
+
+struct SchedulerConfig {
+  int32_t max_num_seqs = 64;
+  int32_t max_num_batched_tokens = 512;
+  int32_t max_model_len = 2048;
+  int32_t block_size = 16;
+  int32_t num_kv_blocks = 0;
+  bool enable_prefix_caching = true;
+};
+
+struct ScheduledSeq {
+  Sequence* seq = nullptr;
+  int32_t num_new_tokens = 0;  // KV written this step, from seq->num_computed_tokens on
+  bool is_prefill = false;     // false: a single decode token
+};
+
+struct ScheduledBatch {
+  std::vector<ScheduledSeq> seqs;  // decodes first, then prefill chunks
+  int32_t num_tokens = 0;
+  int32_t num_prefill_tokens = 0;
+  int32_t num_decodes = 0;
+  int32_t num_preempted = 0;
+  bool empty() const { return seqs.empty(); }
+  // Whether seqs[i] samples a token this step (its last uncomputed token is in the step).
+  static bool Samples(const ScheduledSeq& s) {
+    return s.seq->num_computed_tokens + s.num_new_tokens == s.seq->num_tokens();
+  }
+};
+
+class Scheduler {
+ public:
+  // `tokenizer` (required) and `observer` (optional) must outlive the scheduler.
+  Scheduler(const SchedulerConfig& config, const Tokenizer* tokenizer, EngineObserver* observer);
+
+  // Queues a new sequence (already validated).
+  void Add(std::unique_ptr<Sequence> seq);
+  ScheduledBatch Schedule(absl::Time now);
+  // `sampled` has one entry per sequence of `batch` that Samples(), in batch order.
+  void Postprocess(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
+                   absl::Time now);
+  // The step failed: its sequences finish with kError.
+  void FailBatch(const ScheduledBatch& batch, const absl::Status& error, absl::Time now);
+
+  // Finishes a live request (kCancelled, kDeadline, ...). False when the id is unknown.
+  bool Finish(const std::string& id, FinishReason reason, absl::Time now);
+  // Finishes every request whose deadline is at or before `now` with kDeadline.
+  int32_t ExpireDeadlines(absl::Time now);
+  void FinishAll(FinishReason reason, absl::Time now);
+
+  bool Contains(const std::string& id) const { return live_.contains(id); }
+  int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+  int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+  int32_t num_live() const { return static_cast<int32_t>(live_.size()); }
+  int64_t num_preemptions() const { return num_preemptions_; }
+  const BlockManager& block_manager() const { return block_manager_; }
+  const SchedulerConfig& config() const { return config_; }
+
+ private:
+  struct WaitingOrder {
+    bool operator()(const Sequence* a, const Sequence* b) const;
+  };
+
+  void Preempt(Sequence* victim);
+  void Admit(Sequence* seq, absl::Time now);
+  // Sends `chunk` (finish set) as the last chunk and forgets the sequence.
+  void FinishSequence(Sequence* seq, StreamChunk chunk, absl::Time now);
+  void EmitToken(Sequence* seq, const SampledToken& sampled, absl::Time now);
+
+  SchedulerConfig config_;
+  const Tokenizer* tokenizer_;
+  EngineObserver* observer_;
+  BlockManager block_manager_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Sequence>> live_;
+  std::set<Sequence*, WaitingOrder> waiting_;
+  std::vector<Sequence*> running_;  // in admission order: the back is preempted first
+  int64_t num_preemptions_ = 0;
+};
+
+}  // namespace rtgen

@@ -1,0 +1,82 @@
+#pragma once
+// Per-request state inside the engine: the tokens so far, how many of them have KV written, the
+// block table, streaming text state and timestamps. Owned by the Scheduler; touched only on the
+// engine thread.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "engine/request.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace rtgen {
+
+// Ordered: "has reached state X" is `status >= X`.
+enum class SequenceStatus { kWaiting, kRunning, kFinished };
+
+class Sequence {
+ public:
+  // `order` is a unique, increasing submission number (FCFS tie-break). `seed` is the request's
+  // seed or one the engine drew for it.
+  Sequence(Request request, StreamSink sink, const Tokenizer* tokenizer, uint64_t seed,
+           int64_t order);
+
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+
+  const Request& request() const { return request_; }
+  const std::string& id() const { return request_.id; }
+  uint64_t seed() const { return seed_; }
+  int64_t order() const { return order_; }
+  // arrival + latency_budget or the hard deadline, whichever is earlier (ordering only).
+  absl::Time ordering_deadline() const { return ordering_deadline_; }
+
+  // Prompt followed by the generated tokens.
+  std::span<const int32_t> tokens() const { return tokens_; }
+  std::span<const int32_t> prompt() const {
+    return std::span<const int32_t>(tokens_).first(num_prompt_tokens_);
+  }
+  std::span<const int32_t> output() const {
+    return std::span<const int32_t>(tokens_).subspan(num_prompt_tokens_);
+  }
+  int32_t num_tokens() const { return static_cast<int32_t>(tokens_.size()); }
+  int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
+  int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens_; }
+  void AppendToken(int32_t id) { tokens_.push_back(id); }
+
+  // Tokens that still need their KV computed before the next sample.
+  int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+
+  SequenceStatus status = SequenceStatus::kWaiting;
+  int32_t num_computed_tokens = 0;   // tokens whose KV is written (or shared from the cache)
+  std::vector<int32_t> block_table;  // KV block ids, covering at least num_computed_tokens
+  // Chained content hash of each full block of `tokens()` whose KV is written, in order.
+  std::vector<uint64_t> block_hashes;
+  int32_t num_preemptions = 0;
+  bool was_preempted = false;        // back in the waiting queue after a preemption
+  int32_t num_cached_tokens = 0;     // prefix-cache hit tokens at the first admission
+  bool ever_scheduled = false;
+
+  IncrementalDetokenizer detokenizer;
+  std::string held_text;             // decoded text held back: it may start a stop string
+
+  absl::Time first_scheduled_time = absl::InfinitePast();
+  absl::Time first_token_time = absl::InfinitePast();
+  absl::Time last_token_time = absl::InfinitePast();
+
+  FinishReason finish = FinishReason::kNone;
+  StreamSink sink;
+
+ private:
+  Request request_;
+  uint64_t seed_;
+  int64_t order_;
+  absl::Time ordering_deadline_;
+  int32_t num_prompt_tokens_;
+  std::vector<int32_t> tokens_;
+};
+
+}  // namespace rtgen
