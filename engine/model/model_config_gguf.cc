@@ -1,0 +1,164 @@
+// ModelConfig::FromGguf: reads `llama.*` metadata of a GGUF file.
+
+#include <cmath>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/model/gguf_file.h"
+#include "engine/model/model_config.h"
+
+namespace rtgen {
+
+namespace {
+
+// A required positive integer that fits in int.
+absl::StatusOr<int> RequiredInt(const GgufFile& file, const std::string& key) {
+  ASSIGN_OR_RETURN(int64_t v, file.GetInt(key));
+  if (v <= 0 || v > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gguf: metadata '", key, "' = ", v, " is out of range"));
+  }
+  return static_cast<int>(v);
+}
+
+// An optional integer: `fallback` when the key is absent, errors when present but invalid.
+absl::StatusOr<int> OptionalInt(const GgufFile& file, const std::string& key, int fallback) {
+  if (file.metadata().count(key) == 0) return fallback;
+  return RequiredInt(file, key);
+}
+
+absl::StatusOr<double> OptionalFloat(const GgufFile& file, const std::string& key,
+                                     double fallback) {
+  if (file.metadata().count(key) == 0) return fallback;
+  return file.GetFloat(key);
+}
+
+// Llama-3 frequency factors for `s`, as llama.cpp's converter stores them in rope_freqs.weight
+// (one factor per rotated pair; the rotation frequency is divided by it).
+std::vector<double> Llama3FreqFactors(const Llama3RopeScaling& s, int head_dim, double theta) {
+  const double kPi = 3.14159265358979323846;
+  const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
+  const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
+  std::vector<double> factors;
+  for (int i = 0; i < head_dim; i += 2) {
+    const double freq = 1.0 / std::pow(theta, static_cast<double>(i) / head_dim);
+    const double wavelen = 2 * kPi / freq;
+    if (wavelen < high_wavelen) {
+      factors.push_back(1.0);
+    } else if (wavelen > low_wavelen) {
+      factors.push_back(s.factor);
+    } else {
+      const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
+                            (s.high_freq_factor - s.low_freq_factor);
+      factors.push_back(1.0 / ((1 - smooth) / s.factor + smooth));
+    }
+  }
+  return factors;
+}
+
+// Recovers Llama-3 scaling from a `rope_freqs.weight` tensor: factor = the largest frequency
+// factor, the other parameters Llama 3.x's (low 1, high 4, original context 8192); the result
+// must reproduce the stored factors, else the file's scaling is one rtgen cannot represent.
+absl::Status ReadRopeFreqs(const GgufFile& file, ModelConfig* config) {
+  const GgufTensorInfo* info = file.FindTensor("rope_freqs.weight");
+  if (info == nullptr) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::vector<float> stored, file.ReadTensorF32(*info));
+  if (static_cast<int>(stored.size()) != config->head_dim / 2) {
+    return absl::InvalidArgumentError(absl::StrCat("gguf: rope_freqs.weight has ", stored.size(),
+                                                   " values, want head_dim/2 = ",
+                                                   config->head_dim / 2));
+  }
+  Llama3RopeScaling s;
+  s.factor = 1.0f;
+  for (float f : stored) s.factor = std::max(s.factor, f);
+  if (config->rope_scaling.has_value()) s = *config->rope_scaling;
+  const std::vector<double> expect = Llama3FreqFactors(s, config->head_dim, config->rope_theta);
+  for (size_t i = 0; i < stored.size(); ++i) {
+    if (std::fabs(stored[i] - expect[i]) > 1e-3 * std::fabs(expect[i])) {
+      return absl::UnimplementedError(absl::StrCat(
+          "gguf: rope_freqs.weight[", i, "] = ", stored[i],
+          " does not match Llama-3 rope scaling (factor ", s.factor, ", expected ", expect[i],
+          ")"));
+    }
+  }
+  if (s.factor != 1.0f) config->rope_scaling = s;
+  return absl::OkStatus();
+}
+
+absl::Status ReadRopeScalingKeys(const GgufFile& file, const std::string& arch,
+                                 ModelConfig* config) {
+  const std::string type_key = arch + ".rope.scaling.type";
+  if (file.metadata().count(type_key) == 0) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::string type, file.GetString(type_key));
+  if (type == "none") return absl::OkStatus();
+  if (type != "llama3") {
+    return absl::UnimplementedError(
+        absl::StrCat("gguf: rope scaling type '", type, "' (", type_key, ") is not supported"));
+  }
+  Llama3RopeScaling s;
+  ASSIGN_OR_RETURN(double factor, OptionalFloat(file, arch + ".rope.scaling.factor", s.factor));
+  ASSIGN_OR_RETURN(double low, OptionalFloat(file, arch + ".rope.scaling.low_freq_factor",
+                                             s.low_freq_factor));
+  ASSIGN_OR_RETURN(double high, OptionalFloat(file, arch + ".rope.scaling.high_freq_factor",
+                                              s.high_freq_factor));
+  ASSIGN_OR_RETURN(s.original_max_position_embeddings,
+                   OptionalInt(file, arch + ".rope.scaling.original_context_length",
+                               s.original_max_position_embeddings));
+  s.factor = static_cast<float>(factor);
+  s.low_freq_factor = static_cast<float>(low);
+  s.high_freq_factor = static_cast<float>(high);
+  config->rope_scaling = s;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ModelConfig::FromGguf(const GgufFile& file) {
+  ModelConfig c;
+  ASSIGN_OR_RETURN(c.architecture, file.GetString("general.architecture"));
+  if (c.architecture != "llama") {
+    return absl::UnimplementedError(absl::StrCat("gguf: general.architecture '", c.architecture,
+                                                 "' is not supported (want llama)"));
+  }
+  const std::string p = c.architecture + ".";
+  if (file.metadata().count("general.name") != 0) {
+    ASSIGN_OR_RETURN(c.name, file.GetString("general.name"));
+  }
+  ASSIGN_OR_RETURN(c.num_layers, RequiredInt(file, p + "block_count"));
+  ASSIGN_OR_RETURN(c.max_position_embeddings, RequiredInt(file, p + "context_length"));
+  ASSIGN_OR_RETURN(c.hidden_size, RequiredInt(file, p + "embedding_length"));
+  ASSIGN_OR_RETURN(c.intermediate_size, RequiredInt(file, p + "feed_forward_length"));
+  ASSIGN_OR_RETURN(c.num_heads, RequiredInt(file, p + "attention.head_count"));
+  ASSIGN_OR_RETURN(c.num_kv_heads,
+                   OptionalInt(file, p + "attention.head_count_kv", c.num_heads));
+  ASSIGN_OR_RETURN(double theta, OptionalFloat(file, p + "rope.freq_base", 10000.0));
+  c.rope_theta = static_cast<float>(theta);
+  ASSIGN_OR_RETURN(double eps, file.GetFloat(p + "attention.layer_norm_rms_epsilon"));
+  c.rms_norm_eps = static_cast<float>(eps);
+
+  if (file.metadata().count(p + "vocab_size") != 0) {
+    ASSIGN_OR_RETURN(c.vocab_size, RequiredInt(file, p + "vocab_size"));
+  } else {
+    auto tokens = file.GetStringArray("tokenizer.ggml.tokens");
+    if (!tokens.ok()) {
+      return absl::NotFoundError(absl::StrCat("gguf: neither '", p,
+                                              "vocab_size' nor 'tokenizer.ggml.tokens' gives "
+                                              "the vocabulary size"));
+    }
+    c.vocab_size = static_cast<int>(tokens->size());
+  }
+
+  const int default_head_dim = c.hidden_size / c.num_heads;
+  ASSIGN_OR_RETURN(c.head_dim, OptionalInt(file, p + "attention.key_length", default_head_dim));
+  ASSIGN_OR_RETURN(c.head_dim, OptionalInt(file, p + "rope.dimension_count", c.head_dim));
+
+  c.tie_word_embeddings = file.FindTensor("output.weight") == nullptr;
+  RETURN_IF_ERROR(ReadRopeScalingKeys(file, c.architecture, &c));
+  RETURN_IF_ERROR(ReadRopeFreqs(file, &c));
+  RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+}  // namespace rtgen

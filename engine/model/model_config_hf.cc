@@ -1,0 +1,142 @@
+// ModelConfig::FromHfConfigJson: reads a Hugging Face `config.json` (LlamaForCausalLM).
+
+#include <limits>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/model/model_config.h"
+#include "nlohmann/json.hpp"
+
+namespace rtgen {
+
+namespace {
+
+using Json = nlohmann::json;
+
+absl::StatusOr<int> GetInt(const Json& obj, const std::string& key, std::optional<int> fallback,
+                           const std::string& prefix = "") {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) {
+    if (fallback.has_value()) return *fallback;
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: missing required key '", prefix, key, "'"));
+  }
+  if (!it->is_number_integer()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: '", prefix, key, "' must be an integer"));
+  }
+  const int64_t v = it->get<int64_t>();
+  if (v < 0 || v > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: '", prefix, key, "' = ", v, " is out of range"));
+  }
+  return static_cast<int>(v);
+}
+
+absl::StatusOr<float> GetFloat(const Json& obj, const std::string& key,
+                               std::optional<float> fallback, const std::string& prefix = "") {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) {
+    if (fallback.has_value()) return *fallback;
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: missing required key '", prefix, key, "'"));
+  }
+  if (!it->is_number()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: '", prefix, key, "' must be a number"));
+  }
+  return it->get<float>();
+}
+
+absl::Status ReadRopeScaling(const Json& root, ModelConfig* c) {
+  auto it = root.find("rope_scaling");
+  if (it == root.end() || it->is_null()) return absl::OkStatus();
+  if (!it->is_object()) {
+    return absl::InvalidArgumentError("config.json: 'rope_scaling' must be an object or null");
+  }
+  const Json& rs = *it;
+  std::string type;
+  for (const char* key : {"rope_type", "type"}) {
+    auto t = rs.find(key);
+    if (t == rs.end()) continue;
+    if (!t->is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json: 'rope_scaling.", key, "' must be a string"));
+    }
+    type = t->get<std::string>();
+    break;
+  }
+  if (type == "default") return absl::OkStatus();
+  if (type != "llama3") {
+    return absl::UnimplementedError(absl::StrCat(
+        "config.json: rope_scaling.rope_type '", type, "' is not supported (want llama3)"));
+  }
+  Llama3RopeScaling s;
+  const std::string p = "rope_scaling.";
+  ASSIGN_OR_RETURN(s.factor, GetFloat(rs, "factor", std::nullopt, p));
+  ASSIGN_OR_RETURN(s.low_freq_factor, GetFloat(rs, "low_freq_factor", std::nullopt, p));
+  ASSIGN_OR_RETURN(s.high_freq_factor, GetFloat(rs, "high_freq_factor", std::nullopt, p));
+  ASSIGN_OR_RETURN(s.original_max_position_embeddings,
+                   GetInt(rs, "original_max_position_embeddings", std::nullopt, p));
+  c->rope_scaling = s;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> ModelConfig::FromHfConfigJson(const std::string& json_text) {
+  Json root = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded()) return absl::InvalidArgumentError("config.json: not valid JSON");
+  if (!root.is_object()) return absl::InvalidArgumentError("config.json: not a JSON object");
+
+  ModelConfig c;
+  if (auto it = root.find("model_type"); it != root.end() && it->is_string()) {
+    c.architecture = it->get<std::string>();
+  }
+  if (c.architecture != "llama" && c.architecture != "mistral") {
+    return absl::UnimplementedError(absl::StrCat("config.json: model_type '", c.architecture,
+                                                 "' is not supported (want llama)"));
+  }
+  c.architecture = "llama";
+  if (auto it = root.find("architectures"); it != root.end()) {
+    if (!it->is_array() || it->empty() || !(*it)[0].is_string()) {
+      return absl::InvalidArgumentError(
+          "config.json: 'architectures' must be a non-empty list of strings");
+    }
+    const std::string arch = (*it)[0].get<std::string>();
+    if (arch != "LlamaForCausalLM" && arch != "MistralForCausalLM") {
+      return absl::UnimplementedError(absl::StrCat(
+          "config.json: architectures[0] '", arch, "' is not supported (want LlamaForCausalLM)"));
+    }
+  }
+  if (auto it = root.find("_name_or_path"); it != root.end() && it->is_string()) {
+    c.name = it->get<std::string>();
+  }
+  ASSIGN_OR_RETURN(c.vocab_size, GetInt(root, "vocab_size", std::nullopt));
+  ASSIGN_OR_RETURN(c.hidden_size, GetInt(root, "hidden_size", std::nullopt));
+  ASSIGN_OR_RETURN(c.intermediate_size, GetInt(root, "intermediate_size", std::nullopt));
+  ASSIGN_OR_RETURN(c.num_layers, GetInt(root, "num_hidden_layers", std::nullopt));
+  ASSIGN_OR_RETURN(c.num_heads, GetInt(root, "num_attention_heads", std::nullopt));
+  if (c.num_heads <= 0) {
+    return absl::InvalidArgumentError("config.json: 'num_attention_heads' must be positive");
+  }
+  ASSIGN_OR_RETURN(c.num_kv_heads, GetInt(root, "num_key_value_heads", c.num_heads));
+  ASSIGN_OR_RETURN(c.head_dim, GetInt(root, "head_dim", c.hidden_size / c.num_heads));
+  ASSIGN_OR_RETURN(c.max_position_embeddings,
+                   GetInt(root, "max_position_embeddings", std::nullopt));
+  ASSIGN_OR_RETURN(c.rms_norm_eps, GetFloat(root, "rms_norm_eps", 1e-6f));
+  ASSIGN_OR_RETURN(c.rope_theta, GetFloat(root, "rope_theta", 10000.0f));
+  if (auto it = root.find("tie_word_embeddings"); it != root.end() && !it->is_null()) {
+    if (!it->is_boolean()) {
+      return absl::InvalidArgumentError("config.json: 'tie_word_embeddings' must be a bool");
+    }
+    c.tie_word_embeddings = it->get<bool>();
+  }
+  RETURN_IF_ERROR(ReadRopeScaling(root, &c));
+  RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+}  // namespace rtgen

@@ -1,0 +1,65 @@
+#include "engine/model/model_weights.h"
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+
+namespace rtgen {
+
+namespace {
+
+absl::Status CheckMatrix(const std::string& name, const Matrix& m, int64_t rows, int64_t cols) {
+  if (m.rows != rows || m.cols != cols ||
+      static_cast<int64_t>(m.data.size()) != rows * cols) {
+    return absl::InvalidArgumentError(absl::StrCat("weights: ", name, " is [", m.rows, ", ",
+                                                   m.cols, "] with ", m.data.size(),
+                                                   " values, want [", rows, ", ", cols, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckVector(const std::string& name, const std::vector<float>& v, int64_t n) {
+  if (static_cast<int64_t>(v.size()) != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("weights: ", name, " has ", v.size(), " values, want ", n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ModelWeights::CheckShapes(const ModelConfig& config) const {
+  const int64_t hidden = config.hidden_size;
+  const int64_t q_dim = static_cast<int64_t>(config.num_heads) * config.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(config.num_kv_heads) * config.head_dim;
+  const int64_t ffn = config.intermediate_size;
+  RETURN_IF_ERROR(CheckMatrix("token_embedding", token_embedding, config.vocab_size, hidden));
+  if (static_cast<int>(layers.size()) != config.num_layers) {
+    return absl::InvalidArgumentError(absl::StrCat("weights: ", layers.size(),
+                                                   " layers, want ", config.num_layers));
+  }
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const LayerWeights& l = layers[i];
+    const std::string p = absl::StrCat("layers[", i, "].");
+    RETURN_IF_ERROR(CheckVector(p + "attn_norm", l.attn_norm, hidden));
+    RETURN_IF_ERROR(CheckMatrix(p + "wq", l.wq, q_dim, hidden));
+    RETURN_IF_ERROR(CheckMatrix(p + "wk", l.wk, kv_dim, hidden));
+    RETURN_IF_ERROR(CheckMatrix(p + "wv", l.wv, kv_dim, hidden));
+    RETURN_IF_ERROR(CheckMatrix(p + "wo", l.wo, hidden, q_dim));
+    RETURN_IF_ERROR(CheckVector(p + "ffn_norm", l.ffn_norm, hidden));
+    RETURN_IF_ERROR(CheckMatrix(p + "w_gate", l.w_gate, ffn, hidden));
+    RETURN_IF_ERROR(CheckMatrix(p + "w_up", l.w_up, ffn, hidden));
+    RETURN_IF_ERROR(CheckMatrix(p + "w_down", l.w_down, hidden, ffn));
+  }
+  RETURN_IF_ERROR(CheckVector("final_norm", final_norm, hidden));
+  if (config.tie_word_embeddings) {
+    if (!lm_head.empty()) {
+      return absl::InvalidArgumentError("weights: lm_head must be empty when embeddings are tied");
+    }
+  } else {
+    RETURN_IF_ERROR(CheckMatrix("lm_head", lm_head, config.vocab_size, hidden));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rtgen

@@ -1,0 +1,128 @@
+// LoadSafetensorsWeights: Hugging Face tensor names in one or more `*.safetensors` files.
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/model/model_weights.h"
+#include "engine/model/safetensors_file.h"
+
+namespace rtgen {
+
+namespace {
+
+// Every tensor of every shard, by name.
+class ShardSet {
+ public:
+  absl::Status Add(std::unique_ptr<SafetensorsFile> file) {
+    for (const auto& [name, t] : file->tensors()) {
+      auto [it, inserted] = index_.emplace(name, std::make_pair(file.get(), &t));
+      if (!inserted) {
+        return absl::InvalidArgumentError(absl::StrCat("safetensors: tensor '", name,
+                                                       "' appears in both ",
+                                                       it->second.first->path(), " and ",
+                                                       file->path()));
+      }
+    }
+    files_.push_back(std::move(file));
+    return absl::OkStatus();
+  }
+
+  // Reads `name`, which must have exactly `shape`.
+  absl::StatusOr<std::vector<float>> Read(const std::string& name,
+                                          const std::vector<int64_t>& shape) const {
+    auto it = index_.find(name);
+    if (it == index_.end()) {
+      return absl::NotFoundError(absl::StrCat("safetensors: missing tensor '", name, "'"));
+    }
+    const auto& [file, t] = it->second;
+    if (t->shape != shape) {
+      std::string got, want;
+      for (int64_t d : t->shape) absl::StrAppend(&got, got.empty() ? "" : ", ", d);
+      for (int64_t d : shape) absl::StrAppend(&want, want.empty() ? "" : ", ", d);
+      return absl::InvalidArgumentError(absl::StrCat("safetensors: tensor '", name,
+                                                     "' has shape [", got, "], want [", want,
+                                                     "]"));
+    }
+    return file->ReadF32(*t);
+  }
+
+  absl::StatusOr<Matrix> ReadMatrix(const std::string& name, int64_t rows, int64_t cols) const {
+    Matrix m;
+    m.rows = rows;
+    m.cols = cols;
+    ASSIGN_OR_RETURN(m.data, Read(name, {rows, cols}));
+    return m;
+  }
+
+ private:
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::map<std::string, std::pair<const SafetensorsFile*, const SafetensorsTensor*>> index_;
+};
+
+absl::StatusOr<std::vector<std::string>> ListShards(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(dir, ec)) return std::vector<std::string>{dir};
+  if (!fs::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("safetensors: no such directory ", dir));
+  }
+  std::vector<std::string> shards;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    if (e.is_regular_file() && e.path().extension() == ".safetensors") {
+      shards.push_back(e.path().string());
+    }
+  }
+  if (ec) return absl::InvalidArgumentError(absl::StrCat("safetensors: cannot list ", dir));
+  if (shards.empty()) {
+    return absl::NotFoundError(absl::StrCat("safetensors: no *.safetensors files in ", dir));
+  }
+  std::sort(shards.begin(), shards.end());
+  return shards;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelWeights> LoadSafetensorsWeights(const std::string& dir,
+                                                    const ModelConfig& config) {
+  RETURN_IF_ERROR(config.Validate());
+  ASSIGN_OR_RETURN(std::vector<std::string> paths, ListShards(dir));
+  ShardSet shards;
+  for (const std::string& path : paths) {
+    ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
+    RETURN_IF_ERROR(shards.Add(std::move(file)));
+  }
+  const int64_t hidden = config.hidden_size;
+  const int64_t q_dim = static_cast<int64_t>(config.num_heads) * config.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(config.num_kv_heads) * config.head_dim;
+  const int64_t ffn = config.intermediate_size;
+  ModelWeights w;
+  ASSIGN_OR_RETURN(w.token_embedding,
+                   shards.ReadMatrix("model.embed_tokens.weight", config.vocab_size, hidden));
+  w.layers.resize(config.num_layers);
+  for (int i = 0; i < config.num_layers; ++i) {
+    LayerWeights& l = w.layers[i];
+    const std::string p = absl::StrCat("model.layers.", i, ".");
+    ASSIGN_OR_RETURN(l.attn_norm, shards.Read(p + "input_layernorm.weight", {hidden}));
+    ASSIGN_OR_RETURN(l.wq, shards.ReadMatrix(p + "self_attn.q_proj.weight", q_dim, hidden));
+    ASSIGN_OR_RETURN(l.wk, shards.ReadMatrix(p + "self_attn.k_proj.weight", kv_dim, hidden));
+    ASSIGN_OR_RETURN(l.wv, shards.ReadMatrix(p + "self_attn.v_proj.weight", kv_dim, hidden));
+    ASSIGN_OR_RETURN(l.wo, shards.ReadMatrix(p + "self_attn.o_proj.weight", hidden, q_dim));
+    ASSIGN_OR_RETURN(l.ffn_norm, shards.Read(p + "post_attention_layernorm.weight", {hidden}));
+    ASSIGN_OR_RETURN(l.w_gate, shards.ReadMatrix(p + "mlp.gate_proj.weight", ffn, hidden));
+    ASSIGN_OR_RETURN(l.w_up, shards.ReadMatrix(p + "mlp.up_proj.weight", ffn, hidden));
+    ASSIGN_OR_RETURN(l.w_down, shards.ReadMatrix(p + "mlp.down_proj.weight", hidden, ffn));
+  }
+  ASSIGN_OR_RETURN(w.final_norm, shards.Read("model.norm.weight", {hidden}));
+  if (!config.tie_word_embeddings) {
+    ASSIGN_OR_RETURN(w.lm_head, shards.ReadMatrix("lm_head.weight", config.vocab_size, hidden));
+  }
+  RETURN_IF_ERROR(w.CheckShapes(config));
+  return w;
+}
+
+}  // namespace rtgen
