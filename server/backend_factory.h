@@ -1,0 +1,32 @@
+#pragma once
+// The one place that picks and builds a compute backend. The CUDA backend plugs in here.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/loader/model_loader.h"
+
+namespace rtgen {
+
+struct BackendOptions {
+  std::string kind = "auto";             // "auto" | "cpu" | "cuda"
+  int32_t threads = 0;                   // CPU worker threads; 0 = every core
+  std::string cpu_weight_dtype = "f32";  // how the CPU backend stores weights
+};
+
+// True when a CUDA backend was compiled in and a GPU is visible.
+bool CudaBackendAvailable();
+
+// "auto" → "cuda" when CudaBackendAvailable(), else "cpu". INVALID_ARGUMENT for an unknown
+// kind; FAILED_PRECONDITION for "cuda" when it is not available, saying why.
+absl::StatusOr<std::string> ResolveBackendKind(const std::string& kind);
+
+// Builds the backend for `model`; its weights may be moved out (the backend keeps its own copy
+// in its own layout), so only config/tokenizer/chat_template stay usable afterwards.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options,
+                                                       LoadedModel& model);
+
+}  // namespace rtgen

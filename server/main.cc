@@ -1,0 +1,94 @@
+// rtgen-server: flags → ServerConfig → Server. Serves until SIGINT/SIGTERM, then drains.
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "server/logging.h"
+#include "server/metrics.h"
+#include "server/server.h"
+#include "server/termination_signal.h"
+
+ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+          "GGUF file, or a Hugging Face directory (config.json, *.safetensors, tokenizer.json)");
+ABSL_FLAG(std::string, backend, "auto",
+          "auto (cuda when built in and a GPU is visible, else cpu) | cpu | cuda");
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to serve gRPC on");
+ABSL_FLAG(int32_t, port, 50051, "gRPC port (0: any free port)");
+ABSL_FLAG(int32_t, metrics_port, 9090, "Prometheus /metrics port (-1: off)");
+ABSL_FLAG(int32_t, max_num_seqs, 64, "sequences per engine step");
+ABSL_FLAG(int32_t, max_num_batched_tokens, 512, "tokens per engine step");
+ABSL_FLAG(int32_t, max_model_len, 2048, "context per request, tokens");
+ABSL_FLAG(int32_t, max_waiting, 1024, "queued requests before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV cache blocks (0: enough for max-num-seqs contexts)");
+ABSL_FLAG(int32_t, block_size, 16, "tokens per KV block");
+ABSL_FLAG(bool, enable_prefix_caching, true, "reuse KV blocks of shared prompt prefixes");
+ABSL_FLAG(int32_t, threads, 0, "CPU backend threads (0: every core)");
+ABSL_FLAG(std::string, cpu_weight_dtype, "f32", "how the CPU backend stores weights");
+ABSL_FLAG(std::string, log_level, "info", "trace|debug|info|warn|error|critical|off");
+ABSL_FLAG(std::string, log_format, "text", "text | json (one object per line)");
+ABSL_FLAG(std::string, latency_buckets, "",
+          "latency histogram bounds in seconds, comma separated (default 0.0001 .. 60)");
+ABSL_FLAG(int32_t, max_connection_age_s, 0,
+          "close client connections after this many seconds so they rebalance (0: never)");
+ABSL_FLAG(int32_t, drain_timeout_s, 30, "on SIGTERM, seconds in-flight streams get to finish");
+
+namespace {
+
+int Fail(const absl::Status& status) {
+  spdlog::critical("{}", status.ToString());
+  std::fprintf(stderr, "rtgen-server: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  rtgen::BlockTerminationSignals();
+  absl::SetProgramUsageMessage("rtgen-server: gRPC LLM inference server (rtgen.v1.Inference)");
+  absl::ParseCommandLine(argc, argv);
+
+  if (absl::Status s = rtgen::ConfigureLogging(absl::GetFlag(FLAGS_log_level),
+                                               absl::GetFlag(FLAGS_log_format));
+      !s.ok()) {
+    return Fail(s);
+  }
+
+  rtgen::ServerConfig config;
+  config.model_path = absl::GetFlag(FLAGS_model);
+  config.backend.kind = absl::GetFlag(FLAGS_backend);
+  config.backend.threads = absl::GetFlag(FLAGS_threads);
+  config.backend.cpu_weight_dtype = absl::GetFlag(FLAGS_cpu_weight_dtype);
+  config.host = absl::GetFlag(FLAGS_host);
+  config.port = absl::GetFlag(FLAGS_port);
+  config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  config.max_connection_age_s = absl::GetFlag(FLAGS_max_connection_age_s);
+  config.engine.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
+  config.engine.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
+  config.engine.max_model_len = absl::GetFlag(FLAGS_max_model_len);
+  config.engine.max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  config.engine.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
+  config.engine.block_size = absl::GetFlag(FLAGS_block_size);
+  config.engine.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  if (const std::string buckets = absl::GetFlag(FLAGS_latency_buckets); !buckets.empty()) {
+    absl::StatusOr<std::vector<double>> parsed = rtgen::ParseLatencyBuckets(buckets);
+    if (!parsed.ok()) return Fail(parsed.status());
+    config.latency_buckets = *std::move(parsed);
+  }
+
+  absl::StatusOr<std::unique_ptr<rtgen::Server>> server = rtgen::Server::Start(config);
+  if (!server.ok()) return Fail(server.status());
+
+  const int signal_number = rtgen::WaitForTerminationSignal();
+  spdlog::info("signal {}: shutting down", signal_number);
+  (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
+  return 0;
+}

@@ -1,0 +1,184 @@
+#include "server/metrics.h"
+
+#include <exception>
+
+#include <prometheus/counter.h>
+#include <prometheus/exposer.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace rtgen {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+using prometheus::Histogram;
+
+// Sequences per step: powers of two and the CUDA graph buckets.
+const Histogram::BucketBoundaries kBatchBuckets = {1,  2,  4,   8,   16,  24,  32,
+                                                   48, 64, 128, 256, 512, 1024};
+
+Histogram* AddHistogram(prometheus::Registry& registry, const std::string& name,
+                        const std::string& help, const std::vector<double>& buckets) {
+  return &BuildHistogram().Name(name).Help(help).Register(registry).Add({}, buckets);
+}
+
+prometheus::Gauge* AddGauge(prometheus::Registry& registry, const std::string& name,
+                            const std::string& help) {
+  return &BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+prometheus::Counter* AddCounter(prometheus::Registry& registry, const std::string& name,
+                                const std::string& help) {
+  return &BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+}  // namespace
+
+std::vector<double> DefaultLatencyBuckets() {
+  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+          0.1,    0.25,    0.5,    1.0,   2.5,    5.0,   10.0, 30.0,  60.0};
+}
+
+absl::StatusOr<std::vector<double>> ParseLatencyBuckets(absl::string_view csv) {
+  std::vector<double> out;
+  for (absl::string_view part : absl::StrSplit(csv, ',', absl::SkipWhitespace())) {
+    double value = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(part), &value) || !(value > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("latency_buckets: '", part, "' is not a positive number of seconds"));
+    }
+    if (!out.empty() && value <= out.back()) {
+      return absl::InvalidArgumentError("latency_buckets: bounds must be strictly increasing");
+    }
+    out.push_back(value);
+  }
+  if (out.empty()) return absl::InvalidArgumentError("latency_buckets: no bucket bounds given");
+  return out;
+}
+
+Metrics::Metrics(const std::vector<double>& latency) {
+  registry_ = std::make_shared<prometheus::Registry>();
+  prometheus::Registry& r = *registry_;
+  ttft_ = AddHistogram(r, "rtgen_time_to_first_token_seconds", "Arrival to first token sent.",
+                       latency);
+  tpot_ = AddHistogram(r, "rtgen_time_per_output_token_seconds",
+                       "Gap between consecutive tokens of a request.", latency);
+  e2e_ = AddHistogram(r, "rtgen_e2e_request_latency_seconds", "Arrival to last message.",
+                      latency);
+  queue_time_ = AddHistogram(r, "rtgen_queue_time_seconds", "Arrival to first scheduled.",
+                             latency);
+  batch_size_ = AddHistogram(r, "rtgen_batch_size", "Sequences per executed step.",
+                             kBatchBuckets);
+  waiting_ = AddGauge(r, "rtgen_requests_waiting", "Requests in the queue.");
+  running_ = AddGauge(r, "rtgen_requests_running", "Sequences in the running batch.");
+  kv_usage_ = AddGauge(r, "rtgen_kv_cache_usage_ratio", "Used / total KV blocks.");
+  graph_replays_ = &BuildCounter()
+                        .Name("rtgen_graph_replays_total")
+                        .Help("Steps run as a captured CUDA graph, by batch bucket.")
+                        .Register(r);
+  auto& eager = BuildCounter()
+                    .Name("rtgen_eager_steps_total")
+                    .Help("Steps run without a graph, by reason.")
+                    .Register(r);
+  eager_prefill_ = &eager.Add({{"reason", "prefill"}});
+  eager_decode_ = &eager.Add({{"reason", "decode"}});
+  prompt_tokens_ = AddCounter(r, "rtgen_prompt_tokens_total", "Prompt tokens computed.");
+  generation_tokens_ = AddCounter(r, "rtgen_generation_tokens_total", "Tokens generated.");
+  prefix_hit_tokens_ = AddCounter(r, "rtgen_prefix_cache_hit_tokens_total",
+                                  "Prompt tokens served from the prefix cache.");
+  preemptions_ = AddCounter(r, "rtgen_preemptions_total", "Recompute preemptions.");
+  auto& requests = BuildCounter()
+                       .Name("rtgen_requests_total")
+                       .Help("Finished requests, by finish reason.")
+                       .Register(r);
+  requests_[static_cast<int>(FinishReason::kNone)] =
+      &requests.Add({{"finish_reason", "rejected"}});
+  for (FinishReason reason : {FinishReason::kStop, FinishReason::kLength,
+                              FinishReason::kCancelled, FinishReason::kDeadline,
+                              FinishReason::kError}) {
+    requests_[static_cast<int>(reason)] =
+        &requests.Add({{"finish_reason", FinishReasonName(reason)}});
+  }
+}
+
+Metrics::~Metrics() = default;
+
+absl::Status Metrics::StartExposer(const std::string& host, int port) {
+  const std::string address = absl::StrCat(host, ":", port);
+  try {
+    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics-port: cannot serve /metrics on ", address, ": ", e.what()));
+  }
+  exposer_->RegisterCollectable(registry_);
+  const std::vector<int> ports = exposer_->GetListeningPorts();
+  exposer_port_ = ports.empty() ? port : ports.front();
+  return absl::OkStatus();
+}
+
+std::string Metrics::Render() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+void Metrics::OnRejected() { requests_[static_cast<int>(FinishReason::kNone)]->Increment(); }
+
+void Metrics::OnStep(int32_t batch_size, int32_t prompt_tokens, int32_t generated,
+                     bool graph_replayed, int32_t bucket) {
+  batch_size_->Observe(batch_size);
+  if (prompt_tokens > 0) prompt_tokens_->Increment(prompt_tokens);
+  if (generated > 0) generation_tokens_->Increment(generated);
+  if (!graph_replayed) {
+    (prompt_tokens > 0 ? eager_prefill_ : eager_decode_)->Increment();
+    return;
+  }
+  prometheus::Counter* counter = nullptr;
+  if (bucket >= 0 && bucket <= kMaxCachedBucket) {
+    counter = replay_counters_[bucket].load(std::memory_order_acquire);
+    if (counter == nullptr) {
+      // Family::Add returns the existing counter for the same labels, so a race is harmless.
+      counter = &graph_replays_->Add({{"bucket", absl::StrCat(bucket)}});
+      replay_counters_[bucket].store(counter, std::memory_order_release);
+    }
+  } else {
+    counter = &graph_replays_->Add({{"bucket", absl::StrCat(bucket)}});
+  }
+  counter->Increment();
+}
+
+void Metrics::OnFirstScheduled(absl::Duration queue_time) {
+  queue_time_->Observe(absl::ToDoubleSeconds(queue_time));
+}
+
+void Metrics::OnToken(absl::Duration since_previous_token, bool first) {
+  // The first token's gap is measured from arrival: that is the TTFT.
+  (first ? ttft_ : tpot_)->Observe(absl::ToDoubleSeconds(since_previous_token));
+}
+
+void Metrics::OnFinished(FinishReason reason, const Usage& usage) {
+  const int index = static_cast<int>(reason);
+  if (index > 0 && index < static_cast<int>(requests_.size())) requests_[index]->Increment();
+  e2e_->Observe(absl::ToDoubleSeconds(usage.total_time));
+}
+
+void Metrics::OnPreemption() { preemptions_->Increment(); }
+
+void Metrics::OnPrefixCacheHit(int32_t tokens) { prefix_hit_tokens_->Increment(tokens); }
+
+void Metrics::OnLoad(const LoadSnapshot& load) {
+  waiting_->Set(load.waiting);
+  running_->Set(load.running);
+  const double total = load.kv_blocks_total;
+  kv_usage_->Set(total > 0 ? (total - load.kv_blocks_free) / total : 0.0);
+}
+
+}  // namespace rtgen

@@ -1,0 +1,50 @@
+#pragma once
+// Turns the public GenerateRequest / TokenizeRequest into engine input: tokenization, chat
+// template, BOS, and every field check. Errors are INVALID_ARGUMENT naming the field, e.g.
+// "messages[1].role: unknown role 'wizard'".
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/request.h"
+#include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "rtgen/v1/inference.pb.h"
+
+namespace rtgen {
+
+// What validation needs to know about the served model and engine limits.
+struct ValidationLimits {
+  const Tokenizer* tokenizer = nullptr;          // required
+  const ChatTemplate* chat_template = nullptr;   // null: the model has no chat template
+  int32_t max_model_len = 2048;                  // context, tokens
+  int32_t max_stop_strings = 16;
+  int32_t max_stop_string_bytes = 256;
+  int32_t default_max_tokens = 256;              // when stopping.max_tokens is unset
+};
+
+// Prompt tokens and (for chat messages) the rendered template text.
+struct TokenizedPrompt {
+  std::vector<int32_t> token_ids;
+  std::string rendered_prompt;  // chat messages only
+};
+
+// A raw prompt: special-token text is parsed as special tokens (as Hugging Face does);
+// BOS is added when `add_special_tokens` says so (unset: the model's add_bos), never twice.
+absl::StatusOr<TokenizedPrompt> TokenizePrompt(const std::string& prompt,
+                                               std::optional<bool> add_special_tokens,
+                                               const ValidationLimits& limits);
+// Chat messages through the model's chat template (which supplies BOS itself).
+absl::StatusOr<TokenizedPrompt> TokenizeMessages(const v1::ChatMessages& messages,
+                                                 const ValidationLimits& limits);
+absl::StatusOr<TokenizedPrompt> TokenizeRequestInput(const v1::TokenizeRequest& request,
+                                                     const ValidationLimits& limits);
+
+// Everything but id, deadline and arrival, which the service fills from the call.
+absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
+                                        const ValidationLimits& limits);
+
+}  // namespace rtgen

@@ -1,0 +1,117 @@
+#include "server/server.h"
+
+#include <chrono>
+#include <utility>
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "engine/common/status_macros.h"
+
+namespace rtgen {
+namespace {
+
+constexpr char kServiceName[] = "rtgen.v1.Inference";
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
+  ASSIGN_OR_RETURN(const std::string backend_kind, ResolveBackendKind(config.backend.kind));
+  const absl::Time load_start = absl::Now();
+  absl::StatusOr<LoadedModel> model = LoadModel(config.model_path);
+  if (!model.ok()) {
+    return absl::Status(model.status().code(), absl::StrCat("model '", config.model_path,
+                                                            "': ", model.status().message()));
+  }
+  spdlog::info("loaded {} ({} layers, vocab {}) from {} in {:.2f} s", model->config.name,
+               model->config.num_layers, model->config.vocab_size, config.model_path,
+               absl::ToDoubleSeconds(absl::Now() - load_start));
+  BackendOptions backend_options = config.backend;
+  backend_options.kind = backend_kind;
+  ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(backend_options, *model));
+  const std::string backend_name = backend->name();
+  // The factory runs once, inside StartWithEngine; the backend moves into the engine.
+  auto shared_backend = std::make_shared<std::unique_ptr<Backend>>(std::move(backend));
+  EngineFactory make_engine = [&config, shared_backend](const Tokenizer* tokenizer,
+                                                        EngineObserver* observer) {
+    return Engine::Create(config.engine, std::move(*shared_backend), tokenizer, observer);
+  };
+  return StartWithEngine(config, *std::move(model), backend_name, make_engine);
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::StartWithEngine(const ServerConfig& config,
+                                                                LoadedModel model,
+                                                                std::string backend_name,
+                                                                const EngineFactory& make_engine) {
+  if (model.tokenizer == nullptr) return absl::InvalidArgumentError("model: no tokenizer");
+  std::unique_ptr<Server> server(new Server());
+  server->model_ = std::move(model);
+  server->backend_name_ = std::move(backend_name);
+  server->metrics_ = std::make_unique<Metrics>(config.latency_buckets);
+  ASSIGN_OR_RETURN(server->engine_,
+                   make_engine(server->model_.tokenizer.get(), server->metrics_.get()));
+  RETURN_IF_ERROR(server->StartServing(config));
+  return server;
+}
+
+absl::Status Server::StartServing(const ServerConfig& config) {
+  ServedModel served;
+  served.config = model_.config;
+  served.backend_name = backend_name_;
+  served.tokenizer = model_.tokenizer.get();
+  served.chat_template = model_.chat_template.has_value() ? &*model_.chat_template : nullptr;
+  service_ = std::make_unique<InferenceService>(engine_.get(), std::move(served), metrics_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = absl::StrCat(config.host, ":", config.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+  builder.RegisterService(service_.get());
+  if (config.max_connection_age_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, config.max_connection_age_s * 1000);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
+                               config.max_connection_age_s * 1000);
+  }
+  grpc_server_ = builder.BuildAndStart();
+  if (grpc_server_ == nullptr || port_ == 0) {
+    return absl::UnavailableError(absl::StrCat("port: cannot listen on ", address));
+  }
+  grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
+  if (health != nullptr) {
+    health->SetServingStatus(true);
+    health->SetServingStatus(kServiceName, true);
+  }
+  if (config.metrics_port >= 0) {
+    RETURN_IF_ERROR(metrics_->StartExposer(config.metrics_host, config.metrics_port));
+  }
+  spdlog::info("serving {} on {}:{} (backend {}), metrics on :{}", kServiceName, config.host,
+               port_, backend_name_, metrics_->exposer_port());
+  return absl::OkStatus();
+}
+
+Server::~Server() { Shutdown(absl::ZeroDuration()); }
+
+void Server::Wait() {
+  if (grpc_server_ != nullptr) grpc_server_->Wait();
+}
+
+void Server::Shutdown(absl::Duration grace) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  if (grpc_server_ != nullptr) {
+    if (auto* health = grpc_server_->GetHealthCheckService(); health != nullptr) {
+      health->SetServingStatus(false);
+    }
+    spdlog::info("draining: {:.1f} s for in-flight streams", absl::ToDoubleSeconds(grace));
+    // Streams still open at the deadline are cancelled; their reactors tell the engine.
+    grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+  }
+  if (engine_ != nullptr) engine_->Shutdown();
+  spdlog::info("stopped");
+}
+
+}  // namespace rtgen

@@ -1,0 +1,77 @@
+#pragma once
+// Wires a served model: LoadModel → backend → Engine::Create → gRPC service (+ health checking,
+// reflection) and the Prometheus exposer. main.cc only turns flags into a ServerConfig.
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "engine/loader/model_loader.h"
+#include "server/backend_factory.h"
+#include "server/inference_service.h"
+#include "server/metrics.h"
+
+namespace rtgen {
+
+struct ServerConfig {
+  std::string model_path = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  BackendOptions backend;
+  std::string host = "0.0.0.0";
+  int port = 50051;                 // 0: any free port (see Server::port())
+  std::string metrics_host = "0.0.0.0";
+  int metrics_port = 9090;          // 0: any free port; negative: no /metrics endpoint
+  int max_connection_age_s = 0;     // > 0: close connections after this age (load balancing)
+  EngineConfig engine;
+  std::vector<double> latency_buckets = DefaultLatencyBuckets();  // seconds
+};
+
+class Server {
+ public:
+  // Builds an engine for `tokenizer`, reporting to `observer` (tests: a fake engine).
+  using EngineFactory = std::function<absl::StatusOr<std::unique_ptr<Engine>>(
+      const Tokenizer* tokenizer, EngineObserver* observer)>;
+
+  // Loads config.model_path, builds the backend and engine, and starts serving.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(const ServerConfig& config);
+  // Serves `model` (tokenizer, chat template, config) with an engine from `make_engine`.
+  static absl::StatusOr<std::unique_ptr<Server>> StartWithEngine(const ServerConfig& config,
+                                                                 LoadedModel model,
+                                                                 std::string backend_name,
+                                                                 const EngineFactory& make_engine);
+
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  int port() const { return port_; }                  // the bound gRPC port
+  int metrics_port() const { return metrics_->exposer_port(); }
+  Metrics& metrics() { return *metrics_; }
+  Engine& engine() { return *engine_; }
+
+  // Blocks until Shutdown completes.
+  void Wait();
+  // Drains: health becomes NOT_SERVING, in-flight streams get `grace` to finish, then they are
+  // cancelled and the engine stops. Idempotent.
+  void Shutdown(absl::Duration grace = absl::Seconds(10));
+
+ private:
+  Server() = default;
+  absl::Status StartServing(const ServerConfig& config);
+
+  LoadedModel model_;                // tokenizer and chat template the service points into
+  std::string backend_name_;
+  std::unique_ptr<Metrics> metrics_;  // the engine's observer: outlives the engine
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<InferenceService> service_;
+  std::unique_ptr<grpc::Server> grpc_server_;  // destroyed first
+  int port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace rtgen
