@@ -1,0 +1,186 @@
+#include "engine/sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace rtgen {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Repetition (HF: every distinct prompt/output token, logit > 0 ? l / p : l * p), then
+// presence/frequency (vLLM: output tokens, l -= frequency * count + presence).
+void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
+                    std::span<const int32_t> prompt, std::span<const int32_t> output) {
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  auto in_vocab = [vocab](int32_t t) { return t >= 0 && t < vocab; };
+  if (params.repetition_penalty != 1.0f) {
+    const float p = params.repetition_penalty;
+    std::vector<uint8_t> seen(vocab, 0);
+    for (std::span<const int32_t> tokens : {prompt, output}) {
+      for (int32_t t : tokens) {
+        if (!in_vocab(t) || seen[t]) continue;
+        seen[t] = 1;
+        logits[t] = logits[t] > 0.0f ? logits[t] / p : logits[t] * p;
+      }
+    }
+  }
+  if (params.presence_penalty != 0.0f || params.frequency_penalty != 0.0f) {
+    std::vector<int32_t> sorted(output.begin(), output.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (size_t i = 0; i < sorted.size();) {
+      size_t j = i;
+      while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
+      if (in_vocab(sorted[i])) {
+        logits[sorted[i]] -=
+            params.frequency_penalty * static_cast<float>(j - i) + params.presence_penalty;
+      }
+      i = j;
+    }
+  }
+}
+
+// log(sum(exp(logits))), computed stably.
+float LogSumExp(std::span<const float> logits) {
+  const float m = *std::max_element(logits.begin(), logits.end());
+  double sum = 0.0;
+  for (float l : logits) sum += std::exp(l - m);
+  return m + static_cast<float>(std::log(sum));
+}
+
+// Index of the largest logit; the lowest id on ties.
+int32_t ArgMax(std::span<const float> logits) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < static_cast<int32_t>(logits.size()); ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return best;
+}
+
+// The `n` most likely tokens, most likely first (lowest id first on ties).
+std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, float lse, int32_t n) {
+  n = std::min<int32_t>(n, static_cast<int32_t>(logits.size()));
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::partial_sort(ids.begin(), ids.begin() + n, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  std::vector<TokenLogprob> top(n);
+  for (int32_t i = 0; i < n; ++i) top[i] = {ids[i], logits[ids[i]] - lse};
+  return top;
+}
+
+// Restricts `ids` (candidate token ids) to the smallest most-likely prefix whose probability mass
+// (within the current candidates) reaches top_p. Avoids sorting the whole vocab: it selects the
+// top m by nth_element, growing m until their mass suffices, and sorts only those.
+void ApplyTopP(std::span<const float> logits, float top_p, std::vector<int32_t>& ids) {
+  auto better = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  float m = -std::numeric_limits<float>::infinity();
+  for (int32_t id : ids) m = std::max(m, logits[id]);
+  double total = 0.0;
+  for (int32_t id : ids) total += std::exp(logits[id] - m);
+  const double target = static_cast<double>(top_p) * total;
+
+  size_t prefix = std::min<size_t>(ids.size(), 64);
+  while (true) {
+    if (prefix < ids.size()) std::nth_element(ids.begin(), ids.begin() + prefix, ids.end(), better);
+    double mass = 0.0;
+    for (size_t i = 0; i < prefix; ++i) mass += std::exp(logits[ids[i]] - m);
+    if (mass >= target || prefix == ids.size()) break;
+    prefix = std::min(ids.size(), prefix * 4);
+  }
+  std::sort(ids.begin(), ids.begin() + prefix, better);
+  double cum = 0.0;
+  size_t keep = prefix;
+  for (size_t i = 0; i < prefix; ++i) {
+    cum += std::exp(logits[ids[i]] - m);
+    if (cum >= target) {
+      keep = i + 1;
+      break;
+    }
+  }
+  ids.resize(std::max<size_t>(keep, 1));
+}
+
+// Draws from softmax(logits) restricted to `ids` (all tokens when `ids` is null) with u in [0, 1).
+int32_t Draw(std::span<const float> logits, const std::vector<int32_t>* ids, float u) {
+  const int32_t n = ids ? static_cast<int32_t>(ids->size()) : static_cast<int32_t>(logits.size());
+  auto id_at = [&](int32_t i) { return ids ? (*ids)[i] : i; };
+  float m = -std::numeric_limits<float>::infinity();
+  for (int32_t i = 0; i < n; ++i) m = std::max(m, logits[id_at(i)]);
+  double total = 0.0;
+  for (int32_t i = 0; i < n; ++i) total += std::exp(logits[id_at(i)] - m);
+  const double target = static_cast<double>(u) * total;
+  double cum = 0.0;
+  int32_t last_positive = id_at(0);
+  for (int32_t i = 0; i < n; ++i) {
+    const double p = std::exp(logits[id_at(i)] - m);
+    if (p <= 0.0) continue;
+    cum += p;
+    last_positive = id_at(i);
+    if (cum > target) return last_positive;
+  }
+  return last_positive;  // rounding left the target just above the total
+}
+
+}  // namespace
+
+float CounterUniform(uint64_t seed, uint64_t counter) {
+  const uint64_t x = SplitMix64(SplitMix64(seed) ^ counter);
+  return static_cast<float>(x >> 40) * (1.0f / 16777216.0f);
+}
+
+SampledToken SampleToken(std::span<float> logits, const SamplingParams& params,
+                         std::span<const int32_t> prompt, std::span<const int32_t> output,
+                         uint64_t seed) {
+  SampledToken result;
+  if (logits.empty()) return result;
+  ApplyPenalties(logits, params, prompt, output);
+
+  if (params.greedy()) {
+    result.token_id = ArgMax(logits);
+  } else {
+    for (float& l : logits) l /= params.temperature;
+    const int32_t vocab = static_cast<int32_t>(logits.size());
+    const float u = CounterUniform(seed, output.size());
+    const bool use_top_k = params.top_k > 0 && params.top_k < vocab;
+    if (!use_top_k && params.top_p >= 1.0f && params.min_p <= 0.0f) {
+      result.token_id = Draw(logits, nullptr, u);
+    } else {
+      auto better = [&](int32_t a, int32_t b) {
+        return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+      };
+      std::vector<int32_t> ids(vocab);
+      std::iota(ids.begin(), ids.end(), 0);
+      if (use_top_k) {
+        std::nth_element(ids.begin(), ids.begin() + params.top_k, ids.end(), better);
+        ids.resize(params.top_k);
+      }
+      if (params.top_p < 1.0f) ApplyTopP(logits, params.top_p, ids);
+      if (params.min_p > 0.0f) {
+        // p >= min_p * p_max  <=>  logit >= max_logit + log(min_p).
+        float m = -std::numeric_limits<float>::infinity();
+        for (int32_t id : ids) m = std::max(m, logits[id]);
+        const float threshold = m + std::log(params.min_p);
+        std::erase_if(ids, [&](int32_t id) { return logits[id] < threshold; });
+      }
+      result.token_id = Draw(logits, &ids, u);
+    }
+  }
+
+  const float lse = LogSumExp(logits);
+  result.logprob = logits[result.token_id] - lse;
+  if (params.logprobs > 0) result.top = TopLogprobs(logits, lse, params.logprobs);
+  return result;
+}
+
+}  // namespace rtgen
