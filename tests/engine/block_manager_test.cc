@@ -1,0 +1,168 @@
+#include "engine/block_manager.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/engine/test_util.h"
+
+namespace rtgen::testing {
+namespace {
+
+class BlockManagerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Sequence> Seq(std::vector<int32_t> prompt) {
+    return MakeSeq(&tok_, MakeRequest("s", std::move(prompt), 8), nullptr);
+  }
+  // Pretends the step computing every token of `seq` ran.
+  static void ComputeAll(BlockManager& bm, Sequence& seq) {
+    seq.num_computed_tokens = seq.num_tokens();
+    bm.CommitComputedBlocks(seq);
+  }
+  FakeTokenizer tok_;
+};
+
+TEST_F(BlockManagerTest, AllocateAndFreeKeepCountsBalanced) {
+  BlockManager bm(8, 16, true);
+  auto a = Seq(Range(1, 40));
+  ASSERT_TRUE(bm.CanAllocate(*a));
+  EXPECT_EQ(bm.Allocate(*a), 0);
+  EXPECT_EQ(a->block_table.size(), 3u);
+  EXPECT_EQ(bm.num_used_blocks(), 3);
+  EXPECT_EQ(bm.num_free_blocks(), 5);
+  for (int32_t b : a->block_table) EXPECT_EQ(bm.ref_count(b), 1);
+  bm.Free(*a);
+  EXPECT_TRUE(a->block_table.empty());
+  EXPECT_EQ(bm.num_used_blocks(), 0);
+  EXPECT_EQ(bm.num_free_blocks(), 8);
+}
+
+TEST_F(BlockManagerTest, SharedPrefixIsCountedAndRefcounted) {
+  BlockManager bm(8, 16, true);
+  auto a = Seq(Range(1, 40));
+  bm.Allocate(*a);
+  ComputeAll(bm, *a);  // blocks 0 and 1 of a are full and registered
+  std::vector<int32_t> p = Range(1, 32);
+  p.push_back(200);
+  p.push_back(201);
+  auto b = Seq(p);
+  ASSERT_TRUE(bm.CanAllocate(*b));
+  EXPECT_EQ(bm.Allocate(*b), 32);
+  EXPECT_EQ(b->num_computed_tokens, 32);
+  EXPECT_EQ(b->block_table[0], a->block_table[0]);
+  EXPECT_EQ(b->block_table[1], a->block_table[1]);
+  EXPECT_NE(b->block_table[2], a->block_table[2]);
+  EXPECT_EQ(bm.ref_count(a->block_table[0]), 2);
+  EXPECT_EQ(bm.num_used_blocks(), 4);
+  EXPECT_EQ(bm.cached_hit_tokens(), 32);
+  bm.Free(*a);
+  EXPECT_EQ(bm.ref_count(b->block_table[0]), 1);
+  bm.Free(*b);
+  EXPECT_EQ(bm.num_used_blocks(), 0);
+  EXPECT_EQ(bm.num_free_blocks(), 8);
+}
+
+TEST_F(BlockManagerTest, LastPromptTokenIsNeverCached) {
+  BlockManager bm(8, 16, true);
+  auto a = Seq(Range(1, 32));
+  bm.Allocate(*a);
+  ComputeAll(bm, *a);
+  auto b = Seq(Range(1, 32));  // identical: only the first block may be reused
+  EXPECT_EQ(bm.Allocate(*b), 16);
+  EXPECT_LT(b->num_computed_tokens, b->num_tokens());
+  EXPECT_EQ(b->block_table.size(), 2u);
+}
+
+TEST_F(BlockManagerTest, NoHitsWhenCachingDisabled) {
+  BlockManager bm(8, 16, false);
+  auto a = Seq(Range(1, 40));
+  bm.Allocate(*a);
+  ComputeAll(bm, *a);
+  bm.Free(*a);
+  auto b = Seq(Range(1, 40));
+  EXPECT_EQ(bm.Allocate(*b), 0);
+  EXPECT_EQ(bm.num_cached_free_blocks(), 0);
+}
+
+TEST_F(BlockManagerTest, FreedCachedBlocksAreReusedThenEvictedInLruOrder) {
+  BlockManager bm(4, 16, true);
+  auto a = Seq(Range(1, 32));
+  bm.Allocate(*a);
+  ComputeAll(bm, *a);
+  bm.Free(*a);
+  auto b = Seq(Range(100, 32));
+  bm.Allocate(*b);
+  ComputeAll(bm, *b);
+  bm.Free(*b);
+  EXPECT_EQ(bm.num_cached_free_blocks(), 4);
+  EXPECT_EQ(bm.num_free_blocks(), 4);
+
+  // A freed sequence comes back and finds its prefix (minus the block with the last token).
+  auto a2 = Seq(Range(1, 33));
+  EXPECT_EQ(bm.Allocate(*a2), 32);
+  bm.Free(*a2);
+
+  // a2's third block evicted b's tail block (the LRU head); a's blocks went back to the LRU
+  // tail. Two more blocks: the one free uncached block, then b's head block.
+  auto c = Seq(Range(150, 20));
+  EXPECT_EQ(bm.Allocate(*c), 0);
+  EXPECT_EQ(bm.num_used_blocks(), 2);
+  auto b2 = Seq(Range(100, 33));
+  EXPECT_TRUE(bm.CanAllocate(*b2) == false);  // b2 needs 3 blocks, its prefix was evicted
+  bm.Free(*c);
+  auto a3 = Seq(Range(1, 33));
+  EXPECT_EQ(bm.Allocate(*a3), 32);            // a's blocks survived
+  bm.Free(*a3);
+  EXPECT_EQ(bm.num_used_blocks(), 0);
+  EXPECT_EQ(bm.num_free_blocks(), 4);
+}
+
+TEST_F(BlockManagerTest, TailBlocksAreEvictedBeforeHeadBlocks) {
+  BlockManager bm(3, 4, true);
+  auto a = Seq(Range(1, 12));
+  bm.Allocate(*a);
+  ComputeAll(bm, *a);
+  const std::vector<int32_t> table = a->block_table;
+  bm.Free(*a);
+  auto c = Seq(Range(50, 3));  // one block: evicts a's last block first
+  bm.Allocate(*c);
+  EXPECT_EQ(c->block_table[0], table[2]);
+  EXPECT_TRUE(bm.is_cached(table[0]));
+  EXPECT_TRUE(bm.is_cached(table[1]));
+  EXPECT_FALSE(bm.is_cached(table[2]));
+}
+
+TEST_F(BlockManagerTest, AppendAddsABlockAtTheBoundary) {
+  BlockManager bm(2, 4, true);
+  auto a = Seq(Range(1, 4));
+  bm.Allocate(*a);
+  ComputeAll(bm, *a);
+  a->AppendToken(9);  // token 5 needs a second block
+  ASSERT_TRUE(bm.CanAppend(*a, 1));
+  bm.Append(*a, 1);
+  EXPECT_EQ(a->block_table.size(), 2u);
+  a->num_computed_tokens = 5;
+  for (int i = 0; i < 3; ++i) a->AppendToken(9);
+  EXPECT_TRUE(bm.CanAppend(*a, 3));   // still inside block 2
+  EXPECT_FALSE(bm.CanAppend(*a, 4));  // would need a third block
+  bm.Free(*a);
+  EXPECT_EQ(bm.num_free_blocks(), 2);
+}
+
+TEST_F(BlockManagerTest, SameContentComputedTwiceIsRegisteredOnce) {
+  BlockManager bm(8, 4, true);
+  auto a = Seq(Range(1, 9));
+  auto b = Seq(Range(1, 9));
+  bm.Allocate(*a);
+  bm.Allocate(*b);  // nothing registered yet: no hits
+  EXPECT_EQ(b->num_computed_tokens, 0);
+  ComputeAll(bm, *a);
+  ComputeAll(bm, *b);
+  EXPECT_TRUE(bm.is_cached(a->block_table[0]));
+  EXPECT_FALSE(bm.is_cached(b->block_table[0]));
+  bm.Free(*a);
+  bm.Free(*b);
+  EXPECT_EQ(bm.num_free_blocks(), 8);
+  EXPECT_EQ(bm.num_cached_free_blocks(), 2);
+}
+
+}  // namespace
+}  // namespace rtgen::testing

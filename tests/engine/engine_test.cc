@@ -1,0 +1,265 @@
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "tests/engine/fake_backend.h"
+#include "tests/engine/test_util.h"
+
+namespace rtgen::testing {
+namespace {
+
+// A thread-safe recorder whose final chunk fires a notification.
+struct Stream {
+  absl::Mutex mu;
+  Recorded rec;
+  absl::Notification done;
+  StreamSink Sink() {
+    return [this](StreamChunk c) {
+      const bool last = c.finish != FinishReason::kNone;
+      {
+        absl::MutexLock lock(&mu);
+        if (last) ++rec.finals;
+        rec.chunks.push_back(std::move(c));
+      }
+      if (last && !done.HasBeenNotified()) done.Notify();
+    };
+  }
+  bool Wait() { return done.WaitForNotificationWithTimeout(absl::Seconds(20)); }
+  size_t num_chunks() {
+    absl::MutexLock lock(&mu);
+    return rec.chunks.size();
+  }
+};
+
+struct CountingObserver : EngineObserver {
+  std::atomic<int> steps{0}, first_scheduled{0}, tokens{0}, first_tokens{0}, finished{0},
+      preemptions{0}, cache_hit_tokens{0};
+  void OnStep(int32_t, int32_t, int32_t, bool, int32_t) override { ++steps; }
+  void OnFirstScheduled(absl::Duration) override { ++first_scheduled; }
+  void OnToken(absl::Duration, bool first) override {
+    ++tokens;
+    if (first) ++first_tokens;
+  }
+  void OnFinished(FinishReason, const Usage&) override { ++finished; }
+  void OnPreemption() override { ++preemptions; }
+  void OnPrefixCacheHit(int32_t n) override { cache_hit_tokens += n; }
+};
+
+class EngineTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Engine> Make(EngineConfig config = EngineConfig(),
+                               EngineObserver* observer = nullptr) {
+    auto backend = std::make_unique<FakeBackend>();
+    backend_ = backend.get();
+    auto engine = Engine::Create(config, std::move(backend), &tok_, observer);
+    EXPECT_TRUE(engine.ok()) << engine.status();
+    return std::move(engine).value();
+  }
+  FakeTokenizer tok_;
+  FakeBackend* backend_ = nullptr;
+};
+
+TEST_F(EngineTest, GeneratesTheGreedyStreamWithUsage) {
+  CountingObserver obs;
+  auto engine = Make(EngineConfig(), &obs);
+  Stream s;
+  ASSERT_TRUE(engine->Submit(MakeRequest("r1", Range(1, 20), 12), s.Sink()).ok());
+  ASSERT_TRUE(s.Wait());
+  engine->Shutdown();
+  EXPECT_EQ(s.rec.tokens(), FakeGreedyOutput(Range(1, 20), 12));
+  EXPECT_EQ(s.rec.finals, 1);
+  const StreamChunk& last = s.rec.last();
+  EXPECT_EQ(last.finish, FinishReason::kLength);
+  EXPECT_EQ(last.usage.prompt_tokens, 20);
+  EXPECT_EQ(last.usage.generated_tokens, 12);
+  EXPECT_GE(last.usage.total_time, last.usage.time_to_first_token);
+  std::string expected_text;
+  for (int32_t t : FakeGreedyOutput(Range(1, 20), 12)) expected_text += static_cast<char>(t);
+  EXPECT_EQ(s.rec.text(), expected_text);
+  EXPECT_EQ(obs.first_scheduled, 1);
+  EXPECT_EQ(obs.tokens, 12);
+  EXPECT_EQ(obs.first_tokens, 1);
+  EXPECT_EQ(obs.finished, 1);
+  EXPECT_GE(obs.steps, 12);
+}
+
+TEST_F(EngineTest, RejectsRequestsThatCanNeverRun) {
+  EngineConfig config;
+  config.max_model_len = 64;
+  config.num_kv_blocks = 2;
+  config.block_size = 16;
+  auto engine = Make(config);
+  auto sink = [](StreamChunk) {};
+  absl::Status st = engine->Submit(MakeRequest("a", {}, 4), sink);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "prompt is empty");
+  st = engine->Submit(MakeRequest("a", {1, 2, 9999}, 4), sink);
+  EXPECT_EQ(st.message(), "prompt_token_ids[2] = 9999 is outside the vocabulary [0, 260)");
+  st = engine->Submit(MakeRequest("a", Range(1, 40), 30), sink);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("max_tokens"), std::string::npos);
+  EXPECT_NE(st.message().find("max_model_len"), std::string::npos);
+  st = engine->Submit(MakeRequest("a", Range(1, 30), 10), sink);  // 3 blocks > pool of 2
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("KV pool"), std::string::npos);
+  Request bad = MakeRequest("a", Range(1, 3), 4);
+  bad.sampling.temperature = -1.0f;
+  EXPECT_EQ(engine->Submit(bad, sink).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(EngineTest, FullQueueIsResourceExhausted) {
+  EngineConfig config;
+  config.max_num_seqs = 1;
+  config.max_waiting = 2;
+  auto engine = Make(config);
+  backend_->SetStepDelay(absl::Milliseconds(20));
+  std::vector<std::unique_ptr<Stream>> streams;
+  absl::Status rejected;
+  int accepted = 0;
+  for (int i = 0; i < 10 && rejected.ok(); ++i) {
+    streams.push_back(std::make_unique<Stream>());
+    absl::Status st =
+        engine->Submit(MakeRequest("r" + std::to_string(i), Range(1, 4), 200), streams.back()->Sink());
+    if (st.ok()) ++accepted; else rejected = st;
+  }
+  EXPECT_EQ(rejected.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(rejected.message(), "waiting queue is full (2 requests); retry later");
+  EXPECT_LE(accepted, 3);
+  engine->Shutdown();
+  for (int i = 0; i < accepted; ++i) {
+    EXPECT_EQ(streams[static_cast<size_t>(i)]->rec.finals, 1);
+    EXPECT_EQ(streams[static_cast<size_t>(i)]->rec.last().finish, FinishReason::kCancelled);
+  }
+}
+
+TEST_F(EngineTest, CancelEndsTheStreamAndFreesBlocks) {
+  auto engine = Make();
+  backend_->SetStepDelay(absl::Milliseconds(2));
+  Stream s;
+  ASSERT_TRUE(engine->Submit(MakeRequest("c", Range(1, 40), 1000), s.Sink()).ok());
+  while (s.num_chunks() < 3) absl::SleepFor(absl::Milliseconds(1));
+  engine->Cancel("c");
+  ASSERT_TRUE(s.Wait());
+  EXPECT_EQ(s.rec.last().finish, FinishReason::kCancelled);
+  EXPECT_EQ(s.rec.finals, 1);
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (engine->GetLoad().running != 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  const LoadSnapshot load = engine->GetLoad();
+  EXPECT_EQ(load.running, 0);
+  EXPECT_EQ(load.kv_blocks_free, load.kv_blocks_total);
+  engine->Cancel("unknown-id");  // no-op
+}
+
+TEST_F(EngineTest, DeadlineExpiresInQueueAndMidStream) {
+  EngineConfig config;
+  config.max_num_seqs = 1;
+  auto engine = Make(config);
+  backend_->SetStepDelay(absl::Milliseconds(5));
+  Stream running, queued;
+  Request a = MakeRequest("a", Range(1, 4), 1000);
+  a.deadline = absl::Now() + absl::Milliseconds(300);
+  Request b = MakeRequest("b", Range(1, 4), 10);
+  b.deadline = absl::Now() + absl::Milliseconds(50);
+  b.priority = -1;  // an earlier deadline would otherwise put it first
+  ASSERT_TRUE(engine->Submit(a, running.Sink()).ok());
+  ASSERT_TRUE(engine->Submit(b, queued.Sink()).ok());
+  ASSERT_TRUE(queued.Wait());
+  EXPECT_EQ(queued.rec.last().finish, FinishReason::kDeadline);
+  EXPECT_EQ(queued.rec.last().usage.generated_tokens, 0);
+  ASSERT_TRUE(running.Wait());
+  EXPECT_EQ(running.rec.last().finish, FinishReason::kDeadline);
+  EXPECT_GT(running.rec.last().usage.generated_tokens, 0);
+  EXPECT_LT(running.rec.last().usage.generated_tokens, 1000);
+}
+
+TEST_F(EngineTest, BackendErrorFailsTheStepButTheEngineKeepsRunning) {
+  auto engine = Make();
+  backend_->FailNextSteps(1);
+  Stream bad, good;
+  ASSERT_TRUE(engine->Submit(MakeRequest("bad", Range(1, 4), 5), bad.Sink()).ok());
+  ASSERT_TRUE(bad.Wait());
+  EXPECT_EQ(bad.rec.last().finish, FinishReason::kError);
+  EXPECT_FALSE(bad.rec.last().error.ok());
+  ASSERT_TRUE(engine->Submit(MakeRequest("good", Range(1, 4), 5), good.Sink()).ok());
+  ASSERT_TRUE(good.Wait());
+  EXPECT_EQ(good.rec.tokens(), FakeGreedyOutput(Range(1, 4), 5));
+}
+
+TEST_F(EngineTest, ShutdownCancelsEveryLiveRequestOnce) {
+  auto engine = Make();
+  backend_->SetStepDelay(absl::Milliseconds(2));
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < 5; ++i) {
+    streams.push_back(std::make_unique<Stream>());
+    ASSERT_TRUE(engine->Submit(MakeRequest("s" + std::to_string(i), Range(1 + i, 8), 1000),
+                               streams.back()->Sink()).ok());
+  }
+  absl::SleepFor(absl::Milliseconds(20));
+  engine->Shutdown();
+  for (auto& s : streams) {
+    EXPECT_EQ(s->rec.finals, 1);
+    EXPECT_EQ(s->rec.last().finish, FinishReason::kCancelled);
+  }
+  EXPECT_EQ(engine->Submit(MakeRequest("late", Range(1, 4), 4), [](StreamChunk) {}).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST_F(EngineTest, StopStringAndEosThroughTheEngine) {
+  auto engine = Make();
+  backend_->Script(7, {'o', 'k', 'S', 'T', 'O', 'P', 'z'});
+  backend_->Script(8, {'h', 'i', kFakeEos, 'z'});
+  Stream s1, s2;
+  Request r1 = MakeRequest("s1", {7, 1, 2}, 50);
+  r1.stopping.stop = {"STOP"};
+  Request r2 = MakeRequest("s2", {8, 1, 2}, 50);
+  r2.stopping.ignore_eos = false;
+  r2.sampling.logprobs = 2;
+  ASSERT_TRUE(engine->Submit(r1, s1.Sink()).ok());
+  ASSERT_TRUE(engine->Submit(r2, s2.Sink()).ok());
+  ASSERT_TRUE(s1.Wait());
+  ASSERT_TRUE(s2.Wait());
+  EXPECT_EQ(s1.rec.text(), "ok");
+  EXPECT_EQ(s1.rec.last().finish, FinishReason::kStop);
+  EXPECT_EQ(s1.rec.last().stop_reason, "STOP");
+  EXPECT_EQ(s1.rec.last().usage.generated_tokens, 6);
+  EXPECT_EQ(s2.rec.text(), "hi");
+  EXPECT_EQ(s2.rec.last().finish, FinishReason::kStop);
+  EXPECT_EQ(s2.rec.tokens().size(), 3u);
+  for (const auto& c : s2.rec.chunks) EXPECT_EQ(c.logprobs.size(), c.token_ids.size());
+}
+
+TEST_F(EngineTest, SameSeedSameSampledStream) {
+  auto engine = Make();
+  Stream a, b, c;
+  Request r = MakeRequest("x", Range(1, 6), 16);
+  r.sampling.temperature = 0.8f;
+  r.sampling.seed = 42;
+  Request r2 = r;
+  r2.id = "y";
+  Request r3 = r;
+  r3.id = "z";
+  r3.sampling.seed = 43;
+  ASSERT_TRUE(engine->Submit(r, a.Sink()).ok());
+  ASSERT_TRUE(engine->Submit(r2, b.Sink()).ok());
+  ASSERT_TRUE(engine->Submit(r3, c.Sink()).ok());
+  ASSERT_TRUE(a.Wait() && b.Wait() && c.Wait());
+  EXPECT_EQ(a.rec.tokens(), b.rec.tokens());
+  EXPECT_NE(a.rec.tokens(), c.rec.tokens());
+}
+
+TEST_F(EngineTest, DuplicateLiveIdIsRejected) {
+  auto engine = Make();
+  backend_->SetStepDelay(absl::Milliseconds(5));
+  Stream a;
+  ASSERT_TRUE(engine->Submit(MakeRequest("dup", Range(1, 4), 100), a.Sink()).ok());
+  EXPECT_EQ(engine->Submit(MakeRequest("dup", Range(1, 4), 100), [](StreamChunk) {}).code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+}  // namespace
+}  // namespace rtgen::testing

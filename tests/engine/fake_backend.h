@@ -1,0 +1,155 @@
+#pragma once
+// A deterministic Backend for engine tests. Its "KV cache" stores, in each slot, the token id and
+// position written there. A sampled token is a hash of the context read back through the block
+// table up to context_len, so it only comes out right when slot mapping, block tables, positions
+// and context lengths are all right; any inconsistency is returned as an error.
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "engine/backend.h"
+
+namespace rtgen::testing {
+
+inline uint64_t FakeMix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// The fake model: the next token for a context, always a lowercase ASCII letter ('a'..'z').
+inline int32_t FakeNextToken(std::span<const int32_t> context, uint64_t seed, bool greedy) {
+  uint64_t h = 1469598103934665603ULL;
+  for (int32_t t : context) h = FakeMix(h ^ static_cast<uint32_t>(t));
+  if (!greedy) h = FakeMix(h ^ FakeMix(seed + context.size()));
+  return 'a' + static_cast<int32_t>(h % 26);
+}
+
+// What a request would produce run alone (greedy, no stops other than max_tokens).
+inline std::vector<int32_t> FakeGreedyOutput(std::vector<int32_t> context, int32_t max_tokens) {
+  std::vector<int32_t> out;
+  for (int32_t i = 0; i < max_tokens; ++i) {
+    out.push_back(FakeNextToken(context, 0, true));
+    context.push_back(out.back());
+  }
+  return out;
+}
+
+class FakeBackend : public Backend {
+ public:
+  // Scripted outputs: a request whose first prompt token is `key` emits script[n] as its n-th
+  // output token (then falls back to the fake model).
+  void Script(int32_t key, std::vector<int32_t> tokens) {
+    absl::MutexLock lock(&mu_);
+    scripts_[key] = std::move(tokens);
+  }
+  void FailNextSteps(int32_t n) { fail_steps_ = n; }
+  void SetStepDelay(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    step_delay_ = d;
+  }
+  int64_t steps() const { return steps_; }
+  int32_t max_step_tokens() const { return max_step_tokens_; }
+
+  std::string name() const override { return "fake"; }
+  absl::Status AllocateKvCache(const KvCacheShape& shape) override {
+    absl::MutexLock lock(&mu_);
+    shape_ = shape;
+    const size_t n = static_cast<size_t>(shape.num_blocks) * static_cast<size_t>(shape.block_size);
+    kv_token_.assign(n, -1);
+    kv_pos_.assign(n, -1);
+    return absl::OkStatus();
+  }
+  int64_t KvBytesPerBlock(int32_t block_size) const override { return 8LL * block_size; }
+
+  absl::StatusOr<StepOutput> Execute(const StepInput& in) override {
+    absl::MutexLock lock(&mu_);
+    if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
+    ++steps_;
+    if (fail_steps_ > 0) {
+      --fail_steps_;
+      return absl::InternalError("injected backend failure");
+    }
+    if (in.num_tokens() > max_step_tokens_) max_step_tokens_ = in.num_tokens();
+    if (in.positions.size() != in.token_ids.size() || in.slot_mapping.size() != in.token_ids.size() ||
+        in.query_start.size() != static_cast<size_t>(in.num_seqs()) + 1 ||
+        in.block_tables.size() != static_cast<size_t>(in.num_seqs() * in.max_blocks_per_seq) ||
+        in.query_start.back() != in.num_tokens()) {
+      return absl::InternalError("inconsistent StepInput sizes");
+    }
+    const int32_t total = static_cast<int32_t>(kv_token_.size());
+    for (int32_t s = 0; s < in.num_seqs(); ++s) {
+      const int32_t begin = in.query_start[s], end = in.query_start[s + 1];
+      if (end <= begin) return absl::InternalError(absl::StrCat("sequence ", s, " has no tokens"));
+      if (in.positions[end - 1] != in.context_lens[s] - 1) {
+        return absl::InternalError(absl::StrCat("sequence ", s, ": last position ",
+                                                in.positions[end - 1], " != context_len - 1"));
+      }
+      for (int32_t t = begin; t < end; ++t) {
+        const int32_t slot = in.slot_mapping[t];
+        const int32_t pos = in.positions[t];
+        const int32_t block = in.block_tables[s * in.max_blocks_per_seq + pos / shape_.block_size];
+        if (slot < 0 || slot >= total || slot != block * shape_.block_size + pos % shape_.block_size) {
+          return absl::InternalError(absl::StrCat("token ", t, ": slot ", slot, " disagrees with the block table"));
+        }
+        kv_token_[slot] = in.token_ids[t];
+        kv_pos_[slot] = pos;
+      }
+    }
+    StepOutput out;
+    for (const SampleRequest& sample : in.samples) {
+      const int32_t s = sample.seq_index;
+      std::vector<int32_t> context;
+      for (int32_t p = 0; p < in.context_lens[s]; ++p) {
+        const int32_t block = in.block_tables[s * in.max_blocks_per_seq + p / shape_.block_size];
+        if (block < 0) return absl::InternalError(absl::StrCat("position ", p, " has no block"));
+        const int32_t slot = block * shape_.block_size + p % shape_.block_size;
+        if (kv_pos_[slot] != p) {
+          return absl::InternalError(absl::StrCat("slot ", slot, " holds position ", kv_pos_[slot],
+                                                  ", expected ", p));
+        }
+        context.push_back(kv_token_[slot]);
+      }
+      // The KV context must be exactly prompt + output so far.
+      std::vector<int32_t> expected(sample.prompt.begin(), sample.prompt.end());
+      expected.insert(expected.end(), sample.output.begin(), sample.output.end());
+      if (context != expected) return absl::InternalError("KV context differs from the sequence");
+      SampledToken token;
+      const size_t n = sample.output.size();
+      auto it = scripts_.find(sample.prompt[0]);
+      if (it != scripts_.end() && n < it->second.size()) {
+        token.token_id = it->second[n];
+      } else {
+        token.token_id = FakeNextToken(context, sample.seed, sample.params->greedy());
+      }
+      token.logprob = -0.5f;
+      out.sampled.push_back(token);
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput&) override {
+    return absl::UnimplementedError("fake backend has no logits");
+  }
+
+ private:
+  absl::Mutex mu_;
+  KvCacheShape shape_;
+  std::vector<int32_t> kv_token_;
+  std::vector<int32_t> kv_pos_;
+  std::map<int32_t, std::vector<int32_t>> scripts_;
+  absl::Duration step_delay_ = absl::ZeroDuration();
+  std::atomic<int32_t> fail_steps_{0};
+  std::atomic<int64_t> steps_{0};
+  std::atomic<int32_t> max_step_tokens_{0};
+};
+
+}  // namespace rtgen::testing

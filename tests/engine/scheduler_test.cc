@@ -1,0 +1,190 @@
+#include "engine/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/engine/step_driver.h"
+#include "tests/engine/test_util.h"
+
+namespace rtgen::testing {
+namespace {
+
+SchedulerConfig Config(int32_t budget, int32_t num_blocks, int32_t block_size = 4,
+                       int32_t max_seqs = 8) {
+  SchedulerConfig c;
+  c.max_num_seqs = max_seqs;
+  c.max_num_batched_tokens = budget;
+  c.max_model_len = 256;
+  c.block_size = block_size;
+  c.num_kv_blocks = num_blocks;
+  return c;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Add(StepDriver& d, const std::string& id, std::vector<int32_t> prompt, int32_t max_tokens,
+           Recorded* rec, int32_t priority = 0) {
+    Request r = MakeRequest(id, std::move(prompt), max_tokens);
+    r.priority = priority;
+    d.scheduler.Add(MakeSeq(&tok_, std::move(r), rec, order_++));
+  }
+  Request Req(const std::string& id, int32_t max_tokens) {
+    return MakeRequest(id, Range(1, 4), max_tokens);
+  }
+  FakeTokenizer tok_;
+  int64_t order_ = 0;
+};
+
+TEST_F(SchedulerTest, LongPromptIsChunkedUnderTheBudget) {
+  StepDriver d(Config(8, 64), &tok_);
+  Recorded rec;
+  Add(d, "a", Range(1, 20), 2, &rec);
+  auto b1 = d.scheduler.Schedule(absl::Now());
+  auto items = StepDriver::Describe(b1);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].tokens, 8);
+  d.Run(b1);
+  EXPECT_TRUE(rec.chunks.empty());  // no sample until the prompt is done
+  EXPECT_EQ(StepDriver::Describe(d.Step())[0].tokens, 8);
+  EXPECT_EQ(StepDriver::Describe(d.Step())[0].tokens, 4);
+  ASSERT_EQ(rec.chunks.size(), 1u);
+  while (d.scheduler.num_live() > 0) d.Step();
+  EXPECT_EQ(rec.tokens(), FakeGreedyOutput(Range(1, 20), 2));
+  EXPECT_EQ(rec.last().finish, FinishReason::kLength);
+  EXPECT_LE(d.backend.max_step_tokens(), 8);
+}
+
+TEST_F(SchedulerTest, DecodesAreScheduledBeforePrefillChunks) {
+  StepDriver d(Config(8, 64), &tok_);
+  Recorded a, b;
+  Add(d, "a", Range(1, 4), 10, &a);
+  d.Step();  // a prefilled, first token sampled
+  Add(d, "b", Range(50, 30), 2, &b);
+  for (int step = 0; step < 4; ++step) {
+    auto batch = d.scheduler.Schedule(absl::Now());
+    auto items = StepDriver::Describe(batch);
+    ASSERT_EQ(items.size(), 2u) << "step " << step;
+    EXPECT_EQ(items[0].id, "a");
+    EXPECT_FALSE(items[0].prefill);
+    EXPECT_EQ(items[0].tokens, 1);
+    EXPECT_EQ(items[1].id, "b");
+    EXPECT_TRUE(items[1].prefill);
+    EXPECT_EQ(items[1].tokens, std::min(7, 30 - 7 * step));
+    d.Run(batch);
+  }
+  while (d.scheduler.num_live() > 0) d.Step();
+  EXPECT_EQ(a.tokens(), FakeGreedyOutput(Range(1, 4), 10));
+  EXPECT_EQ(b.tokens(), FakeGreedyOutput(Range(50, 30), 2));
+}
+
+TEST_F(SchedulerTest, AdmitsByPriorityThenDeadlineThenArrival) {
+  StepDriver d(Config(64, 64, 4, /*max_seqs=*/1), &tok_);
+  const absl::Time now = absl::Now();
+  std::vector<std::string> finished;
+  auto add = [&](const std::string& id, int32_t priority, absl::Duration budget) {
+    Request r = MakeRequest(id, Range(1, 4), 1);
+    r.priority = priority;
+    r.arrival = now;
+    if (budget != absl::InfiniteDuration()) r.latency_budget = budget;
+    d.scheduler.Add(std::make_unique<Sequence>(
+        std::move(r),
+        [&finished, id](StreamChunk c) {
+          if (c.finish != FinishReason::kNone) finished.push_back(id);
+        },
+        &tok_, 1, order_++));
+  };
+  add("low-first", 0, absl::InfiniteDuration());
+  add("low-second", 0, absl::InfiniteDuration());
+  add("low-urgent", 0, absl::Milliseconds(5));
+  add("high", 5, absl::InfiniteDuration());
+  add("high-urgent", 5, absl::Seconds(1));
+  while (d.scheduler.num_live() > 0) d.Step();
+  EXPECT_EQ(finished, (std::vector<std::string>{"high-urgent", "high", "low-urgent", "low-first",
+                                                "low-second"}));
+}
+
+TEST_F(SchedulerTest, NewestRunningSequenceIsPreemptedWhenBlocksRunOut) {
+  // 4 blocks of 4 tokens; two 7-token prompts fill the pool once each needs a third block.
+  StepDriver d(Config(64, 4), &tok_);
+  Recorded a, b;
+  Add(d, "a", Range(1, 7), 6, &a);
+  Add(d, "b", Range(30, 7), 6, &b);
+  d.Step();  // both prefilled: 8 tokens each, 2 blocks each
+  d.Step();  // both decode position 7 (still block 2): 9 tokens each
+  EXPECT_EQ(d.scheduler.block_manager().num_free_blocks(), 0);
+  auto batch = d.scheduler.Schedule(absl::Now());
+  EXPECT_EQ(batch.num_preempted, 1);
+  auto items = StepDriver::Describe(batch);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].id, "a");
+  EXPECT_EQ(d.scheduler.num_waiting(), 1);
+  EXPECT_EQ(d.scheduler.num_preemptions(), 1);
+  d.Run(batch);
+  d.ExpectBlocksBalanced();
+  while (d.scheduler.num_live() > 0) {
+    d.Step();
+    d.ExpectBlocksBalanced();
+  }
+  // b was recomputed with the tokens it had already generated and still got the right output.
+  EXPECT_EQ(a.tokens(), FakeGreedyOutput(Range(1, 7), 6));
+  EXPECT_EQ(b.tokens(), FakeGreedyOutput(Range(30, 7), 6));
+  EXPECT_EQ(a.finals, 1);
+  EXPECT_EQ(b.finals, 1);
+  EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+}
+
+TEST_F(SchedulerTest, SharedPrefixIsReusedAndReportedInUsage) {
+  StepDriver d(Config(64, 64), &tok_);
+  Recorded a, b;
+  std::vector<int32_t> prefix = Range(1, 12);
+  std::vector<int32_t> pa = prefix, pb = prefix;
+  pa.push_back(100);
+  pb.push_back(101);
+  Add(d, "a", pa, 2, &a);
+  d.Step();
+  Add(d, "b", pb, 2, &b);
+  while (d.scheduler.num_live() > 0) d.Step();
+  EXPECT_EQ(b.last().usage.cached_tokens, 12);
+  EXPECT_EQ(a.last().usage.cached_tokens, 0);
+  EXPECT_EQ(b.tokens(), FakeGreedyOutput(pb, 2));
+}
+
+TEST_F(SchedulerTest, FinishRemovesWaitingAndRunningSequences) {
+  StepDriver d(Config(64, 64, 4, 1), &tok_);
+  Recorded a, b;
+  Add(d, "a", Range(1, 5), 50, &a);
+  Add(d, "b", Range(1, 5), 50, &b);
+  d.Step();
+  EXPECT_EQ(d.scheduler.num_running(), 1);
+  EXPECT_TRUE(d.scheduler.Finish("b", FinishReason::kCancelled, absl::Now()));
+  EXPECT_TRUE(d.scheduler.Finish("a", FinishReason::kCancelled, absl::Now()));
+  EXPECT_FALSE(d.scheduler.Finish("a", FinishReason::kCancelled, absl::Now()));
+  EXPECT_EQ(a.last().finish, FinishReason::kCancelled);
+  EXPECT_EQ(b.last().usage.generated_tokens, 0);
+  EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+  EXPECT_TRUE(d.Step().empty());
+}
+
+TEST_F(SchedulerTest, DeadlinesExpireInQueueAndMidStream) {
+  StepDriver d(Config(64, 64, 4, 1), &tok_);
+  const absl::Time t0 = absl::Now();
+  Recorded a, b;
+  Request ra = MakeRequest("a", Range(1, 5), 50);
+  ra.deadline = t0 + absl::Seconds(10);
+  Request rb = MakeRequest("b", Range(1, 5), 50);
+  rb.deadline = t0 + absl::Seconds(5);
+  rb.priority = -1;  // stays queued behind a
+  d.scheduler.Add(MakeSeq(&tok_, std::move(ra), &a, 0));
+  d.scheduler.Add(MakeSeq(&tok_, std::move(rb), &b, 1));
+  for (int i = 0; i < 3; ++i) d.Step(t0 + absl::Seconds(i));
+  EXPECT_EQ(d.scheduler.ExpireDeadlines(t0 + absl::Seconds(6)), 1);
+  EXPECT_EQ(b.last().finish, FinishReason::kDeadline);
+  EXPECT_EQ(b.last().usage.generated_tokens, 0);
+  EXPECT_EQ(a.finals, 0);
+  EXPECT_EQ(d.scheduler.ExpireDeadlines(t0 + absl::Seconds(11)), 1);
+  EXPECT_EQ(a.last().finish, FinishReason::kDeadline);
+  EXPECT_EQ(a.last().usage.generated_tokens, 3);
+  EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+}
+
+}  // namespace
+}  // namespace rtgen::testing
