@@ -1,0 +1,369 @@
+#include "kernels/cuda_backend.h"
+
+#include <algorithm>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "kernels/cuda_check.h"
+#include "kernels/device_weights.h"
+#include "kernels/graph_runner.h"
+#include "kernels/model_forward.h"
+#include "kernels/step_buffers.h"
+
+namespace rtgen {
+namespace {
+
+constexpr int32_t kMaxGridY = 65535;  // tokens per step ride on gridDim.y
+
+// Penalties and top-n logprobs need per-request token lists; those rows are sampled on the
+// host with the CPU sampler.
+bool NeedsHostSampling(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+         p.frequency_penalty != 0.0f || p.logprobs > 0;
+}
+
+kernels::SampleRowParams Greedy() { return kernels::SampleRowParams{}; }
+
+kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
+  const SamplingParams& p = *s.params;
+  if (NeedsHostSampling(p)) return Greedy();  // keeps the logits row unmodified for the host
+  kernels::SampleRowParams d;
+  d.temperature = p.temperature;
+  d.top_k = p.top_k;
+  d.top_p = p.top_p;
+  d.min_p = p.min_p;
+  d.seed = s.seed;
+  d.counter = s.output.size();
+  return d;
+}
+
+}  // namespace
+
+struct CudaBackend::Impl {
+  ~Impl() {
+    graphs.reset();
+    forward.reset();
+    if (done) cudaEventDestroy(done);
+    if (stream) cudaStreamDestroy(stream);
+  }
+  cudaStream_t stream = nullptr;
+  cudaEvent_t done = nullptr;  // recorded after a step's downloads; the host waits on it
+  int32_t num_sms = 0;
+  DeviceWeights weights;
+  KvPool kv;
+  std::optional<StepBuffers> step;  // created with the KV pool (block-table width)
+  std::unique_ptr<ModelForward> forward;
+  std::unique_ptr<GraphRunner> graphs;
+};
+
+struct CudaBackend::StepPlan {
+  int32_t bucket = 0;                 // graph replayed, 0: eager
+  std::vector<int32_t> sample_row;    // logits row of each StepInput::samples entry
+};
+
+bool CudaDeviceAvailable() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelConfig& config,
+                                                           ModelWeights weights,
+                                                           const CudaBackendOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> b,
+                   CudaBackend::Create(config, std::move(weights), options));
+  return std::unique_ptr<Backend>(std::move(b));
+}
+
+CudaBackend::CudaBackend(const ModelConfig& config, const CudaBackendOptions& options)
+    : config_(config), options_(options), impl_(std::make_unique<Impl>()) {}
+
+CudaBackend::~CudaBackend() {
+  if (impl_) cudaSetDevice(options_.device);  // destroy on the owning device
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const ModelConfig& config, ModelWeights weights, const CudaBackendOptions& options) {
+  if (options.max_num_tokens <= 0 || options.max_num_tokens > kMaxGridY) {
+    return absl::InvalidArgumentError(absl::StrCat("max_num_tokens must be in [1, ", kMaxGridY,
+                                                   "], got ", options.max_num_tokens));
+  }
+  if (options.max_num_seqs <= 0 || options.max_num_seqs > options.max_num_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("max_num_seqs must be in [1, max_num_tokens],",
+                                                   " got ", options.max_num_seqs));
+  }
+  if (options.max_model_len < 0) {
+    return absl::InvalidArgumentError("max_model_len must not be negative");
+  }
+  int count = 0;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
+  if (options.device < 0 || options.device >= count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CUDA device ", options.device, " does not exist (", count, " visible)"));
+  }
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  std::unique_ptr<CudaBackend> b(new CudaBackend(config, options));
+  Impl& impl = *b->impl_;
+  RTGEN_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&impl.num_sms, cudaDevAttrMultiProcessorCount, options.device));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl.stream, cudaStreamNonBlocking));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&impl.done, cudaEventDisableTiming));
+  b->max_model_len_ = options.max_model_len > 0            ? options.max_model_len
+                      : config.max_position_embeddings > 0 ? config.max_position_embeddings
+                                                           : 8192;
+  ASSIGN_OR_RETURN(impl.weights, UploadWeights(config, std::move(weights)));
+  StepCapacity capacity{options.max_num_tokens, options.max_num_seqs, 0};
+  ASSIGN_OR_RETURN(impl.forward, ModelForward::Create(config, &impl.weights, capacity,
+                                                      b->max_model_len_, impl.num_sms,
+                                                      options.use_gemv));
+  return b;
+}
+
+int64_t CudaBackend::KvBytesPerBlock(int32_t block_size) const {
+  return int64_t{2} * config_.num_layers * block_size * config_.num_kv_heads * config_.head_dim *
+         static_cast<int64_t>(sizeof(__nv_bfloat16));
+}
+
+int64_t CudaBackend::weight_bytes() const { return impl_->weights.bytes; }
+
+std::vector<int32_t> CudaBackend::graph_buckets() const {
+  return impl_->graphs ? impl_->graphs->buckets() : std::vector<int32_t>{};
+}
+
+absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
+  if (shape.num_blocks <= 0 || shape.block_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("kv cache shape must be positive, got ",
+                                                   shape.num_blocks, " blocks of ",
+                                                   shape.block_size, " tokens"));
+  }
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  Impl& impl = *impl_;
+  impl.graphs.reset();  // they point into the old pool
+  impl.kv = KvPool();
+  impl.kv.num_blocks = shape.num_blocks;
+  impl.kv.block_size = shape.block_size;
+  impl.kv.layer_elems =
+      int64_t{shape.num_blocks} * shape.block_size * config_.num_kv_heads * config_.head_dim;
+  const size_t bytes = static_cast<size_t>(impl.kv.layer_elems) * config_.num_layers *
+                       sizeof(__nv_bfloat16);
+  ASSIGN_OR_RETURN(impl.kv.k, DeviceBuffer::Allocate(bytes));
+  ASSIGN_OR_RETURN(impl.kv.v, DeviceBuffer::Allocate(bytes));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl.kv.k.get(), 0, bytes, impl.stream));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl.kv.v.get(), 0, bytes, impl.stream));
+  const int32_t width = (max_model_len_ + shape.block_size - 1) / shape.block_size;
+  ASSIGN_OR_RETURN(StepBuffers step, StepBuffers::Create(
+                                         {options_.max_num_tokens, options_.max_num_seqs, width}));
+  impl.step.emplace(std::move(step));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
+  if (options_.enable_cuda_graphs) RETURN_IF_ERROR(CaptureGraphs());
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CaptureGraphs() {
+  Impl& impl = *impl_;
+  const int32_t most = std::min(options_.max_num_seqs, options_.max_num_tokens);
+  std::vector<int32_t> buckets = options_.graph_batch_sizes;
+  if (buckets.empty()) {
+    buckets = DefaultGraphBuckets(
+        options_.max_graph_batch_size > 0 ? std::min(options_.max_graph_batch_size, most) : most);
+  }
+  for (int32_t b : buckets) {
+    if (b <= 0 || b > most) {
+      return absl::InvalidArgumentError(absl::StrCat("graph batch size ", b,
+                                                     " is outside [1, ", most, "]"));
+    }
+  }
+  const StepArrays& h = impl.step->host();
+  auto prepare = [&](int32_t bucket) -> absl::Status {
+    for (int32_t i = 0; i < bucket; ++i) {
+      h.token_ids[i] = 0;
+      h.positions[i] = 0;
+      h.slot_mapping[i] = -1;  // padding: no KV write
+      h.token_seq[i] = i;
+      h.context_lens[i] = 0;   // padding: attention outputs zeros
+      h.sample_rows[i] = i;
+      h.sample_params[i] = Greedy();
+    }
+    return impl.step->Upload(bucket, bucket, bucket, 0, impl.stream);
+  };
+  auto record = [&](int32_t bucket) -> absl::Status {
+    const ForwardShape shape{bucket, bucket, bucket, /*decode_only=*/true, /*sample=*/true};
+    return impl.forward->Run(shape, impl.step->device(), impl.kv, impl.stream);
+  };
+  ASSIGN_OR_RETURN(impl.graphs, GraphRunner::Capture(buckets, prepare, record, impl.stream));
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CheckStep(const StepInput& in) const {
+  if (!impl_->step) return absl::FailedPreconditionError("AllocateKvCache was not called");
+  const StepCapacity& cap = impl_->step->capacity();
+  const int32_t n = in.num_tokens(), s = in.num_seqs();
+  const int32_t bs = impl_->kv.block_size, nb = impl_->kv.num_blocks;
+  if (n <= 0 || n > cap.max_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step has ", n, " tokens; the CUDA backend takes 1..", cap.max_tokens));
+  }
+  if (s <= 0 || s > cap.max_seqs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step has ", s, " sequences; the CUDA backend takes 1..", cap.max_seqs));
+  }
+  if (static_cast<int32_t>(in.positions.size()) != n ||
+      static_cast<int32_t>(in.slot_mapping.size()) != n) {
+    return absl::InvalidArgumentError("positions and slot_mapping must have one entry per token");
+  }
+  if (static_cast<int32_t>(in.query_start.size()) != s + 1 || in.query_start[0] != 0 ||
+      in.query_start[s] != n) {
+    return absl::InvalidArgumentError("query_start must have num_seqs + 1 entries from 0 to "
+                                      "num_tokens");
+  }
+  if (in.max_blocks_per_seq < 0 || in.max_blocks_per_seq > cap.max_blocks_per_seq ||
+      static_cast<int64_t>(in.block_tables.size()) != int64_t{s} * in.max_blocks_per_seq) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_tables must be num_seqs x max_blocks_per_seq with max_blocks_per_seq <= ",
+        cap.max_blocks_per_seq));
+  }
+  for (int32_t q = 0; q < s; ++q) {
+    const int32_t lo = in.query_start[q], hi = in.query_start[q + 1], ctx = in.context_lens[q];
+    if (hi < lo || (in.is_decode_only && (lo != q || hi != q + 1))) {
+      return absl::InvalidArgumentError(absl::StrCat("query_start of sequence ", q, " is bad"));
+    }
+    if (ctx < 0 || ctx > int64_t{in.max_blocks_per_seq} * bs) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("context_lens[", q, "] = ", ctx, " does not fit its block table"));
+    }
+    const int32_t* row = in.block_tables.data() + int64_t{q} * in.max_blocks_per_seq;
+    for (int32_t j = 0; j < (ctx + bs - 1) / bs; ++j) {
+      if (row[j] < 0 || row[j] >= nb) {
+        return absl::InvalidArgumentError(absl::StrCat("block_tables[", q, "][", j, "] = ",
+                                                       row[j], " is not a block of the pool"));
+      }
+    }
+    for (int32_t t = lo; t < hi; ++t) {
+      if (in.positions[t] < 0 || in.positions[t] >= ctx) {
+        return absl::InvalidArgumentError(absl::StrCat("positions[", t, "] = ", in.positions[t],
+                                                       " is outside its context of ", ctx));
+      }
+    }
+  }
+  for (int32_t t = 0; t < n; ++t) {
+    if (in.slot_mapping[t] < -1 || in.slot_mapping[t] >= int64_t{nb} * bs) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot_mapping[", t, "] = ", in.slot_mapping[t], " is outside the pool"));
+    }
+  }
+  for (size_t i = 0; i < in.samples.size(); ++i) {
+    const SampleRequest& r = in.samples[i];
+    if (r.seq_index < 0 || r.seq_index >= s || r.params == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("samples[", i, "] has a bad seq_index or no params"));
+    }
+  }
+  if (static_cast<int32_t>(in.samples.size()) > cap.max_seqs) {
+    return absl::InvalidArgumentError("more samples than the CUDA backend's max_num_seqs");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaBackend::StepPlan> CudaBackend::Run(const StepInput& in, bool sample) {
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  RETURN_IF_ERROR(CheckStep(in));
+  Impl& impl = *impl_;
+  const StepArrays& h = impl.step->host();
+  const int32_t width = impl.step->capacity().max_blocks_per_seq;
+  const int32_t n = in.num_tokens(), s = in.num_seqs();
+  StepPlan plan;
+  if (impl.graphs && in.is_decode_only) plan.bucket = impl.graphs->BucketFor(s);
+  const int32_t rows = plan.bucket > 0 ? plan.bucket : n;  // tokens (= seqs when a graph runs)
+  const int32_t seqs = plan.bucket > 0 ? plan.bucket : s;
+
+  std::copy(in.token_ids.begin(), in.token_ids.end(), h.token_ids);
+  std::copy(in.positions.begin(), in.positions.end(), h.positions);
+  std::copy(in.slot_mapping.begin(), in.slot_mapping.end(), h.slot_mapping);
+  for (int32_t q = 0; q < s; ++q) {
+    std::fill(h.token_seq + in.query_start[q], h.token_seq + in.query_start[q + 1], q);
+    h.context_lens[q] = in.context_lens[q];
+    std::copy_n(in.block_tables.data() + int64_t{q} * in.max_blocks_per_seq,
+                in.max_blocks_per_seq, h.block_tables + int64_t{q} * width);
+  }
+  for (int32_t t = n; t < rows; ++t) {  // graph padding rows
+    h.token_ids[t] = 0;
+    h.positions[t] = 0;
+    h.slot_mapping[t] = -1;
+    h.token_seq[t] = t;
+  }
+  for (int32_t q = s; q < seqs; ++q) h.context_lens[q] = 0;
+
+  int32_t num_rows = 0;
+  plan.sample_row.resize(in.samples.size());
+  if (plan.bucket > 0) {
+    num_rows = plan.bucket;  // every row of the graph computes logits and samples
+    for (int32_t r = 0; r < num_rows; ++r) {
+      h.sample_rows[r] = r;
+      h.sample_params[r] = Greedy();
+    }
+    for (size_t i = 0; i < in.samples.size(); ++i) plan.sample_row[i] = in.samples[i].seq_index;
+  } else {
+    num_rows = static_cast<int32_t>(in.samples.size());
+    for (int32_t i = 0; i < num_rows; ++i) {
+      h.sample_rows[i] = in.query_start[in.samples[i].seq_index + 1] - 1;
+      plan.sample_row[i] = i;
+    }
+  }
+  for (size_t i = 0; i < in.samples.size(); ++i) {
+    h.sample_params[plan.sample_row[i]] = sample ? DeviceParams(in.samples[i]) : Greedy();
+  }
+  RETURN_IF_ERROR(impl.step->Upload(rows, seqs, num_rows, in.max_blocks_per_seq, impl.stream));
+  if (plan.bucket > 0) {
+    RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, impl.stream));
+  } else {
+    const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample};
+    RETURN_IF_ERROR(impl.forward->Run(shape, impl.step->device(), impl.kv, impl.stream));
+  }
+  if (sample) RETURN_IF_ERROR(impl.step->Download(num_rows, impl.stream));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(impl.done, impl.stream));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(impl.done));
+  return plan;
+}
+
+absl::StatusOr<StepOutput> CudaBackend::Execute(const StepInput& input) {
+  ASSIGN_OR_RETURN(StepPlan plan, Run(input, /*sample=*/true));
+  const StepArrays& h = impl_->step->host();
+  const int32_t vocab = config_.vocab_size;
+  StepOutput out;
+  out.graph_replayed = plan.bucket > 0;
+  out.graph_bucket = plan.bucket;
+  out.sampled.reserve(input.samples.size());
+  std::vector<float> row;
+  for (size_t i = 0; i < input.samples.size(); ++i) {
+    const SampleRequest& s = input.samples[i];
+    const int32_t r = plan.sample_row[i];
+    if (NeedsHostSampling(*s.params)) {
+      row.resize(vocab);
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpy(row.data(),
+                                            impl_->forward->logits() + int64_t{r} * vocab,
+                                            vocab * sizeof(float), cudaMemcpyDeviceToHost));
+      out.sampled.push_back(SampleToken(row, *s.params, s.prompt, s.output, s.seed));
+      continue;
+    }
+    SampledToken t;
+    t.token_id = h.out_tokens[r];
+    t.logprob = h.out_logprobs[r];
+    out.sampled.push_back(std::move(t));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> CudaBackend::ComputeLogits(const StepInput& input) {
+  ASSIGN_OR_RETURN(StepPlan plan, Run(input, /*sample=*/false));
+  const int64_t vocab = config_.vocab_size;
+  std::vector<float> out(input.samples.size() * vocab);
+  for (size_t i = 0; i < input.samples.size(); ++i) {
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpy(out.data() + i * vocab,
+                                          impl_->forward->logits() + plan.sample_row[i] * vocab,
+                                          vocab * sizeof(float), cudaMemcpyDeviceToHost));
+  }
+  return out;
+}
+
+}  // namespace rtgen

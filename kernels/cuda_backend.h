@@ -1,0 +1,75 @@
+#pragma once
+// The CUDA backend: bf16 weights and activations (fp32 residual stream, norms and accumulation),
+// a paged bf16 KV pool, eager execution of any step, and CUDA-graph replay of decode-only steps
+// padded to batch buckets. Sampling runs on the device (only token ids and logprobs come back);
+// requests with penalties or top-n logprobs are sampled on the host from their logits row with
+// the CPU sampler, so every SamplingParams feature behaves exactly as on the CPU backend.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
+
+namespace rtgen {
+
+struct CudaBackendOptions {
+  int32_t device = 0;
+  int32_t max_num_tokens = 8192;   // tokens per step (prefill chunk plus decodes)
+  int32_t max_num_seqs = 256;      // sequences per step
+  int32_t max_model_len = 0;       // longest sequence in tokens; 0: the model's trained length
+  bool enable_cuda_graphs = true;
+  int32_t max_graph_batch_size = 0;        // 0: max_num_seqs
+  std::vector<int32_t> graph_batch_sizes;  // empty: DefaultGraphBuckets(max_graph_batch_size)
+  bool use_gemv = true;            // custom GEMV for matmuls of <= 8 rows
+};
+
+// True when the CUDA runtime sees at least one device.
+bool CudaDeviceAvailable();
+
+// Uploads `weights` (converted to bf16) to options.device. Graphs are captured in
+// AllocateKvCache, once the KV pool exists.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelConfig& config,
+                                                           ModelWeights weights,
+                                                           const CudaBackendOptions& options);
+
+class CudaBackend : public Backend {
+ public:
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const ModelConfig& config,
+                                                             ModelWeights weights,
+                                                             const CudaBackendOptions& options);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda"; }
+  absl::Status AllocateKvCache(const KvCacheShape& shape) override;
+  int64_t KvBytesPerBlock(int32_t block_size) const override;
+  absl::StatusOr<StepOutput> Execute(const StepInput& input) override;
+  absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput& input) override;
+
+  // Captured decode buckets, ascending (empty before AllocateKvCache or with graphs off).
+  std::vector<int32_t> graph_buckets() const;
+  int64_t weight_bytes() const;
+  int32_t max_model_len() const { return max_model_len_; }
+
+ private:
+  struct Impl;
+  struct StepPlan;
+  CudaBackend(const ModelConfig& config, const CudaBackendOptions& options);
+  absl::Status CheckStep(const StepInput& input) const;
+  // Fills the step buffers, runs the step (graph or eager), waits, and reports the rows used.
+  absl::StatusOr<StepPlan> Run(const StepInput& input, bool sample);
+  absl::Status CaptureGraphs();
+
+  ModelConfig config_;
+  CudaBackendOptions options_;
+  int32_t max_model_len_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rtgen

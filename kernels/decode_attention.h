@@ -1,0 +1,47 @@
+#pragma once
+// Paged attention for decode: one query token per sequence (GQA: query head h reads kv head
+// h / (num_heads / num_kv_heads)). Sequence s attends to its first context_lens[s] positions
+// (read from device memory, so one launch configuration serves every length; 0 gives zeros).
+// With num_splits > 1 the key range is cut into partitions of partition_size tokens, each
+// written as a partial (max, sum, unnormalised output) to the workspace, then combined.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace rtgen::kernels {
+
+struct DecodeAttentionParams {
+  const __nv_bfloat16* q = nullptr;      // sequence s, head h at q + s * q_stride + h * head_dim
+  int64_t q_stride = 0;
+  const __nv_bfloat16* k_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const __nv_bfloat16* v_cache = nullptr;
+  const int32_t* block_tables = nullptr;   // [num_seqs, max_blocks_per_seq]
+  const int32_t* context_lens = nullptr;   // [num_seqs]
+  __nv_bfloat16* out = nullptr;            // [num_seqs, num_heads * head_dim]
+  int32_t num_seqs = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;                    // <= 256
+  int32_t block_size = 0;
+  int32_t max_blocks_per_seq = 0;
+  float scale = 1.0f;                      // softmax scale, usually 1 / sqrt(head_dim)
+  int32_t num_splits = 1;                  // partitions per sequence (grid size; fixed per graph)
+  int32_t partition_size = 0;              // tokens per partition when num_splits > 1
+  float* partial_out = nullptr;            // [num_seqs, num_heads, num_splits, head_dim]
+  float* partial_ml = nullptr;             // [num_seqs, num_heads, num_splits, 2]
+};
+
+cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream);
+
+// Split plan: how many partitions to use for `num_seqs` sequences of up to `max_context`
+// tokens on a device with `num_sms` multiprocessors (1 when the batch alone fills the GPU).
+struct DecodeSplitPlan {
+  int32_t num_splits = 1;
+  int32_t partition_size = 0;
+};
+DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_heads, int32_t max_context,
+                                 int32_t num_sms);
+
+}  // namespace rtgen::kernels

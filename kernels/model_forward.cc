@@ -1,0 +1,185 @@
+#include "kernels/model_forward.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "engine/common/status_macros.h"
+#include "kernels/cuda_check.h"
+#include "kernels/embedding.h"
+#include "kernels/kv_store.h"
+#include "kernels/prefill_attention.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope.h"
+#include "kernels/sampling.h"
+#include "kernels/silu_mul.h"
+
+namespace rtgen {
+namespace {
+
+template <typename T>
+T* At(const DeviceBuffer& b, int64_t offset = 0) {
+  return b.as<T>() + offset;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
+    const ModelConfig& config, const DeviceWeights* weights, const StepCapacity& capacity,
+    int32_t max_context, int32_t num_sms, bool use_gemv) {
+  std::unique_ptr<ModelForward> f(new ModelForward());
+  f->config_ = config;
+  f->weights_ = weights;
+  f->capacity_ = capacity;
+  f->max_context_ = max_context;
+  f->num_sms_ = num_sms;
+  ASSIGN_OR_RETURN(f->matmul_, kernels::MatmulContext::Create(use_gemv));
+  const size_t t = capacity.max_tokens, s = capacity.max_seqs;
+  const size_t h = config.hidden_size, q = size_t{1} * config.num_heads * config.head_dim;
+  const size_t kv = size_t{1} * config.num_kv_heads * config.head_dim;
+  const size_t inter = config.intermediate_size, bf = sizeof(__nv_bfloat16);
+  ASSIGN_OR_RETURN(f->residual_, DeviceBuffer::Allocate(t * h * sizeof(float)));
+  ASSIGN_OR_RETURN(f->normed_, DeviceBuffer::Allocate(t * h * bf));
+  ASSIGN_OR_RETURN(f->qkv_, DeviceBuffer::Allocate(t * (q + 2 * kv) * bf));
+  ASSIGN_OR_RETURN(f->attn_, DeviceBuffer::Allocate(t * q * bf));
+  ASSIGN_OR_RETURN(f->proj_, DeviceBuffer::Allocate(t * h * bf));
+  ASSIGN_OR_RETURN(f->gate_up_, DeviceBuffer::Allocate(t * 2 * inter * bf));
+  ASSIGN_OR_RETURN(f->act_, DeviceBuffer::Allocate(t * inter * bf));
+  ASSIGN_OR_RETURN(f->final_normed_, DeviceBuffer::Allocate(s * h * bf));
+  ASSIGN_OR_RETURN(f->logits_, DeviceBuffer::Allocate(s * config.vocab_size * sizeof(float)));
+  // Decode partials for the largest split plan any batch size up to max_seqs can get.
+  size_t parts = 1;
+  for (int32_t n = 1; n <= capacity.max_seqs; ++n) {
+    const kernels::DecodeSplitPlan plan =
+        kernels::PlanDecodeSplits(n, config.num_heads, max_context, num_sms);
+    parts = std::max(parts, size_t{1} * n * config.num_heads * plan.num_splits);
+  }
+  ASSIGN_OR_RETURN(f->split_out_,
+                   DeviceBuffer::Allocate(parts * config.head_dim * sizeof(float)));
+  ASSIGN_OR_RETURN(f->split_ml_, DeviceBuffer::Allocate(parts * 2 * sizeof(float)));
+  return f;
+}
+
+absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const StepArrays& step,
+                                 const KvPool& kv, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const DeviceLayer& w = weights_->layers[layer];
+  const int32_t n = shape.num_tokens, h = c.hidden_size, hd = c.head_dim;
+  const int32_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
+  const int32_t qkv_dim = q_dim + 2 * kv_dim, inter = c.intermediate_size;
+  __nv_bfloat16* qkv = At<__nv_bfloat16>(qkv_);
+  __nv_bfloat16* k_cache = At<__nv_bfloat16>(kv.k, layer * kv.layer_elems);
+  __nv_bfloat16* v_cache = At<__nv_bfloat16>(kv.v, layer * kv.layer_elems);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+
+  // The previous layer's down-proj output joins the residual here (none before layer 0).
+  kernels::RmsNormParams norm{At<float>(residual_), layer > 0 ? At<__nv_bfloat16>(proj_) : nullptr,
+                              nullptr, w.attn_norm.as<float>(), At<__nv_bfloat16>(normed_), n, h,
+                              c.rms_norm_eps};
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+  RETURN_IF_ERROR(kernels::Matmul(
+      *matmul_, {At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv, false, n, qkv_dim, h},
+      stream));
+  kernels::RopeParams rope{qkv,   qkv + q_dim,         qkv_dim,     step.positions,
+                           weights_->inv_freq.as<float>(), n, c.num_heads, c.num_kv_heads, hd};
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::Rope(rope, stream));
+  kernels::KvStoreParams store{qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, k_cache, v_cache,
+                               step.slot_mapping, n, kv_dim};
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::KvStore(store, stream));
+  if (shape.decode_only) {
+    const kernels::DecodeSplitPlan plan =
+        kernels::PlanDecodeSplits(shape.num_seqs, c.num_heads, max_context_, num_sms_);
+    kernels::DecodeAttentionParams a;
+    a.q = qkv;
+    a.q_stride = qkv_dim;
+    a.k_cache = k_cache;
+    a.v_cache = v_cache;
+    a.block_tables = step.block_tables;
+    a.context_lens = step.context_lens;
+    a.out = At<__nv_bfloat16>(attn_);
+    a.num_seqs = shape.num_seqs;
+    a.num_heads = c.num_heads;
+    a.num_kv_heads = c.num_kv_heads;
+    a.head_dim = hd;
+    a.block_size = kv.block_size;
+    a.max_blocks_per_seq = capacity_.max_blocks_per_seq;
+    a.scale = scale;
+    a.num_splits = plan.num_splits;
+    a.partition_size = plan.partition_size;
+    a.partial_out = At<float>(split_out_);
+    a.partial_ml = At<float>(split_ml_);
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::DecodeAttention(a, stream));
+  } else {
+    kernels::PrefillAttentionParams a;
+    a.q = qkv;
+    a.q_stride = qkv_dim;
+    a.k_cache = k_cache;
+    a.v_cache = v_cache;
+    a.token_seq = step.token_seq;
+    a.positions = step.positions;
+    a.block_tables = step.block_tables;
+    a.context_lens = step.context_lens;
+    a.out = At<__nv_bfloat16>(attn_);
+    a.num_tokens = n;
+    a.num_heads = c.num_heads;
+    a.num_kv_heads = c.num_kv_heads;
+    a.head_dim = hd;
+    a.block_size = kv.block_size;
+    a.max_blocks_per_seq = capacity_.max_blocks_per_seq;
+    a.scale = scale;
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::PrefillAttention(a, stream));
+  }
+  RETURN_IF_ERROR(kernels::Matmul(
+      *matmul_,
+      {At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(), At<__nv_bfloat16>(proj_), false, n, h,
+       q_dim},
+      stream));
+  norm = {At<float>(residual_), At<__nv_bfloat16>(proj_), nullptr, w.ffn_norm.as<float>(),
+          At<__nv_bfloat16>(normed_), n, h, c.rms_norm_eps};
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+  RETURN_IF_ERROR(kernels::Matmul(*matmul_,
+                                  {At<__nv_bfloat16>(normed_), w.w_gate_up.as<__nv_bfloat16>(),
+                                   At<__nv_bfloat16>(gate_up_), false, n, 2 * inter, h},
+                                  stream));
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::SiluMul(
+      {At<__nv_bfloat16>(gate_up_), At<__nv_bfloat16>(act_), n, inter}, stream));
+  RETURN_IF_ERROR(kernels::Matmul(*matmul_,
+                                  {At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(),
+                                   At<__nv_bfloat16>(proj_), false, n, h, inter},
+                                  stream));
+  return absl::OkStatus();
+}
+
+absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step,
+                               const KvPool& kv, cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  if (shape.num_tokens <= 0 || shape.num_tokens > capacity_.max_tokens ||
+      shape.num_seqs > capacity_.max_seqs || shape.num_samples > capacity_.max_seqs) {
+    return absl::InvalidArgumentError("step shape exceeds the CUDA backend's capacity");
+  }
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::Embedding(
+      {weights_->embedding.as<__nv_bfloat16>(), step.token_ids, At<float>(residual_),
+       shape.num_tokens, c.hidden_size, c.vocab_size},
+      stream));
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    RETURN_IF_ERROR(Layer(layer, shape, step, kv, stream));
+  }
+  if (shape.num_samples == 0) return absl::OkStatus();
+  kernels::RmsNormParams norm{At<float>(residual_), At<__nv_bfloat16>(proj_), step.sample_rows,
+                              weights_->final_norm.as<float>(), At<__nv_bfloat16>(final_normed_),
+                              shape.num_samples, c.hidden_size, c.rms_norm_eps};
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+  RETURN_IF_ERROR(kernels::Matmul(*matmul_,
+                                  {At<__nv_bfloat16>(final_normed_), weights_->output_matrix(),
+                                   At<float>(logits_), true, shape.num_samples, c.vocab_size,
+                                   c.hidden_size},
+                                  stream));
+  if (!shape.sample) return absl::OkStatus();
+  kernels::SampleTokensParams sp{At<float>(logits_), c.vocab_size, step.sample_params,
+                                 step.out_tokens, step.out_logprobs, shape.num_samples,
+                                 c.vocab_size};
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::SampleTokens(sp, stream));
+  return absl::OkStatus();
+}
+
+}  // namespace rtgen

@@ -1,0 +1,82 @@
+#pragma once
+// The Llama forward pass on the device for one step: embedding, per layer (RMSNorm, fused qkv
+// matmul, RoPE, KV store, paged attention, o-proj, residual + RMSNorm, gate/up matmul, SwiGLU,
+// down-proj), final norm of the rows that need logits, LM head (fp32 logits), and optionally
+// on-device sampling. It only launches work on a stream: no allocation, no synchronisation and
+// no host reads of device values, so a decode step can be captured into a CUDA graph. Launch
+// shapes depend only on ForwardShape, never on per-step values such as context lengths.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+#include "kernels/decode_attention.h"
+#include "kernels/device_buffer.h"
+#include "kernels/device_weights.h"
+#include "kernels/matmul.h"
+#include "kernels/step_buffers.h"
+
+namespace rtgen {
+
+// The paged KV pool: per layer, k and v of [num_blocks, block_size, num_kv_heads, head_dim].
+struct KvPool {
+  DeviceBuffer k;  // bf16, all layers back to back
+  DeviceBuffer v;
+  int32_t num_blocks = 0;
+  int32_t block_size = 0;
+  int64_t layer_elems = 0;  // elements per layer
+};
+
+struct ForwardShape {
+  int32_t num_tokens = 0;
+  int32_t num_seqs = 0;
+  int32_t num_samples = 0;    // rows of logits (StepArrays::sample_rows)
+  bool decode_only = false;   // one token per sequence, token i of sequence i
+  bool sample = false;        // run the sampling kernel after the LM head
+};
+
+class ModelForward {
+ public:
+  // max_context: the longest sequence (tokens) any step may attend to; decode attention's split
+  // plan is derived from it (and the batch size) alone.
+  static absl::StatusOr<std::unique_ptr<ModelForward>> Create(const ModelConfig& config,
+                                                              const DeviceWeights* weights,
+                                                              const StepCapacity& capacity,
+                                                              int32_t max_context,
+                                                              int32_t num_sms, bool use_gemv);
+
+  absl::Status Run(const ForwardShape& shape, const StepArrays& step, const KvPool& kv,
+                   cudaStream_t stream);
+
+  const float* logits() const { return logits_.as<const float>(); }  // [num_samples, vocab]
+
+ private:
+  ModelForward() = default;
+  absl::Status Layer(int layer, const ForwardShape& shape, const StepArrays& step,
+                     const KvPool& kv, cudaStream_t stream);
+
+  ModelConfig config_;
+  const DeviceWeights* weights_ = nullptr;
+  StepCapacity capacity_;
+  int32_t max_context_ = 0;
+  int32_t num_sms_ = 0;
+  std::unique_ptr<kernels::MatmulContext> matmul_;
+  // Activations, sized for capacity_.max_tokens rows (logits: max_seqs rows).
+  DeviceBuffer residual_;      // f32 [tokens, hidden]
+  DeviceBuffer normed_;        // bf16 [tokens, hidden]
+  DeviceBuffer qkv_;           // bf16 [tokens, q_dim + 2 * kv_dim]
+  DeviceBuffer attn_;          // bf16 [tokens, q_dim]
+  DeviceBuffer proj_;          // bf16 [tokens, hidden] (o-proj, then down-proj output)
+  DeviceBuffer gate_up_;       // bf16 [tokens, 2 * intermediate]
+  DeviceBuffer act_;           // bf16 [tokens, intermediate]
+  DeviceBuffer final_normed_;  // bf16 [seqs, hidden]
+  DeviceBuffer logits_;        // f32 [seqs, vocab]
+  DeviceBuffer split_out_;     // f32 decode attention partials
+  DeviceBuffer split_ml_;      // f32 decode attention partial (max, sum)
+};
+
+}  // namespace rtgen

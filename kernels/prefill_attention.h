@@ -1,0 +1,35 @@
+#pragma once
+// Causal paged attention for prefill chunks (and mixed batches): every query token attends to
+// the positions [0, positions[t]] of its sequence (capped by context_lens), read through the
+// block table from the paged cache, which already holds this step's keys and values (kv_store
+// runs first). Earlier chunks' keys are therefore seen without special cases.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace rtgen::kernels {
+
+struct PrefillAttentionParams {
+  const __nv_bfloat16* q = nullptr;        // token t, head h at q + t * q_stride + h * head_dim
+  int64_t q_stride = 0;
+  const __nv_bfloat16* k_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
+  const __nv_bfloat16* v_cache = nullptr;
+  const int32_t* token_seq = nullptr;      // [num_tokens] the sequence each token belongs to
+  const int32_t* positions = nullptr;      // [num_tokens] absolute positions (< 0: output zeros)
+  const int32_t* block_tables = nullptr;   // [num_seqs, max_blocks_per_seq]
+  const int32_t* context_lens = nullptr;   // [num_seqs]
+  __nv_bfloat16* out = nullptr;            // [num_tokens, num_heads * head_dim]
+  int32_t num_tokens = 0;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;                    // <= 256
+  int32_t block_size = 0;
+  int32_t max_blocks_per_seq = 0;
+  float scale = 1.0f;
+};
+
+cudaError_t PrefillAttention(PrefillAttentionParams p, cudaStream_t stream);
+
+}  // namespace rtgen::kernels

@@ -1,0 +1,27 @@
+#pragma once
+// Fused residual add + RMSNorm. For each output row i (source row r = row_index ? row_index[i] : i):
+//   residual[r] += add[r]                      (when add is not null; written back)
+//   out[i] = residual[r] / sqrt(mean(residual[r]^2) + eps) * weight
+// The residual stream is fp32; `add` (a projection's output) and `out` are bf16.
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace rtgen::kernels {
+
+struct RmsNormParams {
+  float* residual = nullptr;             // [rows, hidden], updated in place when add != null
+  const __nv_bfloat16* add = nullptr;    // [rows, hidden] or null
+  const int32_t* row_index = nullptr;    // [num_rows] source rows, or null for the identity
+  const float* weight = nullptr;         // [hidden]
+  __nv_bfloat16* out = nullptr;          // [num_rows, hidden]
+  int32_t num_rows = 0;
+  int32_t hidden = 0;
+  float eps = 1e-5f;
+};
+
+cudaError_t RmsNorm(RmsNormParams p, cudaStream_t stream);
+
+}  // namespace rtgen::kernels

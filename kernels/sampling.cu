@@ -1,0 +1,254 @@
+#include <cstdint>
+
+#include "kernels/device_utils.cuh"
+#include "kernels/sampling.h"
+
+namespace rtgen::kernels {
+namespace {
+
+constexpr int kThreads = 512;
+
+__device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+// Same bits as the host CounterUniform: 24 random mantissa bits, in [0, 1).
+__device__ __forceinline__ float DeviceCounterUniform(uint64_t seed, uint64_t counter) {
+  const uint64_t x = SplitMix64(SplitMix64(seed) ^ counter);
+  return static_cast<float>(x >> 40) * (1.0f / 16777216.0f);
+}
+
+// Monotone map of a float to uint32 (larger float -> larger integer).
+__device__ __forceinline__ uint32_t OrderedBits(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// The row's view: scaled logits, their max m, and the candidate set
+// {i : key(i) >= key_lo && l[i] >= threshold}. key(i) = ordered(l[i]) << id_bits | (vocab-1-i),
+// so larger keys come first in (logit desc, id asc) order and keys are unique.
+struct Row {
+  const float* l;
+  int32_t vocab;
+  int id_bits;
+  float m;
+  uint64_t key_lo = 0;
+  float threshold = -INFINITY;
+
+  __device__ uint64_t Key(int i, float li) const {
+    return (static_cast<uint64_t>(OrderedBits(li)) << id_bits) |
+           static_cast<uint64_t>(vocab - 1 - i);
+  }
+  __device__ bool InSet(int i, float li) const { return Key(i, li) >= key_lo && li >= threshold; }
+};
+
+// Count (mass = false) or probability mass relative to exp(m) (mass = true) of candidates with
+// key >= k. Block-wide; every thread gets the result.
+__device__ double AtLeast(const Row& r, uint64_t k, bool mass, double* scratch) {
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < r.vocab; i += kThreads) {
+    const float li = r.l[i];
+    if (r.InSet(i, li) && r.Key(i, li) >= k) {
+      acc += mass ? static_cast<double>(expf(li - r.m)) : 1.0;
+    }
+  }
+  return BlockSum(acc, scratch);
+}
+
+// Largest key k with pred(AtLeast(k)) true, built bit by bit from the top (AtLeast is monotone
+// non-increasing in k). Returns 0 when no k > 0 qualifies.
+template <typename Pred>
+__device__ uint64_t SearchKey(const Row& r, bool mass, double* scratch, Pred pred) {
+  uint64_t best = 0;
+  for (int b = 32 + r.id_bits - 1; b >= 0; --b) {
+    const uint64_t trial = best | (uint64_t{1} << b);
+    if (pred(AtLeast(r, trial, mass, scratch))) best = trial;
+  }
+  return best;
+}
+
+__device__ int KeyToId(const Row& r, uint64_t key) {
+  return r.vocab - 1 - static_cast<int>(key & ((uint64_t{1} << r.id_bits) - 1));
+}
+
+// Index of the largest logit, lowest id on ties.
+__device__ int ArgMax(const float* l, int vocab, float* fscratch, int* iscratch) {
+  float best = -INFINITY;
+  int best_i = 0x7fffffff;
+  for (int i = threadIdx.x; i < vocab; i += kThreads) {
+    if (l[i] > best) best = l[i], best_i = i;  // ascending i: keeps the lowest on ties
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float v = __shfl_xor_sync(kFullMask, best, o);
+    const int vi = __shfl_xor_sync(kFullMask, best_i, o);
+    if (v > best || (v == best && vi < best_i)) best = v, best_i = vi;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) fscratch[warp] = best, iscratch[warp] = best_i;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < kThreads / 32; ++w) {
+      if (fscratch[w] > best || (fscratch[w] == best && iscratch[w] < best_i)) {
+        best = fscratch[w], best_i = iscratch[w];
+      }
+    }
+    iscratch[0] = best_i == 0x7fffffff ? 0 : best_i;
+  }
+  __syncthreads();
+  const int result = iscratch[0];
+  __syncthreads();
+  return result;
+}
+
+// Draw in id order over the candidate set: the first id whose inclusive cumulative mass exceeds
+// u * total, falling back to the last candidate with positive mass.
+__device__ int DrawIdOrder(const Row& r, float u, double* scratch, int* iscratch) {
+  const int chunk = (r.vocab + kThreads - 1) / kThreads;
+  const int lo = min(r.vocab, static_cast<int>(threadIdx.x) * chunk);
+  const int hi = min(r.vocab, lo + chunk);
+  double local = 0.0;
+  int last_positive = -1;
+  for (int i = lo; i < hi; ++i) {
+    const float li = r.l[i];
+    if (!r.InSet(i, li)) continue;
+    const double p = expf(li - r.m);
+    if (p > 0.0) local += p, last_positive = i;
+  }
+  // Exclusive scan of the per-thread sums (thread order = id order).
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  double incl = local;
+  for (int o = 1; o < 32; o <<= 1) {
+    const double v = __shfl_up_sync(kFullMask, incl, o);
+    if (lane >= o) incl += v;
+  }
+  __syncthreads();
+  if (lane == 31) scratch[warp] = incl;
+  if (threadIdx.x == 0) iscratch[0] = 0x7fffffff, iscratch[1] = -1;
+  __syncthreads();
+  double warp_offset = 0.0, total = 0.0;
+  for (int w = 0; w < kThreads / 32; ++w) {
+    if (w < warp) warp_offset += scratch[w];
+    total += scratch[w];
+  }
+  const double excl = warp_offset + incl - local;
+  const double target = static_cast<double>(u) * total;
+  if (last_positive >= 0 && excl + local > target) atomicMin(&iscratch[0], static_cast<int>(threadIdx.x));
+  atomicMax(&iscratch[1], last_positive);
+  __syncthreads();
+  int result = iscratch[1] < 0 ? 0 : iscratch[1];
+  if (iscratch[0] != 0x7fffffff) {
+    // The crossing thread walks its chunk; everyone else waits for its answer.
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) == iscratch[0]) {
+      double cum = excl;
+      int pick = last_positive;
+      for (int i = lo; i < hi; ++i) {
+        const float li = r.l[i];
+        if (!r.InSet(i, li)) continue;
+        const double p = expf(li - r.m);
+        if (p <= 0.0) continue;
+        cum += p;
+        if (cum > target) {
+          pick = i;
+          break;
+        }
+      }
+      iscratch[2] = pick;
+    }
+    __syncthreads();
+    result = iscratch[2];
+  }
+  __syncthreads();
+  return result;
+}
+
+__global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
+  __shared__ double dscratch[32];
+  __shared__ float fscratch[32];
+  __shared__ int iscratch[32];
+  const int row = blockIdx.x;
+  float* l = p.logits + row * p.row_stride;
+  const SampleRowParams rp = p.rows[row];
+  const bool greedy = rp.temperature == 0.0f;
+  if (!greedy) {
+    for (int i = threadIdx.x; i < p.vocab; i += kThreads) l[i] = l[i] / rp.temperature;
+    __syncthreads();  // also makes the global writes visible to the block
+  }
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < p.vocab; i += kThreads) m = fmaxf(m, l[i]);
+  m = BlockMax(m, fscratch);
+  double sum = 0.0;
+  for (int i = threadIdx.x; i < p.vocab; i += kThreads) sum += expf(l[i] - m);
+  sum = BlockSum(sum, dscratch);
+  const float lse = m + static_cast<float>(log(sum));
+
+  int token = 0;
+  if (greedy) {
+    token = ArgMax(l, p.vocab, fscratch, iscratch);
+  } else {
+    Row r{l, p.vocab, 1, m};
+    while ((1 << r.id_bits) < p.vocab) ++r.id_bits;
+    const float u = DeviceCounterUniform(rp.seed, rp.counter);
+    const bool use_top_k = rp.top_k > 0 && rp.top_k < p.vocab;
+    const bool use_top_p = rp.top_p < 1.0f;
+    if (use_top_k) {
+      const double k = rp.top_k;
+      r.key_lo = SearchKey(r, false, dscratch, [k](double count) { return count >= k; });
+    }
+    if (use_top_p) {
+      const double target = static_cast<double>(rp.top_p) * AtLeast(r, 0, true, dscratch);
+      const uint64_t k = SearchKey(r, true, dscratch, [target](double mass) { return mass >= target; });
+      if (k > r.key_lo) r.key_lo = k;
+    }
+    // p >= min_p * p_max  <=>  logit >= max_logit + log(min_p).
+    if (rp.min_p > 0.0f) r.threshold = m + logf(rp.min_p);
+    if (use_top_k || use_top_p) {
+      const double target = static_cast<double>(u) * AtLeast(r, 0, true, dscratch);
+      const uint64_t k = SearchKey(r, true, dscratch, [target](double mass) { return mass > target; });
+      if (k != 0 && AtLeast(r, k, true, dscratch) > target) {
+        token = KeyToId(r, k);
+      } else {
+        // Rounding left the target at the total: the last candidate with positive mass.
+        const double target_all = AtLeast(r, 0, true, dscratch);
+        const uint64_t k_last = SearchKey(r, true, dscratch, [target_all](double mass) {
+          return mass >= target_all;
+        });
+        token = KeyToId(r, k_last);
+      }
+    } else {
+      token = DrawIdOrder(r, u, dscratch, iscratch);
+    }
+  }
+  if (threadIdx.x == 0) {
+    p.token_ids[row] = token;
+    p.logprobs[row] = l[token] - lse;
+  }
+}
+
+__global__ void CounterUniformKernel(const uint64_t* seeds, const uint64_t* counters, float* out,
+                                     int32_t n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = DeviceCounterUniform(seeds[i], counters[i]);
+}
+
+}  // namespace
+
+cudaError_t SampleTokens(SampleTokensParams p, cudaStream_t stream) {
+  if (p.num_rows <= 0) return cudaSuccess;
+  if (p.vocab <= 0 || p.row_stride < p.vocab) return cudaErrorInvalidValue;
+  SampleKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t CounterUniformBatch(const uint64_t* seeds, const uint64_t* counters, float* out,
+                                int32_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  CounterUniformKernel<<<(n + 255) / 256, 256, 0, stream>>>(seeds, counters, out, n);
+  return cudaGetLastError();
+}
+
+}  // namespace rtgen::kernels

@@ -1,0 +1,44 @@
+#pragma once
+// On-device token sampling, one block per logits row, mirroring engine/sampling/sampler.h
+// (without penalties and top-n logprobs, which the backend samples on the host):
+//  - temperature 0: greedy argmax, lowest id on ties;
+//  - otherwise logits /= temperature, then top-k, top-p, min-p, and a draw with
+//    u = CounterUniform(seed, counter), bit-identical to the CPU's splitmix64 uniform.
+// Candidates kept by top-k/top-p are a prefix of the order (logit desc, id asc), found by a
+// bitwise search over 64-bit keys, so no sort is needed. The draw walks candidates in the same
+// order as the CPU sampler: sorted order when top-p or top-k is active, id order otherwise
+// (the CPU's order after a lone top-k is its nth_element's, so only that case can differ).
+// The logprob returned is log softmax of the temperature-scaled logits at the chosen token.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace rtgen::kernels {
+
+struct SampleRowParams {
+  float temperature = 0.0f;  // 0 = greedy
+  int32_t top_k = 0;         // 0 = off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  uint64_t seed = 0;
+  uint64_t counter = 0;      // output position of the draw
+};
+
+struct SampleTokensParams {
+  float* logits = nullptr;                // [num_rows, row_stride]; scaled in place
+  int64_t row_stride = 0;                 // >= vocab
+  const SampleRowParams* rows = nullptr;  // [num_rows], device memory
+  int32_t* token_ids = nullptr;           // [num_rows] out
+  float* logprobs = nullptr;              // [num_rows] out
+  int32_t num_rows = 0;
+  int32_t vocab = 0;
+};
+
+cudaError_t SampleTokens(SampleTokensParams p, cudaStream_t stream);
+
+// out[i] = CounterUniform(seeds[i], counters[i]) computed on the device (for tests).
+cudaError_t CounterUniformBatch(const uint64_t* seeds, const uint64_t* counters, float* out,
+                                int32_t n, cudaStream_t stream);
+
+}  // namespace rtgen::kernels
