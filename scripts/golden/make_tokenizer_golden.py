@@ -64,7 +64,7 @@ HANDWRITTEN = [
     "!!!???...", "---===+++", "«quotes» “curly” ‘single’ „low“", "…—–", "$100 €50 £20 ¥1000",
     "email@example.com https://example.com/path?q=1&r=2#frag", "C:\\Windows\\System32",
     "ALLCAPS lowercase MiXeD CamelCaseWord snake_case_word kebab-case-word",
-    "supercalifragilisticexpialidocious", "antidisestablishmentarianism", "ﬁ ﬂ ﬀ",
+    "supercalifragilisticexpialidocious", "ctrl\x04\x06chars\x1d\x13end", "a\x04b", "antidisestablishmentarianism", "ﬁ ﬂ ﬀ",
 ]
 
 FRAGMENTS = [

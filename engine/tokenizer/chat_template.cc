@@ -1,0 +1,146 @@
+#include "engine/tokenizer/chat_template.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/tokenizer/unicode_category.h"
+#include "engine/tokenizer/utf8.h"
+
+namespace rtgen {
+namespace {
+
+constexpr char kImStart[] = "<|im_start|>";
+constexpr char kImEnd[] = "<|im_end|>";
+constexpr char kLlama2Eos[] = "</s>";
+
+// Python's str.isspace(), which Jinja's trim filter and str.strip() use.
+bool IsPySpace(char32_t cp) { return (cp >= 0x1C && cp <= 0x1F) || IsWhitespace(cp); }
+
+std::string Strip(std::string_view s) {
+  // Leading: decode forward. Trailing: step back over whole characters.
+  size_t begin = 0;
+  while (begin < s.size()) {
+    size_t next = begin;
+    if (!IsPySpace(NextCodepoint(s, &next))) break;
+    begin = next;
+  }
+  size_t end = s.size();
+  while (end > begin) {
+    size_t start = end - 1;
+    while (start > begin && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80) --start;
+    size_t pos = start;
+    if (!IsPySpace(NextCodepoint(s, &pos))) break;
+    end = start;
+  }
+  return std::string(s.substr(begin, end - begin));
+}
+
+// The literal system prompt in "<|im_start|>system\n...<|im_end|>" inside a template string
+// literal; "" when the system turn is built from a variable instead.
+std::string DefaultSystemPrompt(const std::string& jinja) {
+  const std::string marker = absl::StrCat(kImStart, "system");
+  for (size_t at = jinja.find(marker); at != std::string::npos; at = jinja.find(marker, at + 1)) {
+    size_t start = at + marker.size();
+    if (jinja.compare(start, 1, "\n") == 0) {
+      start += 1;
+    } else if (jinja.compare(start, 2, "\\n") == 0) {
+      start += 2;
+    } else {
+      continue;
+    }
+    const size_t end = jinja.find(kImEnd, start);
+    if (end == std::string::npos) continue;
+    const std::string text = jinja.substr(start, end - start);
+    if (text.find_first_of("'\"{}\\") == std::string::npos) return text;
+  }
+  return "";
+}
+
+absl::Status CheckRoles(std::span<const ChatMessage> messages) {
+  if (messages.empty()) return absl::InvalidArgumentError("messages is empty");
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const std::string& role = messages[i].role;
+    if (role != "system" && role != "user" && role != "assistant") {
+      return absl::InvalidArgumentError(absl::StrCat("messages[", i, "].role \"", role,
+                                                     "\" is not system, user or assistant"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(const std::string& jinja_source,
+                                                     const std::string& bos_text) {
+  ChatTemplate t;
+  t.bos_text_ = bos_text;
+  if (jinja_source.find(kImStart) != std::string::npos) {
+    t.format_ = Format::kChatML;
+    t.default_system_prompt_ = DefaultSystemPrompt(jinja_source);
+  } else if (jinja_source.find("<|start_header_id|>") != std::string::npos) {
+    t.format_ = Format::kLlama3;
+  } else if (jinja_source.find("[INST]") != std::string::npos) {
+    t.format_ = Format::kLlama2;
+  } else {
+    return absl::UnimplementedError(
+        absl::StrCat("chat template is not ChatML, Llama 3 or Llama 2: \"",
+                     jinja_source.substr(0, 80), jinja_source.size() > 80 ? "...\"" : "\""));
+  }
+  return t;
+}
+
+ChatTemplate ChatTemplate::ChatML(std::string default_system_prompt) {
+  ChatTemplate t;
+  t.format_ = Format::kChatML;
+  t.default_system_prompt_ = std::move(default_system_prompt);
+  return t;
+}
+
+absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> messages,
+                                                 bool add_generation_prompt) const {
+  if (auto s = CheckRoles(messages); !s.ok()) return s;
+  std::string out;
+  switch (format_) {
+    case Format::kChatML:
+      if (messages[0].role != "system" && !default_system_prompt_.empty()) {
+        absl::StrAppend(&out, kImStart, "system\n", default_system_prompt_, kImEnd, "\n");
+      }
+      for (const ChatMessage& m : messages) {
+        absl::StrAppend(&out, kImStart, m.role, "\n", m.content, kImEnd, "\n");
+      }
+      if (add_generation_prompt) absl::StrAppend(&out, kImStart, "assistant\n");
+      return out;
+    case Format::kLlama3:
+      out = bos_text_;
+      for (const ChatMessage& m : messages) {
+        absl::StrAppend(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n",
+                        Strip(m.content), "<|eot_id|>");
+      }
+      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      return out;
+    case Format::kLlama2: {
+      // An optional leading system message, then strictly user/assistant/user/...
+      const bool has_system = messages[0].role == "system";
+      for (size_t i = has_system ? 1 : 0, turn = 0; i < messages.size(); ++i, ++turn) {
+        const ChatMessage& m = messages[i];
+        if ((m.role == "user") != (turn % 2 == 0)) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "messages[", i, "].role \"", m.role,
+              "\": the Llama 2 format needs an optional system message, then user and "
+              "assistant messages alternating, starting with user"));
+        }
+        if (m.role == "user") {
+          std::string content = m.content;
+          if (turn == 0 && has_system) {
+            content = absl::StrCat("<<SYS>>\n", messages[0].content, "\n<</SYS>>\n\n", content);
+          }
+          absl::StrAppend(&out, bos_text_, "[INST] ", Strip(content), " [/INST]");
+        } else {
+          absl::StrAppend(&out, " ", Strip(m.content), " ", kLlama2Eos);
+        }
+      }
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace rtgen

@@ -1,0 +1,179 @@
+// LoadTokenizerFromJson: a Hugging Face tokenizer.json (model.type "BPE": byte-level as GPT-2
+// and Llama 3 use it, or SentencePiece-like with byte_fallback as Llama 2 uses it), plus the
+// tokenizer_config.json beside it for bos/eos/add_bos when present.
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/vocab_tokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace rtgen {
+namespace {
+
+using Json = nlohmann::json;
+
+absl::StatusOr<Json> ReadJson(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  Json j = Json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, " is not valid JSON"));
+  return j;
+}
+
+// The pre-tokenizers/normalizers of a node: itself, or the members of a Sequence.
+std::vector<Json> Parts(const Json& node, const char* list_key) {
+  if (!node.is_object()) return {};
+  if (node.value("type", "") == "Sequence" && node.contains(list_key)) {
+    return node[list_key].get<std::vector<Json>>();
+  }
+  return {node};
+}
+
+absl::StatusOr<PreTokenizerKind> ByteLevelPreTokenizer(const Json& pre) {
+  bool digits = false, llama3 = false, byte_level_regex = false;
+  for (const Json& p : Parts(pre, "pretokenizers")) {
+    const std::string type = p.value("type", "");
+    if (type == "Digits" && p.value("individual_digits", false)) digits = true;
+    if (type == "ByteLevel" && p.value("use_regex", true)) byte_level_regex = true;
+    if (type == "Split" && p.contains("pattern") && p["pattern"].contains("Regex") &&
+        p["pattern"]["Regex"].get<std::string>().find("\\p{N}{1,3}") != std::string::npos) {
+      llama3 = true;
+    }
+  }
+  if (llama3) return PreTokenizerKind::kLlama3;
+  if (byte_level_regex) {
+    return digits ? PreTokenizerKind::kGpt2IndividualDigits : PreTokenizerKind::kGpt2;
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("tokenizer.json pre_tokenizer ", pre.dump(), " is not a supported byte-level "
+                   "pre-tokenizer"));
+}
+
+bool IsByteLevel(const Json& root) {
+  for (const char* key : {"pre_tokenizer", "decoder"}) {
+    if (!root.contains(key)) continue;
+    for (const Json& p : Parts(root[key], key[0] == 'p' ? "pretokenizers" : "decoders")) {
+      if (p.value("type", "") == "ByteLevel") return true;
+    }
+  }
+  return false;
+}
+
+// SentencePiece space prefix from a Prepend("▁") normalizer or a Metaspace pre-tokenizer.
+void SpacePrefix(const Json& root, VocabSpec* spec) {
+  spec->add_space_prefix = false;
+  for (const Json& n : Parts(root.value("normalizer", Json()), "normalizers")) {
+    if (n.value("type", "") == "Prepend") spec->add_space_prefix = true;
+  }
+  for (const Json& p : Parts(root.value("pre_tokenizer", Json()), "pretokenizers")) {
+    if (p.value("type", "") != "Metaspace") continue;
+    const std::string scheme =
+        p.value("prepend_scheme", p.value("add_prefix_space", true) ? "always" : "never");
+    spec->add_space_prefix = scheme != "never";
+    spec->space_prefix_first_only = scheme == "first";
+  }
+}
+
+std::string TokenText(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object() && v.contains("content")) return v["content"].get<std::string>();
+  return "";
+}
+
+absl::Status ParseModel(const Json& model, VocabSpec* spec) {
+  if (model.value("type", "") != "BPE") {
+    return absl::UnimplementedError(
+        absl::StrCat("tokenizer.json model.type \"", model.value("type", ""),
+                     "\" is not supported (BPE)"));
+  }
+  if (!model.contains("vocab") || !model["vocab"].is_object()) {
+    return absl::InvalidArgumentError("tokenizer.json model.vocab is missing or not an object");
+  }
+  for (const auto& [piece, id] : model["vocab"].items()) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 24)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenizer.json model.vocab[\"", piece, "\"] is not a valid id"));
+    }
+    const auto i = id.get<size_t>();
+    if (i >= spec->pieces.size()) spec->pieces.resize(i + 1);
+    spec->pieces[i] = piece;
+  }
+  const Json merges = model.value("merges", Json::array());
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const Json& m = merges[i];
+    if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
+      spec->merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+      continue;
+    }
+    const std::string s = m.is_string() ? m.get<std::string>() : "";
+    const size_t space = s.find(' ', 1);
+    if (space == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tokenizer.json model.merges[", i, "] is neither \"a b\" nor [a, b]"));
+    }
+    spec->merges.emplace_back(s.substr(0, space), s.substr(space + 1));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromJson(const std::string& path) {
+  ASSIGN_OR_RETURN(const Json root, ReadJson(path));
+  if (!root.is_object() || !root.contains("model")) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " has no \"model\""));
+  }
+  VocabSpec spec;
+  RETURN_IF_ERROR(ParseModel(root["model"], &spec));
+  spec.types.assign(spec.pieces.size(), TokenType::kNormal);
+  for (const Json& added : root.value("added_tokens", Json::array())) {
+    const auto id = added.value("id", int64_t{-1});
+    if (id < 0 || id > (1 << 24)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": added_tokens entry has a bad id"));
+    }
+    if (static_cast<size_t>(id) >= spec.pieces.size()) {
+      spec.pieces.resize(id + 1);
+      spec.types.resize(id + 1, TokenType::kNormal);
+    }
+    spec.pieces[id] = added.value("content", "");
+    spec.types[id] = added.value("special", false) ? TokenType::kControl : TokenType::kUserDefined;
+  }
+  auto id_of = [&](const std::string& piece) -> std::optional<int32_t> {
+    for (size_t i = 0; i < spec.pieces.size(); ++i) {
+      if (!piece.empty() && spec.pieces[i] == piece) return static_cast<int32_t>(i);
+    }
+    return std::nullopt;
+  };
+  spec.unk_id = id_of(root["model"].value("unk_token", Json()).is_string()
+                          ? root["model"]["unk_token"].get<std::string>()
+                          : "");
+
+  // tokenizer_config.json beside tokenizer.json.
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  if (auto config = ReadJson(dir + "/tokenizer_config.json"); config.ok() && config->is_object()) {
+    spec.bos_id = id_of(TokenText(config->value("bos_token", Json())));
+    spec.eos_id = id_of(TokenText(config->value("eos_token", Json())));
+    const Json add_bos = config->value("add_bos_token", Json());
+    if (add_bos.is_boolean()) spec.add_bos = add_bos.get<bool>();
+  }
+
+  if (IsByteLevel(root)) {
+    ASSIGN_OR_RETURN(spec.pre, ByteLevelPreTokenizer(root.value("pre_tokenizer", Json())));
+    return CreateByteLevelBpeTokenizer(std::move(spec));
+  }
+  if (root["model"].value("byte_fallback", false)) {
+    SpacePrefix(root, &spec);
+    return CreateSpmTokenizer(std::move(spec));
+  }
+  return absl::UnimplementedError(
+      absl::StrCat(path, ": a BPE model that is neither byte-level nor byte_fallback"));
+}
+
+}  // namespace rtgen

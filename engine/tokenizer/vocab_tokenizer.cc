@@ -1,0 +1,114 @@
+#include "engine/tokenizer/vocab_tokenizer.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "engine/tokenizer/utf8.h"
+
+namespace rtgen {
+namespace {
+
+constexpr std::string_view kStopPieces[] = {"<|im_end|>", "<|eot_id|>", "<|end_of_text|>",
+                                            "<|endoftext|>", "<|eom_id|>"};
+
+absl::Status CheckId(const std::optional<int32_t>& id, size_t n, const char* field) {
+  if (id && (*id < 0 || static_cast<size_t>(*id) >= n)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " ", *id, " is outside the vocabulary of ", n, " tokens"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
+  const size_t n = spec.pieces.size();
+  if (n == 0) return absl::InvalidArgumentError("tokenizer vocabulary is empty");
+  if (!spec.types.empty() && spec.types.size() != n) {
+    return absl::InvalidArgumentError(absl::StrCat("token_type has ", spec.types.size(),
+                                                   " entries, tokens has ", n));
+  }
+  if (!spec.scores.empty() && spec.scores.size() != n) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scores has ", spec.scores.size(), " entries, tokens has ", n));
+  }
+  if (auto s = CheckId(spec.bos_id, n, "bos_token_id"); !s.ok()) return s;
+  if (auto s = CheckId(spec.eos_id, n, "eos_token_id"); !s.ok()) return s;
+  if (auto s = CheckId(spec.unk_id, n, "unknown_token_id"); !s.ok()) return s;
+
+  vocab_size_ = static_cast<int32_t>(n);
+  pieces_ = spec.pieces;
+  types_ = spec.types.empty() ? std::vector<TokenType>(n, TokenType::kNormal) : spec.types;
+  bos_id_ = spec.bos_id;
+  eos_id_ = spec.eos_id;
+  add_bos_ = spec.add_bos;
+  special_.assign(n, false);
+  piece_to_id_.reserve(n);
+  for (size_t id = 0; id < n; ++id) {
+    piece_to_id_.emplace(pieces_[id], static_cast<int32_t>(id));  // first id wins on duplicates
+    const bool control = types_[id] == TokenType::kControl;
+    if (control || types_[id] == TokenType::kUserDefined) {
+      special_[id] = true;
+      if (!pieces_[id].empty()) {
+        matchable_.push_back({pieces_[id], static_cast<int32_t>(id), control});
+        first_byte_[static_cast<unsigned char>(pieces_[id][0])] = true;
+      }
+    }
+  }
+  std::stable_sort(matchable_.begin(), matchable_.end(),
+                   [](const Matchable& a, const Matchable& b) {
+                     return a.text.size() > b.text.size();
+                   });
+  stop_ids_.clear();
+  if (eos_id_) stop_ids_.push_back(*eos_id_);
+  for (std::string_view piece : kStopPieces) {
+    auto id = Find(piece);
+    if (id && std::find(stop_ids_.begin(), stop_ids_.end(), *id) == stop_ids_.end()) {
+      stop_ids_.push_back(*id);
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<VocabTokenizer::Segment> VocabTokenizer::SplitSpecial(std::string_view text,
+                                                                  bool parse_special) const {
+  std::vector<Segment> out;
+  size_t plain_start = 0;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    const Matchable* hit = nullptr;
+    if (first_byte_[static_cast<unsigned char>(text[pos])]) {
+      for (const Matchable& m : matchable_) {
+        if ((parse_special || !m.control) && text.substr(pos, m.text.size()) == m.text) {
+          hit = &m;
+          break;
+        }
+      }
+    }
+    if (hit == nullptr) {
+      ++pos;
+      continue;
+    }
+    if (plain_start < pos) out.push_back({text.substr(plain_start, pos - plain_start), -1});
+    out.push_back({text.substr(pos, hit->text.size()), hit->id});
+    pos += hit->text.size();
+    plain_start = pos;
+  }
+  if (plain_start < text.size()) out.push_back({text.substr(plain_start), -1});
+  return out;
+}
+
+std::optional<int32_t> VocabTokenizer::Find(std::string_view piece) const {
+  auto it = piece_to_id_.find(std::string(piece));
+  if (it == piece_to_id_.end()) return std::nullopt;
+  return it->second;
+}
+
+absl::Status VocabTokenizer::CheckUtf8(std::string_view text) {
+  if (auto bad = FindInvalidUtf8(text)) {
+    return absl::InvalidArgumentError(absl::StrCat("text is not valid UTF-8 at byte ", *bad));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rtgen

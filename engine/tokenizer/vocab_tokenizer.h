@@ -1,0 +1,73 @@
+#pragma once
+// Internal: what both BPE tokenizers are built from (a vocabulary as GGUF or tokenizer.json
+// describe it) and the parts they share: id lookups and special-token splitting.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/tokenizer/pre_tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace rtgen {
+
+// GGUF tokenizer.ggml.token_type values.
+enum class TokenType : int32_t {
+  kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6,
+};
+
+struct VocabSpec {
+  std::vector<std::string> pieces;  // id → piece as stored (byte-level chars or "▁" pieces)
+  std::vector<TokenType> types;     // empty = all kNormal
+  std::vector<float> scores;        // SentencePiece merge scores (higher merges first)
+  std::vector<std::pair<std::string, std::string>> merges;  // by rank, best first
+  std::optional<int32_t> bos_id, eos_id, unk_id;
+  bool add_bos = false;
+  bool add_space_prefix = true;  // SentencePiece: "▁" before text segments
+  bool space_prefix_first_only = false;  // only before the first segment (Metaspace "first")
+  PreTokenizerKind pre = PreTokenizerKind::kGpt2;
+};
+
+// Byte-level BPE (GPT-2 style). Input bytes whose byte symbol is not in `pieces` are dropped
+// (as Hugging Face does when there is no unk token).
+absl::StatusOr<std::unique_ptr<Tokenizer>> CreateByteLevelBpeTokenizer(VocabSpec spec);
+// SentencePiece-style BPE: merges by `scores`, or by `merges` rank when given.
+absl::StatusOr<std::unique_ptr<Tokenizer>> CreateSpmTokenizer(VocabSpec spec);
+
+class VocabTokenizer : public Tokenizer {
+ protected:
+  // Validates the spec's ids and sizes (INVALID_ARGUMENT naming the field) and fills the
+  // Tokenizer fields.
+  absl::Status Init(const VocabSpec& spec);
+
+  struct Segment {
+    std::string_view text;  // plain text when id < 0
+    int32_t id = -1;        // a special token matched in the input
+  };
+  // Control tokens are matched only with parse_special; user-defined tokens always. The
+  // longest token starting at the leftmost position wins.
+  std::vector<Segment> SplitSpecial(std::string_view text, bool parse_special) const;
+
+  std::optional<int32_t> Find(std::string_view piece) const;
+  static absl::Status CheckUtf8(std::string_view text);
+
+  std::unordered_map<std::string, int32_t> piece_to_id_;
+  std::vector<TokenType> types_;
+
+ private:
+  struct Matchable {
+    std::string text;
+    int32_t id;
+    bool control;
+  };
+  std::vector<Matchable> matchable_;  // longest first
+  bool first_byte_[256] = {};         // a matchable token starts with this byte
+};
+
+}  // namespace rtgen
