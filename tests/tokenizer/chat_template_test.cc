@@ -1,0 +1,98 @@
+#include "engine/tokenizer/chat_template.h"
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "engine/model/gguf_file.h"
+#include "gtest/gtest.h"
+#include "tests/tokenizer/test_data.h"
+
+namespace rtgen {
+namespace {
+
+std::vector<ChatMessage> Messages(const nlohmann::json& array) {
+  std::vector<ChatMessage> out;
+  for (const auto& m : array) out.push_back({m["role"], m["content"]});
+  return out;
+}
+
+TEST(ChatTemplateTest, RendersLikeTransformersForEveryGoldenCase) {
+  const auto rows =
+      testing::ReadJsonLines(std::string(testing::kGoldenDir) + "/chat_template.jsonl");
+  ASSERT_GE(rows.size(), 20u);
+  int formats_seen[3] = {};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    auto t = ChatTemplate::FromJinja(rows[i]["template"], rows[i]["bos"]);
+    ASSERT_TRUE(t.ok()) << "row " << i << ": " << t.status();
+    const std::string format = rows[i]["format"];
+    EXPECT_EQ(t->format(), format == "chatml"   ? ChatTemplate::Format::kChatML
+                           : format == "llama3" ? ChatTemplate::Format::kLlama3
+                                                : ChatTemplate::Format::kLlama2);
+    ++formats_seen[static_cast<int>(t->format())];
+    auto rendered = t->Render(Messages(rows[i]["messages"]), rows[i]["add_generation_prompt"]);
+    ASSERT_TRUE(rendered.ok()) << "row " << i << ": " << rendered.status();
+    EXPECT_EQ(*rendered, rows[i]["rendered"].get<std::string>()) << "row " << i;
+  }
+  for (int n : formats_seen) EXPECT_GT(n, 0);
+}
+
+TEST(ChatTemplateTest, SmolLmTemplateFromGgufHasItsDefaultSystemPrompt) {
+  auto file = GgufFile::Open(testing::kSmolLmGguf);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto jinja = (*file)->GetString("tokenizer.chat_template");
+  ASSERT_TRUE(jinja.ok()) << jinja.status();
+  auto t = ChatTemplate::FromJinja(*jinja, "<|im_start|>");
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::vector<ChatMessage> msgs = {{"user", "Hi"}};
+  auto text = t->Render(msgs, true);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text,
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+            "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateTest, UnknownRoleNamesTheMessage) {
+  const ChatTemplate t = ChatTemplate::ChatML("");
+  const std::vector<ChatMessage> msgs = {{"user", "a"}, {"assistant", "b"}, {"robot", "c"}};
+  auto text = t.Render(msgs, true);
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(text.status().message(), "messages[2].role")) << text.status();
+}
+
+TEST(ChatTemplateTest, EmptyMessageListIsRejected) {
+  for (const ChatTemplate& t : {ChatTemplate::ChatML("sys"), *ChatTemplate::FromJinja(
+                                                                 "<|start_header_id|>", "")}) {
+    auto text = t.Render({}, true);
+    ASSERT_FALSE(text.ok());
+    EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StrContains(text.status().message(), "messages")) << text.status();
+  }
+}
+
+TEST(ChatTemplateTest, Llama2RejectsNonAlternatingRoles) {
+  auto t = ChatTemplate::FromJinja("{{ '[INST] ' }}", "<s>");
+  ASSERT_TRUE(t.ok());
+  const std::vector<ChatMessage> msgs = {{"user", "a"}, {"user", "b"}};
+  auto text = t->Render(msgs, true);
+  ASSERT_FALSE(text.ok());
+  EXPECT_TRUE(absl::StrContains(text.status().message(), "messages[1].role")) << text.status();
+}
+
+TEST(ChatTemplateTest, UnrecognisedTemplateIsUnimplemented) {
+  auto t = ChatTemplate::FromJinja("{{ messages[0].content }}", "");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "messages[0].content")) << t.status();
+}
+
+TEST(ChatTemplateTest, ChatMLWithoutDefaultPromptAddsNoSystemTurn) {
+  const std::vector<ChatMessage> msgs = {{"user", "x"}};
+  auto text = ChatTemplate::ChatML("").Render(msgs, false);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "<|im_start|>user\nx<|im_end|>\n");
+}
+
+}  // namespace
+}  // namespace rtgen

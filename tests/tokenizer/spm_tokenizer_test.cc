@@ -1,0 +1,141 @@
+// SentencePiece-style BPE on a small hand-built Llama-2-like vocabulary, loaded through GGUF
+// (GgufWriter → LoadTokenizerFromGguf) and through a tokenizer.json.
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/model/gguf_file.h"
+#include "engine/model/gguf_writer.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace rtgen {
+namespace {
+
+struct Vocab {
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;
+  void Add(const std::string& piece, float score, int32_t type = 1) {
+    tokens.push_back(piece);
+    scores.push_back(score);
+    types.push_back(type);
+  }
+};
+
+// <unk> <s> </s>, the 256 byte tokens, then pieces whose scores order the merges:
+// ll > he > ▁he > llo > ▁hello > or > ▁w > ▁wor > ld.
+Vocab SmallVocab() {
+  Vocab v;
+  v.Add("<unk>", 0, 2);
+  v.Add("<s>", 0, 3);
+  v.Add("</s>", 0, 3);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof(name), "<0x%02X>", b);
+    v.Add(name, 0, 6);
+  }
+  for (const char* c : {"\xE2\x96\x81", "h", "e", "l", "o", "w", "r", "d"}) v.Add(c, -100);
+  const std::vector<std::pair<std::string, float>> merged = {
+      {"ll", -1}, {"he", -2}, {"\xE2\x96\x81he", -3}, {"llo", -4}, {"\xE2\x96\x81hello", -5},
+      {"or", -6}, {"\xE2\x96\x81w", -7}, {"\xE2\x96\x81wor", -8}, {"ld", -9}};
+  for (const auto& [piece, score] : merged) v.Add(piece, score);
+  return v;
+}
+
+std::unique_ptr<Tokenizer> LoadViaGguf(bool add_space_prefix) {
+  const Vocab v = SmallVocab();
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddString("tokenizer.ggml.model", "llama");
+  w.AddStringArray("tokenizer.ggml.tokens", v.tokens);
+  w.AddFloat32Array("tokenizer.ggml.scores", v.scores);
+  w.AddInt32Array("tokenizer.ggml.token_type", v.types);
+  w.AddUint32("tokenizer.ggml.unknown_token_id", 0);
+  w.AddUint32("tokenizer.ggml.bos_token_id", 1);
+  w.AddUint32("tokenizer.ggml.eos_token_id", 2);
+  w.AddBool("tokenizer.ggml.add_space_prefix", add_space_prefix);
+  const std::string path = ::testing::TempDir() + "/spm_vocab.gguf";
+  EXPECT_TRUE(w.WriteFile(path).ok());
+  auto file = GgufFile::Open(path);
+  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return nullptr;
+  auto tok = LoadTokenizerFromGguf(**file);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return tok.ok() ? std::move(tok).value() : nullptr;
+}
+
+std::vector<std::string> PiecesOf(const Tokenizer& tok, const std::string& text, bool special) {
+  auto ids = tok.Encode(text, special);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  std::vector<std::string> out;
+  const Vocab v = SmallVocab();
+  for (int32_t id : ids.value_or(std::vector<int32_t>{})) out.push_back(v.tokens[id]);
+  return out;
+}
+
+using V = std::vector<std::string>;
+
+TEST(SpmTokenizerTest, MergesByScoreWithSpacePrefix) {
+  auto tok = LoadViaGguf(/*add_space_prefix=*/true);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(PiecesOf(*tok, "hello world", false),
+            (V{"\xE2\x96\x81hello", "\xE2\x96\x81wor", "ld"}));
+  EXPECT_TRUE(tok->add_bos());  // Llama default
+  EXPECT_EQ(tok->bos_id(), std::optional<int32_t>(1));
+  EXPECT_EQ(tok->stop_ids(), (std::vector<int32_t>{2}));
+}
+
+TEST(SpmTokenizerTest, UnknownCharactersFallBackToBytes) {
+  auto tok = LoadViaGguf(true);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(PiecesOf(*tok, "h\xC3\xA9", false), (V{"\xE2\x96\x81", "h", "<0xC3>", "<0xA9>"}));
+  auto ids = tok->Encode("h\xC3\xA9 hello", false);
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(tok->Decode(*ids), "h\xC3\xA9 hello");  // leading "▁" space dropped
+  IncrementalDetokenizer detok(tok.get());
+  std::string streamed;
+  for (int32_t id : *ids) streamed += detok.Push(id);
+  EXPECT_EQ(streamed + detok.Flush(), "h\xC3\xA9 hello");
+}
+
+TEST(SpmTokenizerTest, SpecialTokensAndSpacePrefixPerSegment) {
+  auto tok = LoadViaGguf(true);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(PiecesOf(*tok, "<s>hello", true), (V{"<s>", "\xE2\x96\x81hello"}));
+  EXPECT_EQ(PiecesOf(*tok, "<s>", false).front(), "\xE2\x96\x81");  // "<s>" as plain text
+  auto no_prefix = LoadViaGguf(/*add_space_prefix=*/false);
+  ASSERT_NE(no_prefix, nullptr);
+  EXPECT_EQ(PiecesOf(*no_prefix, "hello", false), (V{"he", "llo"}));
+  EXPECT_FALSE(no_prefix->StripsLeadingSpace());
+}
+
+TEST(SpmTokenizerTest, JsonWithByteFallbackMergesByRank) {
+  const Vocab v = SmallVocab();
+  nlohmann::json vocab = nlohmann::json::object();
+  for (size_t i = 0; i < v.tokens.size(); ++i) vocab[v.tokens[i]] = i;
+  const std::string sp = "\xE2\x96\x81";
+  nlohmann::json root = {
+      {"model", {{"type", "BPE"}, {"byte_fallback", true}, {"unk_token", "<unk>"},
+                 {"vocab", vocab},
+                 {"merges", {"l l", "h e", sp + " he", "ll o", sp + "he llo", "o r", sp + " w",
+                             sp + "w or", "l d"}}}},
+      {"added_tokens", {{{"id", 1}, {"content", "<s>"}, {"special", true}},
+                        {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
+      {"normalizer", {{"type", "Sequence"},
+                      {"normalizers", {{{"type", "Prepend"}, {"prepend", sp}},
+                                       {{"type", "Replace"}}}}}},
+  };
+  const std::string path = ::testing::TempDir() + "/spm_tokenizer.json";
+  std::ofstream(path) << root.dump();
+  auto tok = LoadTokenizerFromJson(path);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_EQ(PiecesOf(**tok, "hello world", false), (V{sp + "hello", sp + "wor", "ld"}));
+  EXPECT_EQ(PiecesOf(**tok, "h\xC3\xA9", false), (V{sp, "h", "<0xC3>", "<0xA9>"}));
+  EXPECT_TRUE((*tok)->IsSpecial(1));
+}
+
+}  // namespace
+}  // namespace rtgen
