@@ -192,32 +192,47 @@ absl::StatusOr<std::string> EncodeGgmlTensor(GgmlType type, const std::vector<fl
 
 absl::Status GgufWriter::AddTensor(const std::string& name, const std::vector<int64_t>& dims,
                                    GgmlType type, const std::vector<float>& data) {
+  RETURN_IF_ERROR(AddTensorLazy(name, dims, type, nullptr));
+  Tensor& t = tensors_.back();
+  const GgufTensorInfo info{name, dims, t.type, 0};
+  if (info.num_elements() != data.size()) {
+    tensors_.pop_back();
+    return absl::InvalidArgumentError(absl::StrCat("gguf writer: tensor '", name, "' has ",
+                                                   data.size(), " values, dims imply ",
+                                                   info.num_elements()));
+  }
+  auto encoded = EncodeGgmlTensor(type, data);
+  if (!encoded.ok()) {
+    tensors_.pop_back();
+    return encoded.status();
+  }
+  t.bytes = std::move(encoded).value();
+  return absl::OkStatus();
+}
+
+absl::Status GgufWriter::AddTensorLazy(const std::string& name, const std::vector<int64_t>& dims,
+                                       GgmlType type,
+                                       std::function<std::vector<float>()> produce) {
   GgufTensorInfo info;
   info.name = name;
   info.dims = dims;
   info.type = static_cast<uint32_t>(type);
   ASSIGN_OR_RETURN(uint64_t bytes, GgmlTensorBytes(info));
-  if (info.num_elements() != data.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("gguf writer: tensor '", name, "' has ",
-                                                   data.size(), " values, dims imply ",
-                                                   info.num_elements()));
+  if (!IsDequantizable(info.type)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gguf writer: cannot encode type ", info.type, " for '", name, "'"));
   }
-  ASSIGN_OR_RETURN(std::string encoded, EncodeGgmlTensor(type, data));
-  if (encoded.size() != bytes) {
-    return absl::InternalError(absl::StrCat("gguf writer: size mismatch for '", name, "'"));
-  }
-  tensors_.push_back({name, dims, info.type, std::move(encoded)});
+  tensors_.push_back({name, dims, info.type, bytes, "", std::move(produce)});
   return absl::OkStatus();
 }
 
 void GgufWriter::AddRawTensor(const std::string& name, const std::vector<int64_t>& dims,
                               uint32_t type, const std::string& bytes) {
-  tensors_.push_back({name, dims, type, bytes});
+  tensors_.push_back({name, dims, type, bytes.size(), bytes, nullptr});
 }
 
-std::string GgufWriter::Serialize() const {
+std::string GgufWriter::Header() const {
   const uint64_t align = alignment_;
-  auto pad = [align](std::string* s) { s->resize((s->size() + align - 1) / align * align, 0); };
   std::string out;
   Put<uint32_t>(&out, kGgufMagic);
   Put<uint32_t>(&out, version_);
@@ -237,21 +252,44 @@ std::string GgufWriter::Serialize() const {
     for (int64_t d : t.dims) Put<uint64_t>(&out, static_cast<uint64_t>(d));
     Put<uint32_t>(&out, t.type);
     Put<uint64_t>(&out, offset);
-    offset += (t.bytes.size() + align - 1) / align * align;
+    offset += (t.size + align - 1) / align * align;
   }
-  pad(&out);
+  out.resize((out.size() + align - 1) / align * align, 0);
+  return out;
+}
+
+absl::StatusOr<std::string> GgufWriter::TensorBytes(const Tensor& t) const {
+  if (!t.produce) return t.bytes;
+  const std::vector<float> data = t.produce();
+  const GgufTensorInfo info{t.name, t.dims, t.type, 0};
+  if (data.size() != info.num_elements()) {
+    return absl::InvalidArgumentError(absl::StrCat("gguf writer: producer of '", t.name,
+                                                   "' returned ", data.size(), " values, want ",
+                                                   info.num_elements()));
+  }
+  return EncodeGgmlTensor(static_cast<GgmlType>(t.type), data);
+}
+
+absl::StatusOr<std::string> GgufWriter::Serialize() const {
+  std::string out = Header();
   for (const Tensor& t : tensors_) {
-    out.append(t.bytes);
-    pad(&out);
+    ASSIGN_OR_RETURN(std::string bytes, TensorBytes(t));
+    out.append(bytes);
+    out.resize((out.size() + alignment_ - 1) / alignment_ * alignment_, 0);
   }
   return out;
 }
 
 absl::Status GgufWriter::WriteFile(const std::string& path) const {
-  const std::string bytes = Serialize();
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   if (!f) return absl::InvalidArgumentError(absl::StrCat("gguf writer: cannot create ", path));
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  const std::string header = Header();
+  f.write(header.data(), static_cast<std::streamsize>(header.size()));
+  for (const Tensor& t : tensors_) {
+    ASSIGN_OR_RETURN(std::string bytes, TensorBytes(t));
+    bytes.resize((bytes.size() + alignment_ - 1) / alignment_ * alignment_, 0);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
   f.close();
   if (!f) return absl::DataLossError(absl::StrCat("gguf writer: failed writing ", path));
   return absl::OkStatus();

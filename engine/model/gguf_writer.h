@@ -4,6 +4,7 @@
 // Metadata keys and tensors are written in the order they were added.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,12 +43,18 @@ class GgufWriter {
   // (F32, F16, BF16, Q8_0, Q4_0 or Q4_1; quantised types need dims[0] % 32 == 0).
   absl::Status AddTensor(const std::string& name, const std::vector<int64_t>& dims,
                          GgmlType type, const std::vector<float>& data);
+  // Adds a tensor whose fp32 data `produce` returns only when the file is written, so that a
+  // large model never has to be in memory at once. `produce` must return num_elements values.
+  absl::Status AddTensorLazy(const std::string& name, const std::vector<int64_t>& dims,
+                             GgmlType type, std::function<std::vector<float>()> produce);
   // Adds a tensor from raw bytes of any type id, unchecked (for tests).
   void AddRawTensor(const std::string& name, const std::vector<int64_t>& dims, uint32_t type,
                     const std::string& bytes);
 
-  // The whole file.
-  std::string Serialize() const;
+  // The whole file in memory (lazy tensors are produced here). INVALID_ARGUMENT when a lazy
+  // producer returns the wrong number of values.
+  absl::StatusOr<std::string> Serialize() const;
+  // Streams the file to `path`, one tensor in memory at a time.
   absl::Status WriteFile(const std::string& path) const;
 
  private:
@@ -55,8 +62,15 @@ class GgufWriter {
     std::string name;
     std::vector<int64_t> dims;
     uint32_t type;
-    std::string bytes;
+    uint64_t size;                                // bytes of data
+    std::string bytes;                            // when not lazy
+    std::function<std::vector<float>()> produce;  // when lazy
   };
+
+  // Everything before the data section.
+  std::string Header() const;
+  // The data of tensor `t`.
+  absl::StatusOr<std::string> TensorBytes(const Tensor& t) const;
 
   uint32_t version_ = 3;
   uint32_t alignment_ = 32;

@@ -1,5 +1,6 @@
 // ModelConfig::FromGguf: reads `llama.*` metadata of a GGUF file.
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/gguf_file.h"
+#include "engine/model/llama3_rope.h"
 #include "engine/model/model_config.h"
 
 namespace rtgen {
@@ -35,29 +37,6 @@ absl::StatusOr<double> OptionalFloat(const GgufFile& file, const std::string& ke
   return file.GetFloat(key);
 }
 
-// Llama-3 frequency factors for `s`, as llama.cpp's converter stores them in rope_freqs.weight
-// (one factor per rotated pair; the rotation frequency is divided by it).
-std::vector<double> Llama3FreqFactors(const Llama3RopeScaling& s, int head_dim, double theta) {
-  const double kPi = 3.14159265358979323846;
-  const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
-  const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
-  std::vector<double> factors;
-  for (int i = 0; i < head_dim; i += 2) {
-    const double freq = 1.0 / std::pow(theta, static_cast<double>(i) / head_dim);
-    const double wavelen = 2 * kPi / freq;
-    if (wavelen < high_wavelen) {
-      factors.push_back(1.0);
-    } else if (wavelen > low_wavelen) {
-      factors.push_back(s.factor);
-    } else {
-      const double smooth = (s.original_max_position_embeddings / wavelen - s.low_freq_factor) /
-                            (s.high_freq_factor - s.low_freq_factor);
-      factors.push_back(1.0 / ((1 - smooth) / s.factor + smooth));
-    }
-  }
-  return factors;
-}
-
 // Recovers Llama-3 scaling from a `rope_freqs.weight` tensor: factor = the largest frequency
 // factor, the other parameters Llama 3.x's (low 1, high 4, original context 8192); the result
 // must reproduce the stored factors, else the file's scaling is one rtgen cannot represent.
@@ -74,7 +53,8 @@ absl::Status ReadRopeFreqs(const GgufFile& file, ModelConfig* config) {
   s.factor = 1.0f;
   for (float f : stored) s.factor = std::max(s.factor, f);
   if (config->rope_scaling.has_value()) s = *config->rope_scaling;
-  const std::vector<double> expect = Llama3FreqFactors(s, config->head_dim, config->rope_theta);
+  const std::vector<double> expect =
+      Llama3RopeFreqFactors(s, config->head_dim, config->rope_theta);
   for (size_t i = 0; i < stored.size(); ++i) {
     if (std::fabs(stored[i] - expect[i]) > 1e-3 * std::fabs(expect[i])) {
       return absl::UnimplementedError(absl::StrCat(

@@ -1,0 +1,108 @@
+#include "engine/model/synthetic_model.h"
+
+#include <functional>
+#include <random>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/model/gguf_model_writer.h"
+
+namespace rtgen {
+
+absl::StatusOr<ModelConfig> SyntheticShape(const std::string& name) {
+  ModelConfig c;
+  c.name = "synthetic-" + name;
+  c.rms_norm_eps = 1e-5f;
+  if (name == "smollm2-135m") {
+    c.vocab_size = 49152;
+    c.hidden_size = 576;
+    c.intermediate_size = 1536;
+    c.num_layers = 30;
+    c.num_heads = 9;
+    c.num_kv_heads = 3;
+    c.max_position_embeddings = 8192;
+    c.rope_theta = 100000.0f;
+    c.tie_word_embeddings = true;
+  } else if (name == "llama3.2-1b") {
+    c.vocab_size = 128256;
+    c.hidden_size = 2048;
+    c.intermediate_size = 8192;
+    c.num_layers = 16;
+    c.num_heads = 32;
+    c.num_kv_heads = 8;
+    c.max_position_embeddings = 131072;
+    c.rope_theta = 500000.0f;
+    c.tie_word_embeddings = true;
+    c.rope_scaling = Llama3RopeScaling{32.0f, 1.0f, 4.0f, 8192};
+  } else if (name == "llama3-8b") {
+    c.vocab_size = 128256;
+    c.hidden_size = 4096;
+    c.intermediate_size = 14336;
+    c.num_layers = 32;
+    c.num_heads = 32;
+    c.num_kv_heads = 8;
+    c.max_position_embeddings = 8192;
+    c.rope_theta = 500000.0f;
+    c.tie_word_embeddings = false;
+  } else if (name == "tiny") {
+    c.vocab_size = 512;
+    c.hidden_size = 64;
+    c.intermediate_size = 128;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.max_position_embeddings = 2048;
+    c.rope_theta = 10000.0f;
+    c.tie_word_embeddings = false;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unknown shape '", name, "' (want smollm2-135m, llama3.2-1b, llama3-8b or tiny)"));
+  }
+  c.head_dim = c.hidden_size / c.num_heads;
+  return c;
+}
+
+absl::StatusOr<GgmlType> ParseGgmlDtype(const std::string& name) {
+  if (name == "f32") return GgmlType::kF32;
+  if (name == "f16") return GgmlType::kF16;
+  if (name == "bf16") return GgmlType::kBF16;
+  if (name == "q8_0") return GgmlType::kQ8_0;
+  if (name == "q4_0") return GgmlType::kQ4_0;
+  if (name == "q4_1") return GgmlType::kQ4_1;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown dtype '", name, "' (want f32, f16, bf16, q8_0, q4_0 or q4_1)"));
+}
+
+std::vector<float> SyntheticTensor(uint64_t seed, const std::string& name, int64_t n,
+                                   bool is_norm) {
+  const uint64_t h = std::hash<std::string>{}(name);
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32),
+                    static_cast<uint32_t>(h), static_cast<uint32_t>(h >> 32)};
+  std::mt19937_64 rng(seq);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> out(n);
+  for (float& v : out) v = (is_norm ? 1.0f : 0.0f) + normal(rng);
+  return out;
+}
+
+absl::Status BuildSyntheticGguf(const SyntheticModelOptions& options, GgufWriter* writer) {
+  ModelConfig config = options.config;
+  if (options.tokenizer_from != nullptr) {
+    ASSIGN_OR_RETURN(std::vector<std::string> tokens,
+                     options.tokenizer_from->GetStringArray("tokenizer.ggml.tokens"));
+    config.vocab_size = static_cast<int>(tokens.size());
+  }
+  RETURN_IF_ERROR(config.Validate());
+  AddLlamaMetadata(config, writer);
+  if (options.tokenizer_from != nullptr) {
+    CopyTokenizerMetadata(*options.tokenizer_from, writer);
+  }
+  const uint64_t seed = options.seed;
+  WeightSource source = [seed](const std::string& name, int64_t rows, int64_t cols) {
+    return SyntheticTensor(seed, name, rows * cols, absl::EndsWith(name, "norm.weight"));
+  };
+  return AddLlamaTensors(config, options.dtype, std::move(source), writer);
+}
+
+}  // namespace rtgen

@@ -1,0 +1,38 @@
+#pragma once
+// Random-weight Llama models for tests and benchmarks (rtgen-synth-model).
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/model/gguf_file.h"
+#include "engine/model/gguf_writer.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
+
+namespace rtgen {
+
+// A named Llama shape: "smollm2-135m", "llama3.2-1b", "llama3-8b" or "tiny".
+absl::StatusOr<ModelConfig> SyntheticShape(const std::string& name);
+// "f32", "f16", "bf16", "q8_0", "q4_0" or "q4_1".
+absl::StatusOr<GgmlType> ParseGgmlDtype(const std::string& name);
+
+struct SyntheticModelOptions {
+  ModelConfig config;
+  GgmlType dtype = GgmlType::kF32;
+  uint64_t seed = 0;
+  // When set, its `tokenizer.*` metadata is copied and config.vocab_size becomes its
+  // vocabulary size. Must outlive the writer's WriteFile.
+  const GgufFile* tokenizer_from = nullptr;
+};
+
+// The value a synthetic weight takes: matrices N(0, 0.02^2), norm weights 1 + N(0, 0.02^2).
+// Deterministic in (seed, tensor name), independent of the order tensors are produced in.
+std::vector<float> SyntheticTensor(uint64_t seed, const std::string& name, int64_t n,
+                                   bool is_norm);
+
+// Adds metadata and lazily generated tensors; write with writer->WriteFile.
+absl::Status BuildSyntheticGguf(const SyntheticModelOptions& options, GgufWriter* writer);
+
+}  // namespace rtgen
