@@ -9,8 +9,12 @@
 namespace rtgen {
 namespace {
 
-// Spin iterations before sleeping (a few tens of microseconds).
-constexpr int kSpinIterations = 20000;
+// Pause iterations a worker spins waiting for the next loop before it sleeps (~50 us).
+constexpr int kWorkerSpin = 2000;
+// Pause iterations the caller spins on a straggler's chunk before yielding its core.
+constexpr int kCallerSpin = 500;
+// Chunks per participant: enough to balance, few enough that claiming stays cheap.
+constexpr int64_t kChunksPerThread = 4;
 
 inline void CpuRelax() {
 #if defined(__x86_64__)
@@ -28,65 +32,82 @@ ThreadPool::ThreadPool(int num_threads) {
 
 ThreadPool::~ThreadPool() {
   stop_.store(true, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
+  wake_.fetch_add(1, std::memory_order_acq_rel);
+  wake_.notify_all();
   for (std::thread& t : workers_) t.join();
 }
 
-void ThreadPool::RunShare(int index) {
-  // Ranges in units of grain, split as evenly as possible.
-  const int64_t units = (n_ + grain_ - 1) / grain_;
-  const int64_t begin_unit = units * index / num_threads_;
-  const int64_t end_unit = units * (index + 1) / num_threads_;
-  const int64_t begin = std::min(n_, begin_unit * grain_);
-  const int64_t end = std::min(n_, end_unit * grain_);
-  if (begin < end) (*fn_)(begin, end, index);
+void ThreadPool::RunChunks(uint32_t generation, int participant) {
+  uint64_t state = claim_.load(std::memory_order_acquire);
+  while (true) {
+    if (static_cast<uint32_t>(state >> 32) != generation) return;
+    const int64_t chunk = static_cast<int64_t>(state & 0xFFFFFFFFu);
+    // Loop parameters are published before claim_ (release) and stay fixed while the
+    // generation's chunks remain unfinished.
+    const int64_t num_chunks = num_chunks_.load(std::memory_order_relaxed);
+    if (chunk >= num_chunks) return;
+    const Fn* fn = fn_.load(std::memory_order_relaxed);
+    const int64_t n = n_.load(std::memory_order_relaxed);
+    const int64_t size = chunk_size_.load(std::memory_order_relaxed);
+    if (!claim_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      continue;  // `state` now holds the current value
+    }
+    const int64_t begin = chunk * size;
+    (*fn)(begin, std::min(n, begin + size), participant);
+    done_chunks_.fetch_add(1, std::memory_order_acq_rel);
+    state = claim_.load(std::memory_order_acquire);
+  }
 }
 
-void ThreadPool::WorkerLoop(int index) {
-  uint64_t seen = 0;
+void ThreadPool::WorkerLoop(int participant) {
+  uint32_t seen = 0;
   while (true) {
-    uint64_t gen = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+    uint32_t gen = wake_.load(std::memory_order_acquire);
+    for (int spin = 0; gen == seen && spin < kWorkerSpin; ++spin) {
       CpuRelax();
-      gen = generation_.load(std::memory_order_acquire);
+      gen = wake_.load(std::memory_order_acquire);
     }
     if (gen == seen) {
-      generation_.wait(seen, std::memory_order_acquire);
+      wake_.wait(seen, std::memory_order_acquire);
       continue;
     }
     seen = gen;
     if (stop_.load(std::memory_order_acquire)) return;
-    RunShare(index);
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
+    RunChunks(gen, participant);
   }
 }
 
-void ThreadPool::ParallelFor(int64_t n, int64_t grain,
-                             const std::function<void(int64_t, int64_t, int)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, int64_t grain, const Fn& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  if (num_threads_ == 1 || n <= grain) {
+  const int64_t units = (n + grain - 1) / grain;
+  if (num_threads_ == 1 || units == 1) {
     fn(0, n, 0);
     return;
   }
-  fn_ = &fn;
-  n_ = n;
-  grain_ = grain;
-  pending_.store(num_threads_ - 1, std::memory_order_release);
-  generation_.fetch_add(1, std::memory_order_acq_rel);
-  generation_.notify_all();
-  RunShare(0);
-  int left = pending_.load(std::memory_order_acquire);
-  for (int spin = 0; left != 0 && spin < kSpinIterations; ++spin) {
-    CpuRelax();
-    left = pending_.load(std::memory_order_acquire);
+  const int64_t chunks_wanted = std::min<int64_t>(units, num_threads_ * kChunksPerThread);
+  const int64_t chunk_size = (units + chunks_wanted - 1) / chunks_wanted * grain;
+  const int64_t num_chunks = (n + chunk_size - 1) / chunk_size;
+
+  const uint32_t generation = wake_.load(std::memory_order_relaxed) + 1;
+  fn_.store(&fn, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_relaxed);
+  chunk_size_.store(chunk_size, std::memory_order_relaxed);
+  num_chunks_.store(num_chunks, std::memory_order_relaxed);
+  done_chunks_.store(0, std::memory_order_relaxed);
+  claim_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_release);
+  wake_.store(generation, std::memory_order_release);
+  wake_.notify_all();
+
+  RunChunks(generation, 0);
+  for (int spin = 0; done_chunks_.load(std::memory_order_acquire) != num_chunks; ++spin) {
+    if (spin < kCallerSpin) {
+      CpuRelax();
+    } else {
+      std::this_thread::yield();
+    }
   }
-  while (left != 0) {
-    pending_.wait(left, std::memory_order_acquire);
-    left = pending_.load(std::memory_order_acquire);
-  }
-  fn_ = nullptr;
 }
 
 }  // namespace rtgen
