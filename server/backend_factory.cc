@@ -1,7 +1,10 @@
 #include "server/backend_factory.h"
 
+#include <utility>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_backend.h"
 
 namespace rtgen {
 
@@ -27,8 +30,25 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
                                                        LoadedModel& model) {
   absl::StatusOr<std::string> kind = ResolveBackendKind(options.kind);
   if (!kind.ok()) return kind.status();
-  (void)model;
-  return absl::UnimplementedError(absl::StrCat("backend: '", *kind, "' is not built yet"));
+  if (*kind == "cpu") {
+    CpuBackendOptions cpu;
+    cpu.num_threads = options.threads;
+    if (options.cpu_weight_dtype == "f32") {
+      cpu.weight_dtype = WeightDtype::kF32;
+    } else if (options.cpu_weight_dtype == "bf16") {
+      cpu.weight_dtype = WeightDtype::kBf16;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("cpu-weight-dtype: unknown dtype '",
+                                                     options.cpu_weight_dtype,
+                                                     "' (expected f32 or bf16)"));
+    }
+    absl::StatusOr<std::unique_ptr<CpuBackend>> backend =
+        CpuBackend::Create(model.config, std::move(model.weights), cpu);
+    if (!backend.ok()) return backend.status();
+    return std::unique_ptr<Backend>(*std::move(backend));
+  }
+  // "cuda": the CUDA backend is created here once it is built in.
+  return absl::UnimplementedError(absl::StrCat("backend: '", *kind, "' is not built in"));
 }
 
 }  // namespace rtgen

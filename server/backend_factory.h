@@ -14,7 +14,7 @@ namespace rtgen {
 struct BackendOptions {
   std::string kind = "auto";             // "auto" | "cpu" | "cuda"
   int32_t threads = 0;                   // CPU worker threads; 0 = every core
-  std::string cpu_weight_dtype = "f32";  // how the CPU backend stores weights
+  std::string cpu_weight_dtype = "bf16";  // CPU weight storage: "bf16" | "f32"
 };
 
 // True when a CUDA backend was compiled in and a GPU is visible.

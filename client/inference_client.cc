@@ -1,0 +1,167 @@
+#include "client/inference_client.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <utility>
+
+#include <grpcpp/generic/generic_stub.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace rtgen {
+namespace {
+
+absl::Status ToAbslStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // grpc::StatusCode and absl::StatusCode share the google.rpc.Code values.
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+void SetTimeout(grpc::ClientContext& context, absl::Duration timeout) {
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+// HealthCheckRequest{service = 1: string}, written by hand (no generated health stubs).
+std::string EncodeHealthRequest(const std::string& service) {
+  std::string out;
+  if (service.empty()) return out;
+  out.push_back(0x0A);  // field 1, length-delimited
+  for (uint64_t n = service.size();; n >>= 7) {  // varint length
+    if (n < 0x80) {
+      out.push_back(static_cast<char>(n));
+      break;
+    }
+    out.push_back(static_cast<char>((n & 0x7F) | 0x80));
+  }
+  return out + service;
+}
+
+// HealthCheckResponse{status = 1: enum}; an absent field is UNKNOWN (0).
+absl::StatusOr<HealthStatus> DecodeHealthResponse(const std::string& bytes) {
+  if (bytes.empty()) return HealthStatus::kUnknown;
+  if (bytes.size() < 2 || bytes[0] != 0x08) {
+    return absl::DataLossError("health: unexpected HealthCheckResponse encoding");
+  }
+  const int value = static_cast<unsigned char>(bytes[1]);
+  if (value > 3) return absl::DataLossError(absl::StrCat("health: unknown status ", value));
+  return static_cast<HealthStatus>(value);
+}
+
+}  // namespace
+
+const char* HealthStatusName(HealthStatus status) {
+  switch (status) {
+    case HealthStatus::kUnknown:
+      return "UNKNOWN";
+    case HealthStatus::kServing:
+      return "SERVING";
+    case HealthStatus::kNotServing:
+      return "NOT_SERVING";
+    case HealthStatus::kServiceUnknown:
+      return "SERVICE_UNKNOWN";
+  }
+  return "UNKNOWN";
+}
+
+InferenceClient::InferenceClient(std::shared_ptr<grpc::Channel> channel)
+    : channel_(std::move(channel)), stub_(v1::Inference::NewStub(channel_)) {}
+
+std::unique_ptr<InferenceClient> InferenceClient::Connect(const std::string& target) {
+  return std::make_unique<InferenceClient>(
+      grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+}
+
+absl::StatusOr<GenerateResult> InferenceClient::Generate(const v1::GenerateRequest& request,
+                                                         const ResponseCallback& on_response,
+                                                         grpc::ClientContext* context) {
+  grpc::ClientContext own_context;
+  if (context == nullptr) context = &own_context;
+  std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
+      stub_->Generate(context, request);
+  GenerateResult result;
+  v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+    ++result.num_messages;
+    result.text += response.text();
+    result.token_ids.insert(result.token_ids.end(), response.token_ids().begin(),
+                            response.token_ids().end());
+    if (response.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      result.finish_reason = response.finish_reason();
+      result.stop_reason = response.stop_reason();
+      result.usage = response.usage();
+    }
+    if (on_response) on_response(response);
+  }
+  const grpc::Status status = reader->Finish();
+  if (!status.ok()) return ToAbslStatus(status);
+  return result;
+}
+
+absl::StatusOr<v1::TokenizeResponse> InferenceClient::Tokenize(
+    const v1::TokenizeRequest& request) {
+  grpc::ClientContext context;
+  SetTimeout(context, unary_timeout_);
+  v1::TokenizeResponse response;
+  const grpc::Status status = stub_->Tokenize(&context, request, &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  return response;
+}
+
+absl::StatusOr<v1::ModelInfo> InferenceClient::Info() {
+  grpc::ClientContext context;
+  SetTimeout(context, unary_timeout_);
+  v1::ModelInfo response;
+  const grpc::Status status = stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  return response;
+}
+
+absl::StatusOr<v1::Load> InferenceClient::GetLoad() {
+  grpc::ClientContext context;
+  SetTimeout(context, unary_timeout_);
+  v1::Load response;
+  const grpc::Status status = stub_->GetLoad(&context, v1::GetLoadRequest(), &response);
+  if (!status.ok()) return ToAbslStatus(status);
+  return response;
+}
+
+absl::StatusOr<HealthStatus> InferenceClient::Health(const std::string& service,
+                                                     absl::Duration timeout) {
+  grpc::GenericStub stub(channel_);
+  grpc::ClientContext context;
+  SetTimeout(context, timeout);
+  const std::string request_bytes = EncodeHealthRequest(service);
+  grpc::Slice slice(request_bytes);
+  grpc::ByteBuffer request(&slice, 1);
+  grpc::ByteBuffer response;
+
+  std::mutex mu;
+  std::condition_variable done_cv;
+  bool done = false;
+  grpc::Status status;
+  stub.UnaryCall(&context, "/grpc.health.v1.Health/Check", grpc::StubOptions(), &request,
+                 &response, [&](grpc::Status s) {
+                   std::lock_guard<std::mutex> lock(mu);
+                   status = std::move(s);
+                   done = true;
+                   done_cv.notify_one();
+                 });
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    done_cv.wait(lock, [&] { return done; });
+  }
+  if (!status.ok()) return ToAbslStatus(status);
+  std::vector<grpc::Slice> slices;
+  if (!response.Dump(&slices).ok()) return absl::DataLossError("health: unreadable response");
+  std::string bytes;
+  for (const grpc::Slice& s : slices) {
+    bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
+  return DecodeHealthResponse(bytes);
+}
+
+}  // namespace rtgen

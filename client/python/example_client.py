@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Streams a chat answer from an rtgen server (rtgen.v1.Inference/Generate).
+
+Quick start (grpcio and grpcio-tools from pip; the stubs are generated from
+proto/rtgen/v1/inference.proto into a temporary directory at start-up)::
+
+    pip install grpcio grpcio-tools
+    build/bin/rtgen-server &                     # serves on localhost:50051
+    python3 client/python/example_client.py --target localhost:50051 \
+        --prompt "Tell me a joke" --max-tokens 64 --temperature 0.7 --seed 1
+
+In your own code::
+
+    request = inference_pb2.GenerateRequest(
+        messages=inference_pb2.ChatMessages(messages=[
+            inference_pb2.ChatMessage(role="user", content="Hi!")]),
+        sampling=inference_pb2.SamplingParams(temperature=0.7),
+        stopping=inference_pb2.StoppingParams(max_tokens=64))
+    for response in stub.Generate(request, timeout=30):
+        print(response.text, end="", flush=True)
+        if response.finish_reason:           # only the last message has one
+            print(response.usage)
+
+The answer streams to stdout; a usage line goes to stderr. Exit status 0 on success, 1 when the
+RPC fails (the gRPC status is printed).
+"""
+
+import argparse
+import importlib
+import os
+import sys
+import tempfile
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+PROTO_ROOT = os.path.join(REPO_ROOT, "proto")
+PROTO_FILE = "rtgen/v1/inference.proto"
+
+
+def load_stubs(out_dir):
+    """Generates inference_pb2 / inference_pb2_grpc into out_dir and imports them."""
+    from grpc_tools import protoc
+
+    import grpc_tools
+
+    well_known = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
+    args = [
+        "grpc_tools.protoc",
+        f"--proto_path={PROTO_ROOT}",
+        f"--proto_path={well_known}",
+        f"--python_out={out_dir}",
+        f"--grpc_python_out={out_dir}",
+        os.path.join(PROTO_ROOT, PROTO_FILE),
+    ]
+    if protoc.main(args) != 0:
+        raise RuntimeError(f"protoc failed on {PROTO_FILE}")
+    sys.path.insert(0, out_dir)
+    pb2 = importlib.import_module("rtgen.v1.inference_pb2")
+    pb2_grpc = importlib.import_module("rtgen.v1.inference_pb2_grpc")
+    return pb2, pb2_grpc
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target", default="localhost:50051", help="HOST:PORT of rtgen-server")
+    parser.add_argument("--prompt", default="Tell me a joke about dragons.")
+    parser.add_argument("--system", default=None, help="optional system message")
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--temperature", type=float, default=0.7)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=60.0, help="deadline in seconds")
+    args = parser.parse_args()
+
+    import grpc
+
+    with tempfile.TemporaryDirectory(prefix="rtgen_stubs_") as stub_dir:
+        pb2, pb2_grpc = load_stubs(stub_dir)
+        messages = []
+        if args.system:
+            messages.append(pb2.ChatMessage(role="system", content=args.system))
+        messages.append(pb2.ChatMessage(role="user", content=args.prompt))
+        sampling = pb2.SamplingParams(temperature=args.temperature)
+        if args.seed is not None:
+            sampling.seed = args.seed
+        request = pb2.GenerateRequest(
+            messages=pb2.ChatMessages(messages=messages),
+            sampling=sampling,
+            stopping=pb2.StoppingParams(max_tokens=args.max_tokens),
+        )
+        with grpc.insecure_channel(args.target) as channel:
+            stub = pb2_grpc.InferenceStub(channel)
+            try:
+                last = None
+                for response in stub.Generate(request, timeout=args.timeout):
+                    sys.stdout.write(response.text)
+                    sys.stdout.flush()
+                    last = response
+                sys.stdout.write("\n")
+            except grpc.RpcError as error:
+                sys.stdout.write("\n")
+                print(f"generate failed: {error.code().name}: {error.details()}", file=sys.stderr)
+                return 1
+        if last is None or last.finish_reason == pb2.FINISH_REASON_UNSPECIFIED:
+            print("generate failed: the stream ended without a finish reason", file=sys.stderr)
+            return 1
+        usage = last.usage
+        print(
+            f"[finish={pb2.FinishReason.Name(last.finish_reason).removeprefix('FINISH_REASON_').lower()}"
+            f" prompt_tokens={usage.prompt_tokens} cached_tokens={usage.cached_tokens}"
+            f" generated_tokens={usage.generated_tokens}"
+            f" ttft={usage.time_to_first_token_seconds * 1e3:.1f}ms"
+            f" total={usage.total_time_seconds * 1e3:.1f}ms]",
+            file=sys.stderr,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

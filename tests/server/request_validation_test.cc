@@ -1,0 +1,124 @@
+// ToEngineRequest / TokenizePrompt directly, with a byte-level tokenizer: the checks that cannot
+// go over the wire (proto3 refuses invalid UTF-8 before our code sees it) and BOS handling.
+
+#include "server/request_validation.h"
+
+#include <gtest/gtest.h>
+
+namespace rtgen {
+namespace {
+
+// One token per byte; id 256 is BOS.
+class ByteTokenizer : public Tokenizer {
+ public:
+  explicit ByteTokenizer(bool add_bos) {
+    vocab_size_ = 257;
+    bos_id_ = 256;
+    eos_id_ = 256;
+    add_bos_ = add_bos;
+  }
+  absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool) const override {
+    std::vector<int32_t> ids;
+    for (unsigned char c : text) ids.push_back(c);
+    return ids;
+  }
+  std::string TokenBytes(int32_t id) const override {
+    return id >= 0 && id < 256 ? std::string(1, static_cast<char>(id)) : "";
+  }
+};
+
+ValidationLimits Limits(const Tokenizer* tokenizer) {
+  ValidationLimits limits;
+  limits.tokenizer = tokenizer;
+  limits.max_model_len = 64;
+  limits.default_max_tokens = 256;
+  return limits;
+}
+
+void ExpectInvalid(const absl::Status& status, const std::string& field) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find(field), absl::string_view::npos)
+      << "'" << status.message() << "' does not name " << field;
+}
+
+TEST(RequestValidationTest, InvalidUtf8PromptNamesThePrompt) {
+  ByteTokenizer tokenizer(false);
+  v1::GenerateRequest request;
+  request.set_prompt("abc\xC3(");
+  ExpectInvalid(ToEngineRequest(request, Limits(&tokenizer)).status(), "prompt");
+  request.set_prompt("overlong \xC0\xAF");
+  ExpectInvalid(ToEngineRequest(request, Limits(&tokenizer)).status(), "prompt");
+}
+
+TEST(RequestValidationTest, InvalidUtf8MessageNamesTheMessage) {
+  ByteTokenizer tokenizer(false);
+  const ChatTemplate chat = ChatTemplate::ChatML("");
+  ValidationLimits limits = Limits(&tokenizer);
+  limits.chat_template = &chat;
+  v1::GenerateRequest request;
+  auto* m = request.mutable_messages()->add_messages();
+  m->set_role("user");
+  m->set_content("\xFF");
+  ExpectInvalid(ToEngineRequest(request, limits).status(), "messages[0].content");
+}
+
+TEST(RequestValidationTest, MessagesWithoutAChatTemplateAreRefused) {
+  ByteTokenizer tokenizer(false);
+  v1::GenerateRequest request;
+  auto* m = request.mutable_messages()->add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+  ExpectInvalid(ToEngineRequest(request, Limits(&tokenizer)).status(), "chat template");
+}
+
+TEST(RequestValidationTest, BosFollowsTheModelUnlessTheRequestSays) {
+  ByteTokenizer wants_bos(true);
+  v1::GenerateRequest request;
+  request.set_prompt("hi");
+  absl::StatusOr<Request> with = ToEngineRequest(request, Limits(&wants_bos));
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_EQ(with->prompt_tokens, (std::vector<int32_t>{256, 'h', 'i'}));
+
+  request.set_add_special_tokens(false);
+  absl::StatusOr<Request> without = ToEngineRequest(request, Limits(&wants_bos));
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_EQ(without->prompt_tokens, (std::vector<int32_t>{'h', 'i'}));
+
+  ByteTokenizer no_bos(false);
+  request.set_add_special_tokens(true);
+  absl::StatusOr<Request> forced = ToEngineRequest(request, Limits(&no_bos));
+  ASSERT_TRUE(forced.ok()) << forced.status();
+  EXPECT_EQ(forced->prompt_tokens.front(), 256);
+}
+
+TEST(RequestValidationTest, TokenIdsPassThroughUnchanged) {
+  ByteTokenizer tokenizer(true);
+  v1::GenerateRequest request;
+  for (int id : {5, 6, 7}) request.mutable_prompt_token_ids()->add_ids(id);
+  absl::StatusOr<Request> out = ToEngineRequest(request, Limits(&tokenizer));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->prompt_tokens, (std::vector<int32_t>{5, 6, 7}));
+}
+
+TEST(RequestValidationTest, UnsetMaxTokensIsClippedToTheContextAndFieldsAreCopied) {
+  ByteTokenizer tokenizer(false);
+  v1::GenerateRequest request;
+  request.set_prompt("0123456789");  // 10 tokens of a 64-token context
+  request.mutable_sampling()->set_temperature(0.5f);
+  request.mutable_sampling()->set_seed(7);
+  request.mutable_stopping()->add_stop("END");
+  request.set_priority(3);
+  request.set_latency_budget_ms(250);
+  absl::StatusOr<Request> out = ToEngineRequest(request, Limits(&tokenizer));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->stopping.max_tokens, 54);
+  EXPECT_FLOAT_EQ(out->sampling.temperature, 0.5f);
+  EXPECT_EQ(out->sampling.seed, std::optional<uint64_t>(7));
+  EXPECT_FLOAT_EQ(out->sampling.top_p, 1.0f);  // unset: the default
+  EXPECT_EQ(out->stopping.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(out->priority, 3);
+  EXPECT_EQ(out->latency_budget, absl::Milliseconds(250));
+}
+
+}  // namespace
+}  // namespace rtgen
