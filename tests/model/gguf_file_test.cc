@@ -31,7 +31,7 @@ TEST(GgufFileTest, MetadataRoundTripsEveryValueType) {
   w.AddStringArray("sa", {"a", "", "ccc"});
   w.AddInt32Array("ia", {1, -2, 3});
   w.AddFloat32Array("fa", {0.25f, -1.0f});
-  const std::string path = WriteTempFile("meta.gguf", w.Serialize());
+  const std::string path = WriteTempFile("meta.gguf", *w.Serialize());
   auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
   const GgufFile& f = **file;
@@ -58,7 +58,7 @@ TEST(GgufFileTest, TypedLookupErrorsNameTheKey) {
   GgufWriter w;
   w.AddString("name", "x");
   w.AddInt32Array("ids", {1});
-  auto file = GgufFile::Open(WriteTempFile("lookup.gguf", w.Serialize()));
+  auto file = GgufFile::Open(WriteTempFile("lookup.gguf", *w.Serialize()));
   ASSERT_TRUE(file.ok()) << file.status();
   auto missing = (*file)->GetInt("nope");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
@@ -78,7 +78,7 @@ TEST(GgufFileTest, F32TensorRoundTripsExactlyWithCustomAlignment) {
   std::vector<float> b = {7.0f};
   ASSERT_TRUE(w.AddTensor("a", {3, 2}, GgmlType::kF32, a).ok());
   ASSERT_TRUE(w.AddTensor("b", {1}, GgmlType::kF32, b).ok());
-  auto file = GgufFile::Open(WriteTempFile("f32.gguf", w.Serialize()));
+  auto file = GgufFile::Open(WriteTempFile("f32.gguf", *w.Serialize()));
   ASSERT_TRUE(file.ok()) << file.status();
   ASSERT_EQ((*file)->tensors().size(), 2u);
   const GgufTensorInfo* ta = (*file)->FindTensor("a");
@@ -95,7 +95,7 @@ TEST(GgufFileTest, ReadsVersion2) {
   GgufWriter w;
   w.set_version(2);
   w.AddString("general.architecture", "llama");
-  auto file = GgufFile::Open(WriteTempFile("v2.gguf", w.Serialize()));
+  auto file = GgufFile::Open(WriteTempFile("v2.gguf", *w.Serialize()));
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->version(), 2u);
 }

@@ -1,0 +1,248 @@
+#include "engine/model/model_config.h"
+
+#include <cmath>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "engine/model/gguf_file.h"
+#include "engine/model/gguf_model_writer.h"
+#include "engine/model/gguf_writer.h"
+#include "engine/model/llama3_rope.h"
+#include "gtest/gtest.h"
+#include "tests/model/test_files.h"
+
+namespace rtgen {
+namespace {
+
+using ::rtgen::testing::kSmolLm2Path;
+using ::rtgen::testing::WriteTempFile;
+
+ModelConfig SmallConfig() {
+  ModelConfig c;
+  c.vocab_size = 100;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  c.max_position_embeddings = 256;
+  return c;
+}
+
+TEST(ModelConfigTest, ValidateNamesTheBadField) {
+  EXPECT_TRUE(SmallConfig().Validate().ok());
+  ModelConfig c = SmallConfig();
+  c.num_kv_heads = 3;
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "num_kv_heads"));
+  c = SmallConfig();
+  c.intermediate_size = 0;
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "intermediate_size"));
+  c = SmallConfig();
+  c.head_dim = 15;
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "head_dim"));
+  c = SmallConfig();
+  c.rms_norm_eps = 0;
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "rms_norm_eps"));
+  c = SmallConfig();
+  c.rope_scaling = Llama3RopeScaling{8.0f, 4.0f, 1.0f, 8192};
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "high_freq_factor"));
+}
+
+TEST(ModelConfigTest, RealSmolLm2FromGguf) {
+  auto file = GgufFile::Open(kSmolLm2Path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto c = ModelConfig::FromGguf(**file);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->architecture, "llama");
+  EXPECT_EQ(c->hidden_size, 576);
+  EXPECT_EQ(c->num_layers, 30);
+  EXPECT_EQ(c->num_heads, 9);
+  EXPECT_EQ(c->num_kv_heads, 3);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->intermediate_size, 1536);
+  EXPECT_EQ(c->vocab_size, 49152);
+  EXPECT_EQ(c->max_position_embeddings, 8192);
+  EXPECT_EQ(c->rope_theta, 100000.0f);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-5f);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_FALSE(c->rope_scaling.has_value());
+  EXPECT_FALSE(c->name.empty());
+}
+
+// Minimal llama metadata; `skip` leaves one key out.
+GgufWriter LlamaMetadata(const std::string& skip = "") {
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  auto add = [&](const std::string& key, uint32_t v) {
+    if (key != skip) w.AddUint32(key, v);
+  };
+  add("llama.block_count", 2);
+  add("llama.context_length", 512);
+  add("llama.embedding_length", 64);
+  add("llama.feed_forward_length", 128);
+  add("llama.attention.head_count", 4);
+  if (skip != "llama.attention.layer_norm_rms_epsilon") {
+    w.AddFloat32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
+  }
+  return w;
+}
+
+absl::StatusOr<ModelConfig> ConfigOf(const GgufWriter& w) {
+  auto file = GgufFile::Open(WriteTempFile("cfg.gguf", *w.Serialize()));
+  if (!file.ok()) return file.status();
+  return ModelConfig::FromGguf(**file);
+}
+
+TEST(ModelConfigTest, GgufDefaults) {
+  GgufWriter w = LlamaMetadata();
+  w.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "c", "d", "e"});
+  w.AddRawTensor("output.weight", {1}, 0, std::string(4, '\0'));
+  auto c = ConfigOf(w);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_kv_heads, 4);   // defaults to head_count
+  EXPECT_EQ(c->rope_theta, 10000.0f);
+  EXPECT_EQ(c->vocab_size, 5);     // from the token list
+  EXPECT_EQ(c->head_dim, 16);      // hidden / heads
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_FLOAT_EQ(c->rms_norm_eps, 1e-6f);
+}
+
+TEST(ModelConfigTest, GgufMissingOrWrongKeysAreNamed) {
+  for (const std::string key : {"llama.block_count", "llama.embedding_length",
+                                "llama.attention.head_count",
+                                "llama.attention.layer_norm_rms_epsilon"}) {
+    GgufWriter w = LlamaMetadata(key);
+    w.AddUint32("llama.vocab_size", 10);
+    auto c = ConfigOf(w);
+    EXPECT_FALSE(c.ok()) << key;
+    EXPECT_TRUE(absl::StrContains(c.status().message(), key)) << c.status();
+  }
+  GgufWriter w = LlamaMetadata("llama.block_count");
+  w.AddString("llama.block_count", "two");
+  w.AddUint32("llama.vocab_size", 10);
+  auto c = ConfigOf(w);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "llama.block_count")) << c.status();
+  GgufWriter nov = LlamaMetadata();
+  EXPECT_TRUE(absl::StrContains(ConfigOf(nov).status().message(), "vocab_size"));
+  GgufWriter arch;
+  arch.AddString("general.architecture", "gpt2");
+  EXPECT_EQ(ConfigOf(arch).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+TEST(ModelConfigTest, GgufLlama3RopeFreqsAreRecognised) {
+  ModelConfig want = SmallConfig();
+  want.rope_theta = 500000.0f;
+  want.rope_scaling = Llama3RopeScaling{32.0f, 1.0f, 4.0f, 8192};
+  GgufWriter w;
+  AddLlamaMetadata(want, &w);
+  std::vector<float> factors;
+  for (double f : Llama3RopeFreqFactors(*want.rope_scaling, 16, 500000.0)) {
+    factors.push_back(static_cast<float>(f));
+  }
+  ASSERT_TRUE(w.AddTensor("rope_freqs.weight", {8}, GgmlType::kF32, factors).ok());
+  auto c = ConfigOf(w);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->rope_scaling.has_value());
+  EXPECT_EQ(c->rope_scaling->factor, 32.0f);
+  EXPECT_EQ(c->rope_scaling->original_max_position_embeddings, 8192);
+  // Factors no Llama-3 scaling produces are rejected rather than misread.
+  GgufWriter bad;
+  AddLlamaMetadata(want, &bad);
+  factors[0] = 3.0f;
+  ASSERT_TRUE(bad.AddTensor("rope_freqs.weight", {8}, GgmlType::kF32, factors).ok());
+  EXPECT_EQ(ConfigOf(bad).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+constexpr const char* kLlama32Json = R"({
+  "architectures": ["LlamaForCausalLM"],
+  "model_type": "llama",
+  "hidden_size": 2048,
+  "intermediate_size": 8192,
+  "num_hidden_layers": 16,
+  "num_attention_heads": 32,
+  "num_key_value_heads": 8,
+  "head_dim": 64,
+  "max_position_embeddings": 131072,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 500000.0,
+  "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+                   "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+  "tie_word_embeddings": true,
+  "torch_dtype": "bfloat16",
+  "vocab_size": 128256
+})";
+
+TEST(ModelConfigTest, HfConfigJsonLlama32) {
+  auto c = ModelConfig::FromHfConfigJson(kLlama32Json);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->hidden_size, 2048);
+  EXPECT_EQ(c->num_layers, 16);
+  EXPECT_EQ(c->num_heads, 32);
+  EXPECT_EQ(c->num_kv_heads, 8);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->vocab_size, 128256);
+  EXPECT_EQ(c->max_position_embeddings, 131072);
+  EXPECT_EQ(c->rope_theta, 500000.0f);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  ASSERT_TRUE(c->rope_scaling.has_value());
+  EXPECT_EQ(c->rope_scaling->factor, 32.0f);
+  EXPECT_EQ(c->rope_scaling->low_freq_factor, 1.0f);
+  EXPECT_EQ(c->rope_scaling->high_freq_factor, 4.0f);
+  EXPECT_EQ(c->rope_scaling->original_max_position_embeddings, 8192);
+}
+
+TEST(ModelConfigTest, HfConfigJsonDefaultsAndLegacyTypeKey) {
+  auto c = ModelConfig::FromHfConfigJson(R"({
+    "model_type": "llama", "hidden_size": 576, "intermediate_size": 1536,
+    "num_hidden_layers": 30, "num_attention_heads": 9, "max_position_embeddings": 8192,
+    "vocab_size": 49152, "rope_scaling": null})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->num_kv_heads, 9);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->rope_theta, 10000.0f);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_FALSE(c->rope_scaling.has_value());
+  auto legacy = ModelConfig::FromHfConfigJson(R"({
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+    "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
+    "rope_scaling": {"type": "llama3", "factor": 8, "low_freq_factor": 1,
+                     "high_freq_factor": 4, "original_max_position_embeddings": 8192}})");
+  ASSERT_TRUE(legacy.ok()) << legacy.status();
+  EXPECT_EQ(legacy->rope_scaling->factor, 8.0f);
+}
+
+TEST(ModelConfigTest, HfConfigJsonErrorsNameTheKey) {
+  struct Case {
+    std::string json;
+    std::string key;
+  } cases[] = {
+      {R"({"hidden_size": 64})", "vocab_size"},
+      {R"({"vocab_size": 10, "hidden_size": 64})", "intermediate_size"},
+      {R"({"vocab_size": 10, "hidden_size": "64", "intermediate_size": 1})", "hidden_size"},
+      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
+           "rope_scaling": {"rope_type": "llama3", "factor": 8}})",
+       "rope_scaling.low_freq_factor"},
+      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
+           "rope_scaling": {"rope_type": "yarn", "factor": 8}})",
+       "yarn"},
+      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "num_key_value_heads": 3,
+           "max_position_embeddings": 64, "vocab_size": 10})",
+       "num_kv_heads"},
+      {R"({"model_type": "gpt2"})", "gpt2"},
+      {R"([1, 2])", "object"},
+      {R"({"hidden_size": )", "JSON"},
+  };
+  for (const Case& c : cases) {
+    auto r = ModelConfig::FromHfConfigJson(c.json);
+    EXPECT_FALSE(r.ok()) << c.json;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), c.key)) << r.status();
+  }
+}
+
+}  // namespace
+}  // namespace rtgen

@@ -1,0 +1,199 @@
+#include "engine/model/safetensors_file.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "engine/model/ggml_dequant.h"
+#include "engine/model/model_weights.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/model/test_files.h"
+
+namespace rtgen {
+namespace {
+
+using ::rtgen::testing::TempPath;
+using ::rtgen::testing::WriteTempFile;
+
+// Builds safetensors bytes in the test (independent of the reader).
+class SafetensorsBuilder {
+ public:
+  void Add(const std::string& name, const std::string& dtype, std::vector<int64_t> shape,
+           const std::vector<float>& values) {
+    std::string bytes;
+    for (float v : values) {
+      if (dtype == "F32") {
+        bytes.append(reinterpret_cast<const char*>(&v), 4);
+      } else {
+        const uint16_t h = dtype == "F16" ? Fp32ToFp16(v) : Fp32ToBf16(v);
+        bytes.append(reinterpret_cast<const char*>(&h), 2);
+      }
+    }
+    header_[name] = {{"dtype", dtype},
+                     {"shape", shape},
+                     {"data_offsets", {data_.size(), data_.size() + bytes.size()}}};
+    data_ += bytes;
+  }
+  nlohmann::json& header() { return header_; }
+  std::string Bytes() const {
+    const std::string h = header_.dump();
+    const uint64_t n = h.size();
+    return std::string(reinterpret_cast<const char*>(&n), 8) + h + data_;
+  }
+
+ private:
+  nlohmann::json header_ = nlohmann::json::object();
+  std::string data_;
+};
+
+TEST(SafetensorsTest, RoundTripF32F16Bf16) {
+  SafetensorsBuilder b;
+  b.header()["__metadata__"] = {{"format", "pt"}};
+  b.Add("a", "F32", {2, 3}, {1, -2, 3.5f, 0, 1e-8f, 7});
+  b.Add("h", "F16", {4}, {0.5f, -0.25f, 1024, 65504});
+  b.Add("bf", "BF16", {2}, {1.5f, -3});
+  auto f = SafetensorsFile::Open(WriteTempFile("a.safetensors", b.Bytes()));
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->tensors().size(), 3u);
+  const SafetensorsTensor* a = (*f)->Find("a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(*(*f)->ReadF32(*a), (std::vector<float>{1, -2, 3.5f, 0, 1e-8f, 7}));
+  EXPECT_EQ(*(*f)->ReadF32(*(*f)->Find("h")), (std::vector<float>{0.5f, -0.25f, 1024, 65504}));
+  EXPECT_EQ(*(*f)->ReadF32(*(*f)->Find("bf")), (std::vector<float>{1.5f, -3}));
+  EXPECT_EQ((*f)->Find("__metadata__"), nullptr);
+}
+
+TEST(SafetensorsTest, CorruptHeaders) {
+  auto open = [](const std::string& bytes) {
+    return SafetensorsFile::Open(WriteTempFile("bad.safetensors", bytes)).status();
+  };
+  EXPECT_FALSE(open("").ok());
+  EXPECT_FALSE(open("1234").ok());
+  SafetensorsBuilder good;
+  good.Add("x", "F32", {2}, {1, 2});
+  const std::string bytes = good.Bytes();
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    ASSERT_FALSE(open(bytes.substr(0, cut)).ok()) << "cut at " << cut;
+  }
+  std::string huge = bytes;
+  huge[7] = 0x10;  // header length 2^60
+  EXPECT_FALSE(open(huge).ok());
+  EXPECT_TRUE(absl::StrContains(open(std::string("\x05\0\0\0\0\0\0\0{abc}", 13)).message(),
+                                "JSON"));
+
+  struct Case {
+    const char* what;
+    nlohmann::json entry;
+    std::string expect;
+  } cases[] = {
+      {"unknown dtype", {{"dtype", "Q4"}, {"shape", {2}}, {"data_offsets", {0, 8}}}, "dtype"},
+      {"size mismatch", {{"dtype", "F32"}, {"shape", {3}}, {"data_offsets", {0, 8}}}, "need"},
+      {"past the end", {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {0, 16}}}, "outside"},
+      {"reversed", {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {8, 4}}}, "outside"},
+      {"negative dim", {{"dtype", "F32"}, {"shape", {-2}}, {"data_offsets", {0, 8}}}, "dim"},
+      {"no offsets", {{"dtype", "F32"}, {"shape", {2}}}, "data_offsets"},
+      {"not an object", 5, "not an object"},
+  };
+  for (const Case& c : cases) {
+    SafetensorsBuilder b;
+    b.Add("x", "F32", {2}, {1, 2});
+    b.header()["y"] = c.entry;
+    const absl::Status s = open(b.Bytes());
+    EXPECT_FALSE(s.ok()) << c.what;
+    EXPECT_TRUE(absl::StrContains(s.message(), c.expect)) << c.what << ": " << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "'y'")) << c.what << ": " << s;
+  }
+  SafetensorsBuilder overlap;
+  overlap.Add("x", "F32", {2}, {1, 2});
+  overlap.header()["y"] = {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {4, 8}}};
+  EXPECT_TRUE(absl::StrContains(open(overlap.Bytes()).message(), "overlap"));
+}
+
+TEST(SafetensorsTest, UnsupportedDtypeReadIsUnimplemented) {
+  SafetensorsBuilder b;
+  b.Add("x", "F32", {2}, {1, 2});
+  b.header()["x"]["dtype"] = "I32";
+  auto f = SafetensorsFile::Open(WriteTempFile("i32.safetensors", b.Bytes()));
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->ReadF32(*(*f)->Find("x")).status().code(), absl::StatusCode::kUnimplemented);
+}
+
+ModelConfig TinyConfig() {
+  ModelConfig c;
+  c.vocab_size = 10;
+  c.hidden_size = 8;
+  c.intermediate_size = 12;
+  c.num_layers = 2;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim = 4;
+  c.max_position_embeddings = 32;
+  return c;
+}
+
+// Values that identify the tensor and the element: tensor id * 1000 + index.
+std::vector<float> Tagged(int id, int64_t n) {
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(id * 1000 + i);
+  return v;
+}
+
+TEST(SafetensorsTest, ShardedDirectoryLoadsHfNames) {
+  const ModelConfig c = TinyConfig();
+  const std::string dir = TempPath("sharded");
+  std::filesystem::create_directories(dir);
+  SafetensorsBuilder s1, s2;
+  s1.Add("model.embed_tokens.weight", "F32", {10, 8}, Tagged(1, 80));
+  s1.Add("model.norm.weight", "BF16", {8}, Tagged(0, 8));
+  s2.Add("lm_head.weight", "F32", {10, 8}, Tagged(2, 80));
+  for (int i = 0; i < 2; ++i) {
+    SafetensorsBuilder& s = i == 0 ? s1 : s2;
+    const std::string p = "model.layers." + std::to_string(i) + ".";
+    const int id = 10 * (i + 1);
+    s.Add(p + "input_layernorm.weight", "F32", {8}, Tagged(id + 0, 8));
+    s.Add(p + "self_attn.q_proj.weight", "F32", {8, 8}, Tagged(id + 1, 64));
+    s.Add(p + "self_attn.k_proj.weight", "F16", {4, 8}, Tagged(0, 32));
+    s.Add(p + "self_attn.v_proj.weight", "F32", {4, 8}, Tagged(id + 3, 32));
+    s.Add(p + "self_attn.o_proj.weight", "F32", {8, 8}, Tagged(id + 4, 64));
+    s.Add(p + "post_attention_layernorm.weight", "F32", {8}, Tagged(id + 5, 8));
+    s.Add(p + "mlp.gate_proj.weight", "F32", {12, 8}, Tagged(id + 6, 96));
+    s.Add(p + "mlp.up_proj.weight", "F32", {12, 8}, Tagged(id + 7, 96));
+    s.Add(p + "mlp.down_proj.weight", "F32", {8, 12}, Tagged(id + 8, 96));
+  }
+  {
+    std::ofstream(dir + "/model-00001-of-00002.safetensors", std::ios::binary) << s1.Bytes();
+    std::ofstream(dir + "/model-00002-of-00002.safetensors", std::ios::binary) << s2.Bytes();
+    std::ofstream(dir + "/config.json") << "{}";
+  }
+  auto w = LoadSafetensorsWeights(dir, c);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->token_embedding.data, Tagged(1, 80));
+  EXPECT_EQ(w->lm_head.data, Tagged(2, 80));
+  EXPECT_EQ(w->final_norm, Tagged(0, 8));
+  EXPECT_EQ(w->layers[1].wq.data, Tagged(21, 64));
+  EXPECT_EQ(w->layers[1].w_down.data, Tagged(28, 96));
+  EXPECT_EQ(w->layers[1].w_down.rows, 8);
+  EXPECT_EQ(w->layers[1].w_down.cols, 12);
+  EXPECT_EQ(w->layers[0].ffn_norm, Tagged(15, 8));
+  EXPECT_EQ(w->layers[0].wk.data, Tagged(0, 32));
+
+  ModelConfig wider = c;
+  wider.intermediate_size = 16;
+  auto bad = LoadSafetensorsWeights(dir, wider);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "model.layers.0.mlp.gate_proj.weight"))
+      << bad.status();
+  ModelConfig deeper = c;
+  deeper.num_layers = 3;
+  bad = LoadSafetensorsWeights(dir, deeper);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "model.layers.2.")) << bad.status();
+  EXPECT_EQ(LoadSafetensorsWeights(TempPath("missing"), c).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace rtgen
