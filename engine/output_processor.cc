@@ -37,6 +37,11 @@ namespace {
 // Moves the decidable part of seq.held_text into the result; ends the request on a stop string.
 void DrainHeld(Sequence& seq, bool release_all, TokenResult* result) {
   const std::vector<std::string>& stops = seq.request().stopping.stop;
+  if (stops.empty()) {  // the common case: nothing is ever held
+    result->text += seq.held_text;
+    seq.held_text.clear();
+    return;
+  }
   std::string which;
   const size_t pos = FindStopString(seq.held_text, stops, &which);
   if (pos != std::string_view::npos) {
