@@ -116,7 +116,7 @@ TEST_F(GoldenTest, F32LogitsMatchTransformers) {
     EXPECT_LE(d.rel_l2, 1e-5) << c.prompt;
     EXPECT_LE(d.max_abs, 5e-4) << c.prompt;
     EXPECT_EQ(Argmax(*logits), Argmax(c.logits)) << c.prompt;
-    std::printf("[golden f32] case %zu rel_l2 %.2e max_abs %.2e\n", &c - cases_->data(), d.rel_l2,
+    std::printf("[golden f32] case %zu rel_l2 %.2e max_abs %.2e\n", static_cast<size_t>(&c - cases_->data()), d.rel_l2,
                 d.max_abs);
   }
 }
@@ -133,7 +133,7 @@ TEST_F(GoldenTest, Bf16LogitsCloseToTransformers) {
     const Diff d = Compare(*logits, c.logits);
     EXPECT_LE(d.rel_l2, 2e-2) << c.prompt;
     EXPECT_EQ(Argmax(*logits), Argmax(c.logits)) << c.prompt;
-    std::printf("[golden bf16] case %zu rel_l2 %.2e max_abs %.2e\n", &c - cases_->data(), d.rel_l2,
+    std::printf("[golden bf16] case %zu rel_l2 %.2e max_abs %.2e\n", static_cast<size_t>(&c - cases_->data()), d.rel_l2,
                 d.max_abs);
   }
 }
