@@ -47,14 +47,6 @@ void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
   }
 }
 
-// log(sum(exp(logits))), computed stably.
-float LogSumExp(std::span<const float> logits) {
-  const float m = *std::max_element(logits.begin(), logits.end());
-  double sum = 0.0;
-  for (float l : logits) sum += std::exp(l - m);
-  return m + static_cast<float>(std::log(sum));
-}
-
 // Index of the largest logit; the lowest id on ties.
 int32_t ArgMax(std::span<const float> logits) {
   int32_t best = 0;
@@ -78,23 +70,23 @@ std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, float lse, 
 }
 
 // Restricts `ids` (candidate token ids) to the smallest most-likely prefix whose probability mass
-// (within the current candidates) reaches top_p. Avoids sorting the whole vocab: it selects the
-// top m by nth_element, growing m until their mass suffices, and sorts only those.
-void ApplyTopP(std::span<const float> logits, float top_p, std::vector<int32_t>& ids) {
+// (within the current candidates) reaches top_p. `weight[i]` is exp(logit[i] - max logit).
+// Avoids sorting the whole vocab: it selects the top m by nth_element, growing m until their
+// mass suffices, and sorts only those.
+void ApplyTopP(std::span<const float> logits, std::span<const float> weight, float top_p,
+               std::vector<int32_t>& ids) {
   auto better = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
-  float m = -std::numeric_limits<float>::infinity();
-  for (int32_t id : ids) m = std::max(m, logits[id]);
   double total = 0.0;
-  for (int32_t id : ids) total += std::exp(logits[id] - m);
+  for (int32_t id : ids) total += weight[id];
   const double target = static_cast<double>(top_p) * total;
 
   size_t prefix = std::min<size_t>(ids.size(), 64);
   while (true) {
     if (prefix < ids.size()) std::nth_element(ids.begin(), ids.begin() + prefix, ids.end(), better);
     double mass = 0.0;
-    for (size_t i = 0; i < prefix; ++i) mass += std::exp(logits[ids[i]] - m);
+    for (size_t i = 0; i < prefix; ++i) mass += weight[ids[i]];
     if (mass >= target || prefix == ids.size()) break;
     prefix = std::min(ids.size(), prefix * 4);
   }
@@ -102,7 +94,7 @@ void ApplyTopP(std::span<const float> logits, float top_p, std::vector<int32_t>&
   double cum = 0.0;
   size_t keep = prefix;
   for (size_t i = 0; i < prefix; ++i) {
-    cum += std::exp(logits[ids[i]] - m);
+    cum += weight[ids[i]];
     if (cum >= target) {
       keep = i + 1;
       break;
@@ -111,19 +103,18 @@ void ApplyTopP(std::span<const float> logits, float top_p, std::vector<int32_t>&
   ids.resize(std::max<size_t>(keep, 1));
 }
 
-// Draws from softmax(logits) restricted to `ids` (all tokens when `ids` is null) with u in [0, 1).
-int32_t Draw(std::span<const float> logits, const std::vector<int32_t>* ids, float u) {
-  const int32_t n = ids ? static_cast<int32_t>(ids->size()) : static_cast<int32_t>(logits.size());
+// Draws from the distribution proportional to `weight` restricted to `ids` (all tokens when
+// `ids` is null), with u in [0, 1).
+int32_t Draw(std::span<const float> weight, const std::vector<int32_t>* ids, float u) {
+  const int32_t n = ids ? static_cast<int32_t>(ids->size()) : static_cast<int32_t>(weight.size());
   auto id_at = [&](int32_t i) { return ids ? (*ids)[i] : i; };
-  float m = -std::numeric_limits<float>::infinity();
-  for (int32_t i = 0; i < n; ++i) m = std::max(m, logits[id_at(i)]);
   double total = 0.0;
-  for (int32_t i = 0; i < n; ++i) total += std::exp(logits[id_at(i)] - m);
+  for (int32_t i = 0; i < n; ++i) total += weight[id_at(i)];
   const double target = static_cast<double>(u) * total;
   double cum = 0.0;
   int32_t last_positive = id_at(0);
   for (int32_t i = 0; i < n; ++i) {
-    const double p = std::exp(logits[id_at(i)] - m);
+    const double p = weight[id_at(i)];
     if (p <= 0.0) continue;
     cum += p;
     last_positive = id_at(i);
@@ -145,39 +136,59 @@ SampledToken SampleToken(std::span<float> logits, const SamplingParams& params,
   SampledToken result;
   if (logits.empty()) return result;
   ApplyPenalties(logits, params, prompt, output);
+  if (!params.greedy()) {
+    const float inv_t = 1.0f / params.temperature;
+    for (float& l : logits) l *= inv_t;
+  }
+  // One exp pass serves the logprobs and every filter: weight[i] = exp(logit[i] - max).
+  const int32_t vocab = static_cast<int32_t>(logits.size());
+  const float m = *std::max_element(logits.begin(), logits.end());
+  std::vector<float> weight(vocab);
+  double total = 0.0;
+  for (int32_t i = 0; i < vocab; ++i) total += weight[i] = std::exp(logits[i] - m);
+  const float lse = m + static_cast<float>(std::log(total));
 
   if (params.greedy()) {
     result.token_id = ArgMax(logits);
   } else {
-    for (float& l : logits) l /= params.temperature;
-    const int32_t vocab = static_cast<int32_t>(logits.size());
     const float u = CounterUniform(seed, output.size());
     const bool use_top_k = params.top_k > 0 && params.top_k < vocab;
     if (!use_top_k && params.top_p >= 1.0f && params.min_p <= 0.0f) {
-      result.token_id = Draw(logits, nullptr, u);
+      result.token_id = Draw(weight, nullptr, u);
     } else {
       auto better = [&](int32_t a, int32_t b) {
         return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
       };
-      std::vector<int32_t> ids(vocab);
-      std::iota(ids.begin(), ids.end(), 0);
+      std::vector<int32_t> ids;
       if (use_top_k) {
-        std::nth_element(ids.begin(), ids.begin() + params.top_k, ids.end(), better);
-        ids.resize(params.top_k);
+        // One pass with a heap of the k best so far; its front is the worst of them, so most
+        // tokens cost one comparison.
+        ids.reserve(params.top_k);
+        for (int32_t i = 0; i < vocab; ++i) {
+          if (static_cast<int32_t>(ids.size()) < params.top_k) {
+            ids.push_back(i);
+            std::push_heap(ids.begin(), ids.end(), better);
+          } else if (better(i, ids.front())) {
+            std::pop_heap(ids.begin(), ids.end(), better);
+            ids.back() = i;
+            std::push_heap(ids.begin(), ids.end(), better);
+          }
+        }
+      } else {
+        ids.resize(vocab);
+        std::iota(ids.begin(), ids.end(), 0);
       }
-      if (params.top_p < 1.0f) ApplyTopP(logits, params.top_p, ids);
+      if (params.top_p < 1.0f) ApplyTopP(logits, weight, params.top_p, ids);
       if (params.min_p > 0.0f) {
-        // p >= min_p * p_max  <=>  logit >= max_logit + log(min_p).
-        float m = -std::numeric_limits<float>::infinity();
-        for (int32_t id : ids) m = std::max(m, logits[id]);
-        const float threshold = m + std::log(params.min_p);
+        // p >= min_p * p_max  <=>  logit >= max_logit + log(min_p) (max over the candidates).
+        float cand_max = -std::numeric_limits<float>::infinity();
+        for (int32_t id : ids) cand_max = std::max(cand_max, logits[id]);
+        const float threshold = cand_max + std::log(params.min_p);
         std::erase_if(ids, [&](int32_t id) { return logits[id] < threshold; });
       }
-      result.token_id = Draw(logits, &ids, u);
+      result.token_id = Draw(weight, &ids, u);
     }
   }
-
-  const float lse = LogSumExp(logits);
   result.logprob = logits[result.token_id] - lse;
   if (params.logprobs > 0) result.top = TopLogprobs(logits, lse, params.logprobs);
   return result;
