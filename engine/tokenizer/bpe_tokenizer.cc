@@ -24,6 +24,7 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpeTokenizer>> ByteLevelBpeTokenizer::Cr
   std::unique_ptr<ByteLevelBpeTokenizer> tok(new ByteLevelBpeTokenizer());
   if (auto s = tok->Init(spec); !s.ok()) return s;
   tok->pre_ = spec.pre;
+  tok->ignore_merges_ = spec.ignore_merges;
   for (int b = 0; b < 256; ++b) {
     auto id = tok->Find(BytesToPiece(std::string(1, static_cast<char>(b))));
     tok->byte_to_id_[b] = id.value_or(-1);
@@ -62,6 +63,12 @@ void ByteLevelBpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (auto it = cache_.find(key); it != cache_.end()) {
       out->insert(out->end(), it->second.begin(), it->second.end());
+      return;
+    }
+  }
+  if (ignore_merges_) {
+    if (auto id = Find(BytesToPiece(word))) {
+      out->push_back(*id);
       return;
     }
   }

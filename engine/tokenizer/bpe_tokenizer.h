@@ -25,6 +25,7 @@ class ByteLevelBpeTokenizer : public VocabTokenizer {
   void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
 
   PreTokenizerKind pre_ = PreTokenizerKind::kGpt2;
+  bool ignore_merges_ = false;
   int32_t byte_to_id_[256] = {};  // -1: the vocabulary has no token for this byte
   std::vector<std::string> token_bytes_;  // id → raw bytes
   struct Merge {

@@ -36,18 +36,19 @@ std::vector<Json> Parts(const Json& node, const char* list_key) {
 }
 
 absl::StatusOr<PreTokenizerKind> ByteLevelPreTokenizer(const Json& pre) {
-  bool digits = false, llama3 = false, byte_level_regex = false;
+  bool digits = false, llama3 = false, byte_level_regex = false, gpt2_split = false;
   for (const Json& p : Parts(pre, "pretokenizers")) {
     const std::string type = p.value("type", "");
     if (type == "Digits" && p.value("individual_digits", false)) digits = true;
     if (type == "ByteLevel" && p.value("use_regex", true)) byte_level_regex = true;
-    if (type == "Split" && p.contains("pattern") && p["pattern"].contains("Regex") &&
-        p["pattern"]["Regex"].get<std::string>().find("\\p{N}{1,3}") != std::string::npos) {
-      llama3 = true;
+    if (type == "Split" && p.contains("pattern") && p["pattern"].contains("Regex")) {
+      const std::string regex = p["pattern"]["Regex"].get<std::string>();
+      if (regex.find("\\p{N}{1,3}") != std::string::npos) llama3 = true;
+      if (regex.find(" ?\\p{L}+| ?\\p{N}+") != std::string::npos) gpt2_split = true;
     }
   }
   if (llama3) return PreTokenizerKind::kLlama3;
-  if (byte_level_regex) {
+  if (byte_level_regex || gpt2_split) {
     return digits ? PreTokenizerKind::kGpt2IndividualDigits : PreTokenizerKind::kGpt2;
   }
   return absl::UnimplementedError(
@@ -166,6 +167,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromJson(const std::stri
 
   if (IsByteLevel(root)) {
     ASSIGN_OR_RETURN(spec.pre, ByteLevelPreTokenizer(root.value("pre_tokenizer", Json())));
+    spec.ignore_merges = root["model"].value("ignore_merges", false);
     return CreateByteLevelBpeTokenizer(std::move(spec));
   }
   if (root["model"].value("byte_fallback", false)) {

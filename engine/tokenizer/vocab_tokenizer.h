@@ -32,6 +32,7 @@ struct VocabSpec {
   bool add_space_prefix = true;  // SentencePiece: "▁" before text segments
   bool space_prefix_first_only = false;  // only before the first segment (Metaspace "first")
   PreTokenizerKind pre = PreTokenizerKind::kGpt2;
+  bool ignore_merges = false;  // byte-level: a pre-token that is itself a token is kept whole
 };
 
 // Byte-level BPE (GPT-2 style). Input bytes whose byte symbol is not in `pieces` are dropped

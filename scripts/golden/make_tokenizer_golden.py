@@ -6,7 +6,9 @@ Run once with the golden venv (not a product dependency); the output is checked 
 
 Outputs (under tests/golden/data/):
   tokenization.jsonl  one JSON object per string: text, ids (special tokens parsed), ids_plain
-                      (special tokens as text), decoded, llama3_pieces (Llama 3 regex split)
+                      (special tokens as text), decoded, llama3_pieces (Llama 3 regex split),
+                      ids_llama3 (the same vocabulary behind Llama 3's pre-tokenizer pipeline:
+                      Split(regex) + ByteLevel(use_regex=false), ignore_merges=true)
   chat_template.jsonl one rendering per line: format, template, bos, messages, rendered
   smollm2/tokenizer.json, smollm2/tokenizer_config.json
 
@@ -36,6 +38,15 @@ LLAMA3_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}"
     r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
+
+LLAMA3_PRE_TOKENIZER = {
+    "type": "Sequence",
+    "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": LLAMA3_PATTERN}, "behavior": "Isolated",
+         "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+    ],
+}
 
 HANDWRITTEN = [
     "", " ", "  ", "\n", "\t", "\r\n", " \n ", "a", "Hello", "Hello world", " Hello world",
@@ -164,6 +175,10 @@ def main():
     os.makedirs(tmp_dir, exist_ok=True)
     hf, converted, tj = reference_tokenizer(tmp_dir)
     ref = Tokenizer.from_str(json.dumps(tj))
+    tj3 = json.loads(json.dumps(tj))
+    tj3["pre_tokenizer"] = LLAMA3_PRE_TOKENIZER
+    tj3["model"]["ignore_merges"] = True
+    ref_llama3 = Tokenizer.from_str(json.dumps(tj3))
     llama3_split = pre_tokenizers.Split(Regex(LLAMA3_PATTERN), behavior="isolated")
 
     out_tok = os.path.join(OUT_DIR, "smollm2")
@@ -187,7 +202,8 @@ def main():
             decoded = ref.decode(ids, skip_special_tokens=False)
             pieces = [p for p, _ in llama3_split.pre_tokenize_str(s)]
             f.write(json.dumps({"text": s, "ids": ids, "ids_plain": ids_plain,
-                                "decoded": decoded, "llama3_pieces": pieces},
+                                "decoded": decoded, "llama3_pieces": pieces,
+                                "ids_llama3": ref_llama3.encode(s, add_special_tokens=False).ids},
                                ensure_ascii=False) + "\n")
     cases = chat_cases(hf)
     with open(os.path.join(OUT_DIR, "chat_template.jsonl"), "w", encoding="utf-8") as f:

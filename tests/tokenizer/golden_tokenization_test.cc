@@ -2,6 +2,7 @@
 // tokenization.jsonl): the SmolLM2 GGUF metadata and the saved tokenizer.json must both give
 // the reference ids, with and without special-token parsing, and decode back to the text.
 
+#include <fstream>
 #include <string>
 
 #include "engine/tokenizer/tokenizer.h"
@@ -64,6 +65,36 @@ TEST(GoldenTokenizationTest, GgufAndJsonAgreeOnIdsAndStopTokens) {
   EXPECT_EQ(gguf.eos_id(), std::optional<int32_t>(2));
   EXPECT_FALSE(gguf.add_bos());
   EXPECT_EQ(gguf.stop_ids(), (std::vector<int32_t>{2, 0}));
+}
+
+// The SmolLM2 vocabulary behind Llama 3's tokenizer.json pipeline (Split with the Llama 3
+// regex, ByteLevel without regex, ignore_merges): exercises the Llama 3 path end to end.
+TEST(GoldenTokenizationTest, Llama3PipelineMatchesHuggingFace) {
+  std::ifstream in(std::string(kGoldenDir) + "/smollm2/tokenizer.json");
+  nlohmann::json root = nlohmann::json::parse(in);
+  const std::string pattern =
+      "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
+      "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  using Json = nlohmann::json;
+  Json split = {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}};
+  Json byte_level = {{"type", "ByteLevel"}, {"use_regex", false}};
+  root["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", Json::array({split, byte_level})}};
+  root["model"]["ignore_merges"] = true;
+  const std::string path = ::testing::TempDir() + "/llama3_style_tokenizer.json";
+  std::ofstream(path) << root.dump();
+  auto tok = LoadTokenizerFromJson(path);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const auto rows = ReadJsonLines(std::string(kGoldenDir) + "/tokenization.jsonl");
+  ASSERT_GE(rows.size(), 300u);
+  int differs_from_smollm = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::string text = rows[i]["text"];
+    auto ids = (*tok)->Encode(text, /*parse_special=*/true);
+    ASSERT_TRUE(ids.ok()) << ids.status();
+    EXPECT_EQ(*ids, Ids(rows[i]["ids_llama3"])) << "row " << i << " text \"" << text << "\"";
+    differs_from_smollm += Ids(rows[i]["ids_llama3"]) != Ids(rows[i]["ids"]);
+  }
+  EXPECT_GT(differs_from_smollm, 10);  // the two pipelines really differ on these strings
 }
 
 }  // namespace
