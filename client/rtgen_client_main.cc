@@ -249,7 +249,7 @@ int Tokenize(const Args& args, InferenceClient& client) {
   }
   absl::StatusOr<v1::TokenizeResponse> response = client.Tokenize(request);
   if (!response.ok()) return RpcError("tokenize", response.status());
-  std::cout << ToJson(*response);
+  std::cout << ToJson(*response) << "\n";
   return 0;
 }
 
@@ -270,13 +270,13 @@ int Run(int argc, char** argv) {
   if (command == "info") {
     absl::StatusOr<v1::ModelInfo> info = client->Info();
     if (!info.ok()) return RpcError("info", info.status());
-    std::cout << ToJson(*info);
+    std::cout << ToJson(*info) << "\n";
     return 0;
   }
   if (command == "load") {
     absl::StatusOr<v1::Load> load = client->GetLoad();
     if (!load.ok()) return RpcError("load", load.status());
-    std::cout << ToJson(*load);
+    std::cout << ToJson(*load) << "\n";
     return 0;
   }
   return UsageError(absl::StrCat("unknown subcommand '", command, "'"));

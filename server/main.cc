@@ -1,9 +1,11 @@
 // rtgen-server: flags → ServerConfig → Server. Serves until SIGINT/SIGTERM, then drains.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -43,6 +45,22 @@ ABSL_FLAG(int32_t, drain_timeout_s, 30, "on SIGTERM, seconds in-flight streams g
 
 namespace {
 
+// absl flags are spelled with underscores; accept the documented --metrics-port spelling too by
+// rewriting the name part of every "--flag[=value]" argument (values are left alone).
+std::vector<std::string> DashesToUnderscores(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  for (size_t i = 1; i < args.size(); ++i) {
+    std::string& arg = args[i];
+    if (arg == "--") break;  // everything after is positional
+    if (arg.rfind("--", 0) != 0) continue;
+    const size_t end = std::min(arg.find('='), arg.size());
+    for (size_t k = 2; k < end; ++k) {
+      if (arg[k] == '-') arg[k] = '_';
+    }
+  }
+  return args;
+}
+
 int Fail(const absl::Status& status) {
   spdlog::critical("{}", status.ToString());
   std::fprintf(stderr, "rtgen-server: %s\n", std::string(status.message()).c_str());
@@ -53,8 +71,12 @@ int Fail(const absl::Status& status) {
 
 int main(int argc, char** argv) {
   rtgen::BlockTerminationSignals();
-  absl::SetProgramUsageMessage("rtgen-server: gRPC LLM inference server (rtgen.v1.Inference)");
-  absl::ParseCommandLine(argc, argv);
+  absl::SetProgramUsageMessage("rtgen-server: gRPC LLM inference server (rtgen.v1.Inference). Flags may be "
+                           "spelled with dashes or underscores (--metrics-port, --metrics_port).");
+  std::vector<std::string> args = DashesToUnderscores(argc, argv);
+  std::vector<char*> arg_pointers;
+  for (std::string& arg : args) arg_pointers.push_back(arg.data());
+  absl::ParseCommandLine(static_cast<int>(arg_pointers.size()), arg_pointers.data());
 
   if (absl::Status s = rtgen::ConfigureLogging(absl::GetFlag(FLAGS_log_level),
                                                absl::GetFlag(FLAGS_log_format));
