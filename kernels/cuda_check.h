@@ -21,7 +21,7 @@ inline absl::Status CudaError(cudaError_t err, const char* expr, const char* fil
 
 inline absl::Status CublasError(cublasStatus_t st, const char* expr, const char* file, int line) {
   return absl::InternalError(absl::StrCat(file, ":", line, ": ", expr, " failed: cublas status ",
-                                          static_cast<int>(st), " (", cublasGetStatusString(st),
+                                          static_cast<int>(st), " (", cublasLtGetStatusString(st),
                                           ")"));
 }
 

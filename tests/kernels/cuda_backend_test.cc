@@ -1,0 +1,119 @@
+// Full-model logits of CudaBackend vs CpuBackend (bf16 weights on both, so the difference is the
+// GPU's bf16 activations) on random tiny and SmolLM2-shaped weights, over chunked prefill,
+// mixed and decode steps.
+
+#include <memory>
+
+#include "engine/cpu/cpu_backend.h"
+#include "gtest/gtest.h"
+#include "kernels/cuda_backend.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace rtgen::testing_gpu {
+namespace {
+
+// Full-model tolerance: bf16 activations rounded ~7 times per layer; fp32 residual stream.
+constexpr double kLogitsTol = 2e-2;
+
+std::unique_ptr<CpuBackend> MakeCpu(const ModelConfig& c, uint64_t seed, int num_blocks) {
+  CpuBackendOptions o;
+  o.weight_dtype = WeightDtype::kBf16;
+  auto b = CpuBackend::Create(c, RandomWeights(c, seed), o);
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!b.ok() || !(*b)->AllocateKvCache({num_blocks, 16}).ok()) return nullptr;
+  return std::move(*b);
+}
+
+std::unique_ptr<CudaBackend> MakeCuda(const ModelConfig& c, uint64_t seed, int num_blocks,
+                                      bool graphs) {
+  CudaBackendOptions o;
+  o.max_num_tokens = 512;
+  o.max_num_seqs = 16;
+  o.max_model_len = 1024;
+  o.enable_cuda_graphs = graphs;
+  o.graph_batch_sizes = {1, 2, 4, 8};
+  auto b = CudaBackend::Create(c, RandomWeights(c, seed), o);
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!b.ok()) return nullptr;
+  const absl::Status st = (*b)->AllocateKvCache({num_blocks, 16});
+  EXPECT_TRUE(st.ok()) << st;
+  if (!st.ok()) return nullptr;
+  return std::move(*b);
+}
+
+void ExpectSameLogits(Backend& cpu, Backend& gpu, const StepInput& in, const std::string& what) {
+  auto want = cpu.ComputeLogits(in);
+  auto got = gpu.ComputeLogits(in);
+  ASSERT_TRUE(want.ok()) << want.status();
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->size(), want->size());
+  EXPECT_LE(RelL2(*got, *want), kLogitsTol) << what;
+}
+
+void RunScenario(const ModelConfig& c) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int num_blocks = 64;
+  auto cpu = MakeCpu(c, seed, num_blocks);
+  auto gpu = MakeCuda(c, seed, num_blocks, /*graphs=*/false);
+  ASSERT_TRUE(cpu && gpu);
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<TestSeq> seqs(3);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].tokens.resize(i == 0 ? 70 : 25 + 10 * i);
+    for (int32_t& t : seqs[i].tokens) t = tok(rng);
+  }
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  int32_t next_block = 0;
+  StepBuilder b(16, &next_block);
+  // Step 1: first chunk of seq 0 (40 tokens) + all of seq 1.
+  b.Add(seqs[0], 40, nullptr);
+  b.Add(seqs[1], static_cast<int32_t>(seqs[1].tokens.size()), &greedy);
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill chunk 1");
+  // Step 2 (mixed): rest of seq 0 (reads chunk 1 from the cache) + all of seq 2.
+  b.Add(seqs[0], 30, &greedy);
+  b.Add(seqs[2], static_cast<int32_t>(seqs[2].tokens.size()), &greedy);
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill chunk 2");
+  // Decode steps: append a random token to each sequence.
+  for (int step = 0; step < 4; ++step) {
+    for (TestSeq& s : seqs) {
+      s.tokens.push_back(tok(rng));
+      b.Add(s, 1, &greedy);
+    }
+    ExpectSameLogits(*cpu, *gpu, b.Build(true), "decode " + std::to_string(step));
+  }
+}
+
+TEST(CudaBackendTest, TinyModelLogitsMatchCpu) { RunScenario(TinyConfig()); }
+
+TEST(CudaBackendTest, SmolLm2ShapedLogitsMatchCpu) { RunScenario(SmolLm2Config()); }
+
+TEST(CudaBackendTest, Llama3RopeScalingLogitsMatchCpu) {
+  ModelConfig c = TinyConfig();
+  c.rope_theta = 500000.0f;
+  c.rope_scaling = Llama3RopeScaling{};
+  c.head_dim = 64;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  RunScenario(c);
+}
+
+TEST(CudaBackendTest, RejectsBadSteps) {
+  auto gpu = MakeCuda(TinyConfig(), 1, 8, false);
+  ASSERT_TRUE(gpu);
+  int32_t next = 0;
+  StepBuilder b(16, &next);
+  TestSeq s;
+  s.tokens = {1, 2, 3};
+  b.Add(s, 3, nullptr);
+  StepInput in = b.Build(false);
+  in.slot_mapping[1] = 8 * 16;  // past the pool
+  EXPECT_FALSE(gpu->ComputeLogits(in).ok());
+  in = StepInput();
+  EXPECT_FALSE(gpu->ComputeLogits(in).ok());
+}
+
+}  // namespace
+}  // namespace rtgen::testing_gpu

@@ -1,0 +1,85 @@
+// RoPE frequencies (vs the CPU backend's) and the rotate-half kernel vs an fp64 reference.
+
+#include <cmath>
+
+#include "engine/cpu/rope.h"
+#include "gtest/gtest.h"
+#include "kernels/rope.h"
+#include "kernels/rope_inv_freq.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace rtgen::testing_gpu {
+namespace {
+
+ModelConfig RopeConfig(int head_dim, bool llama3) {
+  ModelConfig c = TinyConfig();
+  c.head_dim = head_dim;
+  c.rope_theta = llama3 ? 500000.0f : 10000.0f;
+  if (llama3) c.rope_scaling = Llama3RopeScaling{};
+  return c;
+}
+
+TEST(RopeTest, InvFreqMatchesCpuBackend) {
+  for (bool llama3 : {false, true}) {
+    for (int hd : {64, 128}) {
+      const ModelConfig c = RopeConfig(hd, llama3);
+      const std::vector<float> gpu = kernels::RopeInvFreq(c);
+      const std::vector<float> cpu = ComputeRopeInvFreq(c);
+      ASSERT_EQ(gpu.size(), cpu.size());
+      for (size_t i = 0; i < gpu.size(); ++i) EXPECT_FLOAT_EQ(gpu[i], cpu[i]) << i;
+    }
+  }
+}
+
+TEST(RopeTest, RotatesQAndKLikeReference) {
+  struct Shape {
+    int tokens, heads, kv_heads, hd;
+    bool llama3;
+  };
+  for (Shape s : {Shape{1, 9, 3, 64, false}, Shape{37, 32, 8, 128, true}, Shape{5, 4, 4, 256, false}}) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    const ModelConfig c = RopeConfig(s.hd, s.llama3);
+    const std::vector<float> inv_freq = kernels::RopeInvFreq(c);
+    const int q_dim = s.heads * s.hd, kv_dim = s.kv_heads * s.hd, stride = q_dim + 2 * kv_dim;
+    const std::vector<uint16_t> rows = ToBf16(RandomNormal(size_t{1} * s.tokens * stride, 1.0f, rng));
+    std::vector<int32_t> pos(s.tokens);
+    std::uniform_int_distribution<int32_t> pd(0, 100000);
+    for (int32_t& p : pos) p = pd(rng);
+    DeviceArray<uint16_t> d_rows(rows);
+    DeviceArray<int32_t> d_pos(pos);
+    DeviceArray<float> d_freq(inv_freq);
+    GPU_CHECK(kernels::Rope({d_rows.bf16(), d_rows.bf16() + q_dim, stride, d_pos.get(),
+                             d_freq.get(), s.tokens, s.heads, s.kv_heads, s.hd},
+                            nullptr));
+    const std::vector<float> out = FromBf16(d_rows.ToHost());
+    std::vector<double> want(out.size());
+    const int half = s.hd / 2;
+    for (int t = 0; t < s.tokens; ++t) {
+      for (int j = 0; j < stride; ++j) {
+        want[size_t{1} * t * stride + j] = FromBf16(rows[size_t{1} * t * stride + j]);
+      }
+      for (int h = 0; h < s.heads + s.kv_heads; ++h) {
+        if (h >= s.heads + s.kv_heads) break;
+        const size_t base = size_t{1} * t * stride + size_t{1} * h * s.hd;
+        for (int i = 0; i < half; ++i) {
+          const double a = FromBf16(rows[base + i]), b = FromBf16(rows[base + i + half]);
+          const double ang = static_cast<double>(pos[t]) * inv_freq[i];
+          want[base + i] = a * std::cos(ang) - b * std::sin(ang);
+          want[base + i + half] = b * std::cos(ang) + a * std::sin(ang);
+        }
+      }
+    }
+    EXPECT_LE(RelL2(out, want), 1e-2);
+    // v (after q and k) is untouched.
+    for (int t = 0; t < s.tokens; ++t) {
+      for (int j = q_dim + kv_dim; j < stride; ++j) {
+        ASSERT_EQ(ToBf16(out[size_t{1} * t * stride + j]), rows[size_t{1} * t * stride + j]);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace rtgen::testing_gpu
