@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Checks deploy/prometheus/rtgen-rules.yaml with promtool: syntax (check rules), the unit tests
+# in rtgen-rules.test.yaml (test rules), that every alert has a test where it fires and one
+# where it does not, and that breaking each alert's threshold makes the unit tests fail.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+dir="$root/deploy/prometheus"
+command -v promtool >/dev/null || {
+  echo "SETUP ERROR: promtool not found; install the Debian package 'prometheus'" \
+    "(scripts/setup.sh does: RTGEN_APT_TEST_PACKAGES)" >&2
+  exit 1
+}
+
+promtool check rules "$dir/rtgen-rules.yaml"
+(cd "$dir" && promtool test rules rtgen-rules.test.yaml)
+
+python3 - "$dir/rtgen-rules.yaml" "$dir/rtgen-rules.test.yaml" <<'PY'
+import sys, yaml
+rules = yaml.safe_load(open(sys.argv[1]))
+tests = yaml.safe_load(open(sys.argv[2]))
+alerts = [r["alert"] for g in rules["groups"] for r in g["rules"] if "alert" in r]
+fires, silent = set(), set()
+for group in tests["tests"]:
+    for t in group.get("alert_rule_test", []):
+        (fires if t.get("exp_alerts") else silent).add(t["alertname"])
+missing = [f"{a}: no test where it fires" for a in alerts if a not in fires]
+missing += [f"{a}: no test where it does not fire" for a in alerts if a not in silent]
+missing += [f"{a}: tested but not defined" for a in (fires | silent) - set(alerts)]
+for m in missing:
+    print("FAIL: " + m)
+if len(alerts) < 5:
+    print(f"FAIL: expected at least 5 alerts, found {alerts}")
+    missing.append("count")
+sys.exit(1 if missing else 0)
+PY
+
+# Each mutation moves one threshold; the unit tests must notice.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp "$dir/rtgen-rules.test.yaml" "$tmp/"
+mutations=(
+  's/p99_5m > 0.1$/p99_5m > 1/'
+  's/p99_5m > 2$/p99_5m > 1000/'
+  's/deriv(rtgen_requests_waiting\[10m\]) > 0/deriv(rtgen_requests_waiting[10m]) < 0/'
+  's/rtgen_kv_cache_usage_ratio > 0.95/rtgen_kv_cache_usage_ratio > 0.9/'
+  's/rate5m > 0.01$/rate5m > 0.001/'
+  's/finish_reason="error"/finish_reason=~"error|rejected"/'
+  's/for: 5m/for: 1m/'
+)
+failures=0
+for mutation in "${mutations[@]}"; do
+  sed -e "$mutation" "$dir/rtgen-rules.yaml" >"$tmp/rtgen-rules.yaml"
+  if cmp -s "$dir/rtgen-rules.yaml" "$tmp/rtgen-rules.yaml"; then
+    echo "FAIL: mutation '$mutation' changed nothing (update this test)"
+    failures=$((failures + 1))
+  elif (cd "$tmp" && promtool test rules rtgen-rules.test.yaml >/dev/null 2>&1); then
+    echo "FAIL: the unit tests pass with the rules mutated by '$mutation'"
+    failures=$((failures + 1))
+  fi
+done
+[ "$failures" -eq 0 ] || exit 1
+echo "PASS (${#mutations[@]} mutations caught)"
