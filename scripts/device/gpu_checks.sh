@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
 # Runs the CUDA backend's GPU tests on a machine with a GPU and prints a summary.
 # Usage (from the repository root, binaries built on the build machine and carried along):
-#   scripts/device/gpu_checks.sh [BUILD_DIR]         (default: build-cuda)
+#   scripts/device/gpu_checks.sh [DIR]        (default: build/device)
+# DIR is either a bundle made by ../shared/tools/device-bundle.sh (DIR/env.sh, DIR/bin/gpu_tests:
+# the GPU machine lacks the Debian libraries) or a build directory (DIR/bin/gpu_tests).
 # Environment: GTEST_FILTER to run a subset; OUT (optional) receives the logs and XML report.
 # Exit status: that of gpu_tests (0 all passed, 77 no device, anything else a failure).
 set -uo pipefail
 
-build_dir="${1:-build-cuda}"
+build_dir="${1:-build/device}"
 bin="${build_dir}/bin/gpu_tests"
+if [[ -f "${build_dir}/env.sh" ]]; then
+  # shellcheck disable=SC1091
+  source "${build_dir}/env.sh"
+fi
 out="${OUT:-$(mktemp -d)}"
 mkdir -p "${out}"
 
