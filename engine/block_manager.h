@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include <unordered_map>
 #include "engine/sequence.h"
 
 namespace rtgen {
@@ -84,7 +84,7 @@ class BlockManager {
   int32_t lru_size_ = 0;
   int32_t num_used_ = 0;   // blocks with ref_count > 0
   int64_t cached_hit_tokens_ = 0;
-  absl::flat_hash_map<uint64_t, int32_t> hash_to_block_;
+  std::unordered_map<uint64_t, int32_t> hash_to_block_;
 };
 
 }  // namespace rtgen

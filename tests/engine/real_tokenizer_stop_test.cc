@@ -62,15 +62,18 @@ TEST_F(RealTokenizerStopTest, StopStringAcrossTokensIsCut) {
 TEST_F(RealTokenizerStopTest, StreamedTextEqualsWholeDecodeWithoutStops) {
   const std::string text = "Caf\xC3\xA9 na\xC3\xAFve \xE2\x9C\x93 done";
   std::vector<int32_t> script;
-  Recorded rec = Run(text, {}, true, &script, 0 + 64);
-  ASSERT_GE(rec.tokens().size(), script.size());
-  std::vector<int32_t> first(rec.tokens().begin(),
-                             rec.tokens().begin() + static_cast<std::ptrdiff_t>(script.size()));
+  Recorded rec = Run(text, {}, true, &script);
+  const std::vector<int32_t> tokens = rec.tokens();
+  ASSERT_GE(tokens.size(), script.size());
+  std::vector<int32_t> first(tokens.begin(),
+                             tokens.begin() + static_cast<std::ptrdiff_t>(script.size()));
   EXPECT_EQ(first, script);
   EXPECT_EQ(rec.text().substr(0, text.size()), text);
   for (const auto& c : rec.chunks) {
     // Every chunk is complete UTF-8: no chunk starts with a continuation byte.
-    if (!c.text.empty()) EXPECT_NE(static_cast<unsigned char>(c.text[0]) & 0xC0, 0x80);
+    if (!c.text.empty()) {
+      EXPECT_NE(static_cast<unsigned char>(c.text[0]) & 0xC0, 0x80);
+    }
   }
 }
 
