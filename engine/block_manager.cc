@@ -21,6 +21,7 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
       blocks_(static_cast<size_t>(num_blocks)),
       block_tokens_(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size), 0) {
   free_uncached_.reserve(static_cast<size_t>(num_blocks));
+  hash_to_block_.reserve(static_cast<size_t>(num_blocks));
   // Stack: block 0 is taken first.
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_uncached_.push_back(b);
 }
