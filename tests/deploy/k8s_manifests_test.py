@@ -67,7 +67,7 @@ def kustomize_command():
     fail_setup("neither kubectl nor kustomize is installed. Install kubectl >= 1.21 (it embeds "
                "kustomize v4+) or a standalone kustomize v5. Debian 12's kubernetes-client "
                "(kubectl 1.20) embeds kustomize v2.0.3, which cannot read these "
-               "kustomizations (`labels`, inline `patches`).")
+               "kustomizations (directories in `resources`, `labels`, `patches`).")
 
 
 def render(target):

@@ -13,8 +13,8 @@ prometheus-adapter rule use only the metrics of the ARCHITECTURE.md metric table
   separate).
 The checker is also run on known-bad expressions, which it must reject.
 `--print-used` prints the series names used, one per line (for a live-server check).
-ARCHITECTURE.md is read from $RTGEN_ARCHITECTURE_MD, docs/ARCHITECTURE.md, or
-/work/shared/ARCHITECTURE.md.
+ARCHITECTURE.md is read from $RTGEN_ARCHITECTURE_MD, docs/ARCHITECTURE.md, ../shared/ (beside
+the checkout) or /work/shared/.
 """
 import glob
 import json
@@ -32,7 +32,9 @@ HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 def architecture_path():
     candidates = [os.environ.get("RTGEN_ARCHITECTURE_MD"),
                   os.path.join(ROOT, "docs", "ARCHITECTURE.md"),
-                  os.path.join(ROOT, "ARCHITECTURE.md"), "/work/shared/ARCHITECTURE.md"]
+                  os.path.join(ROOT, "ARCHITECTURE.md"),
+                  os.path.join(ROOT, "..", "shared", "ARCHITECTURE.md"),  # CI: shared/ beside
+                  "/work/shared/ARCHITECTURE.md"]
     for path in candidates:
         if path and os.path.isfile(path):
             return path
