@@ -1,6 +1,7 @@
 #include "kernels/cuda_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <optional>
 #include <utility>
 
@@ -83,8 +84,10 @@ CudaBackend::~CudaBackend() {
   if (impl_) cudaSetDevice(options_.device);  // destroy on the owning device
 }
 
-absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
-    const ModelConfig& config, ModelWeights weights, const CudaBackendOptions& options) {
+namespace {
+
+// Checks the options and makes options.device current.
+absl::Status SelectDevice(const CudaBackendOptions& options) {
   if (options.max_num_tokens <= 0 || options.max_num_tokens > kMaxGridY) {
     return absl::InvalidArgumentError(absl::StrCat("max_num_tokens must be in [1, ", kMaxGridY,
                                                    "], got ", options.max_num_tokens));
@@ -103,6 +106,22 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
         absl::StrCat("CUDA device ", options.device, " does not exist (", count, " visible)"));
   }
   RTGEN_CUDA_RETURN_IF_ERROR(cudaSetDevice(options.device));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
+    const ModelConfig& config, ModelWeights weights, const CudaBackendOptions& options) {
+  RETURN_IF_ERROR(SelectDevice(options));
+  ASSIGN_OR_RETURN(DeviceWeights device_weights, UploadWeights(config, std::move(weights)));
+  return CreateWithDeviceWeights(config, std::move(device_weights), options);
+}
+
+absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateWithDeviceWeights(
+    const ModelConfig& config, DeviceWeights weights, const CudaBackendOptions& options) {
+  RETURN_IF_ERROR(SelectDevice(options));
+  RETURN_IF_ERROR(CheckDeviceConfig(config));
   std::unique_ptr<CudaBackend> b(new CudaBackend(config, options));
   Impl& impl = *b->impl_;
   RTGEN_CUDA_RETURN_IF_ERROR(
@@ -112,7 +131,7 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
   b->max_model_len_ = options.max_model_len > 0            ? options.max_model_len
                       : config.max_position_embeddings > 0 ? config.max_position_embeddings
                                                            : 8192;
-  ASSIGN_OR_RETURN(impl.weights, UploadWeights(config, std::move(weights)));
+  impl.weights = std::move(weights);
   StepCapacity capacity{options.max_num_tokens, options.max_num_seqs, 0};
   ASSIGN_OR_RETURN(impl.forward, ModelForward::Create(config, &impl.weights, capacity,
                                                       b->max_model_len_, impl.num_sms,
@@ -168,6 +187,9 @@ absl::Status CudaBackend::CaptureGraphs() {
     buckets = DefaultGraphBuckets(
         options_.max_graph_batch_size > 0 ? std::min(options_.max_graph_batch_size, most) : most);
   }
+  const auto start = std::chrono::steady_clock::now();
+  size_t free_before = 0, free_after = 0, total = 0;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_before, &total));
   for (int32_t b : buckets) {
     if (b <= 0 || b > most) {
       return absl::InvalidArgumentError(absl::StrCat("graph batch size ", b,
@@ -192,6 +214,10 @@ absl::Status CudaBackend::CaptureGraphs() {
     return impl.forward->Run(shape, impl.step->device(), impl.kv, impl.stream);
   };
   ASSIGN_OR_RETURN(impl.graphs, GraphRunner::Capture(buckets, prepare, record, impl.stream));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_after, &total));
+  graph_capture_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  graph_capture_bytes_ = static_cast<int64_t>(free_before) - static_cast<int64_t>(free_after);
   return absl::OkStatus();
 }
 

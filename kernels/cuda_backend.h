@@ -19,12 +19,14 @@
 
 namespace rtgen {
 
+struct DeviceWeights;  // kernels/device_weights.h
+
 struct CudaBackendOptions {
   int32_t device = 0;
   int32_t max_num_tokens = 8192;   // tokens per step (prefill chunk plus decodes)
   int32_t max_num_seqs = 256;      // sequences per step
   int32_t max_model_len = 0;       // longest sequence in tokens; 0: the model's trained length
-  bool enable_cuda_graphs = true;
+  bool enable_cuda_graphs = true;          // false: every step runs eagerly
   int32_t max_graph_batch_size = 0;        // 0: max_num_seqs
   std::vector<int32_t> graph_batch_sizes;  // empty: DefaultGraphBuckets(max_graph_batch_size)
   bool use_gemv = true;            // custom GEMV for matmuls of <= 8 rows
@@ -44,6 +46,9 @@ class CudaBackend : public Backend {
   static absl::StatusOr<std::unique_ptr<CudaBackend>> Create(const ModelConfig& config,
                                                              ModelWeights weights,
                                                              const CudaBackendOptions& options);
+  // Takes weights already resident on options.device (e.g. CreateRandomDeviceWeights).
+  static absl::StatusOr<std::unique_ptr<CudaBackend>> CreateWithDeviceWeights(
+      const ModelConfig& config, DeviceWeights weights, const CudaBackendOptions& options);
   ~CudaBackend() override;
 
   std::string name() const override { return "cuda"; }
@@ -56,6 +61,10 @@ class CudaBackend : public Backend {
   std::vector<int32_t> graph_buckets() const;
   int64_t weight_bytes() const;
   int32_t max_model_len() const { return max_model_len_; }
+  // Start-up cost of the last graph capture (AllocateKvCache): wall seconds, and the growth of
+  // the device's used memory across it (graph executables, lazily loaded modules, cuBLASLt).
+  double graph_capture_seconds() const { return graph_capture_seconds_; }
+  int64_t graph_capture_bytes() const { return graph_capture_bytes_; }
 
  private:
   struct Impl;
@@ -69,6 +78,8 @@ class CudaBackend : public Backend {
   ModelConfig config_;
   CudaBackendOptions options_;
   int32_t max_model_len_ = 0;
+  double graph_capture_seconds_ = 0.0;
+  int64_t graph_capture_bytes_ = 0;
   std::unique_ptr<Impl> impl_;
 };
 

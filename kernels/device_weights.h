@@ -34,6 +34,9 @@ struct DeviceWeights {
   int64_t bytes = 0;         // total device bytes
 };
 
+// Checks that `config` is a Llama shape the CUDA kernels support (names the bad field).
+absl::Status CheckDeviceConfig(const ModelConfig& config);
+
 // Checks every shape against `config` (naming the first bad tensor), converts to bf16 and
 // uploads; the fp32 host tensors are released as they go.
 absl::StatusOr<DeviceWeights> UploadWeights(const ModelConfig& config, ModelWeights weights);
