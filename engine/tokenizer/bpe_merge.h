@@ -10,7 +10,7 @@ namespace rtgen {
 
 struct MergeResult {
   double priority;  // lower merges first; ties go to the leftmost pair
-  int32_t merged;    // the symbol the pair becomes
+  int32_t merged;   // the symbol the pair becomes
 };
 using MergeRule = std::function<std::optional<MergeResult>(int32_t left, int32_t right)>;
 

@@ -59,8 +59,8 @@ absl::Status CheckRoles(std::span<const ChatMessage> messages) {
   for (size_t i = 0; i < messages.size(); ++i) {
     const std::string& role = messages[i].role;
     if (role != "system" && role != "user" && role != "assistant") {
-      return absl::InvalidArgumentError(absl::StrCat("messages[", i, "].role \"", role,
-                                                     "\" is not system, user or assistant"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("messages[", i, "].role \"", role, "\" is not system, user or assistant"));
     }
   }
   return absl::OkStatus();
@@ -122,10 +122,10 @@ absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> me
       for (size_t i = has_system ? 1 : 0, turn = 0; i < messages.size(); ++i, ++turn) {
         const ChatMessage& m = messages[i];
         if ((m.role == "user") != (turn % 2 == 0)) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "messages[", i, "].role \"", m.role,
-              "\": the Llama 2 format needs an optional system message, then user and "
-              "assistant messages alternating, starting with user"));
+          return absl::InvalidArgumentError(
+              absl::StrCat("messages[", i, "].role \"", m.role,
+                           "\": the Llama 2 format needs an optional system message, then user and "
+                           "assistant messages alternating, starting with user"));
         }
         if (m.role == "user") {
           std::string content = m.content;

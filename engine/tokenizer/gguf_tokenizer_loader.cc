@@ -60,8 +60,7 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile&
                      Optional(file.GetString("tokenizer.ggml.pre")));
     ASSIGN_OR_RETURN(spec.pre, PreTokenizerFor(pre.value_or("default")));
     spec.ignore_merges = spec.pre == PreTokenizerKind::kLlama3;  // as llama.cpp does
-    ASSIGN_OR_RETURN(std::vector<std::string> merges,
-                     file.GetStringArray("tokenizer.ggml.merges"));
+    ASSIGN_OR_RETURN(std::vector<std::string> merges, file.GetStringArray("tokenizer.ggml.merges"));
     spec.merges.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {
       const size_t space = merges[i].find(' ', 1);

@@ -51,9 +51,9 @@ absl::StatusOr<PreTokenizerKind> ByteLevelPreTokenizer(const Json& pre) {
   if (byte_level_regex || gpt2_split) {
     return digits ? PreTokenizerKind::kGpt2IndividualDigits : PreTokenizerKind::kGpt2;
   }
-  return absl::UnimplementedError(
-      absl::StrCat("tokenizer.json pre_tokenizer ", pre.dump(), " is not a supported byte-level "
-                   "pre-tokenizer"));
+  return absl::UnimplementedError(absl::StrCat("tokenizer.json pre_tokenizer ", pre.dump(),
+                                               " is not a supported byte-level "
+                                               "pre-tokenizer"));
 }
 
 bool IsByteLevel(const Json& root) {
@@ -89,9 +89,8 @@ std::string TokenText(const Json& v) {
 
 absl::Status ParseModel(const Json& model, VocabSpec* spec) {
   if (model.value("type", "") != "BPE") {
-    return absl::UnimplementedError(
-        absl::StrCat("tokenizer.json model.type \"", model.value("type", ""),
-                     "\" is not supported (BPE)"));
+    return absl::UnimplementedError(absl::StrCat(
+        "tokenizer.json model.type \"", model.value("type", ""), "\" is not supported (BPE)"));
   }
   if (!model.contains("vocab") || !model["vocab"].is_object()) {
     return absl::InvalidArgumentError("tokenizer.json model.vocab is missing or not an object");

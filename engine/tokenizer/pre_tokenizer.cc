@@ -25,8 +25,8 @@ Codepoints Decode(std::string_view text) {
     c.offset.push_back(pos);
     const char32_t cp = NextCodepoint(text, &pos);
     c.cp.push_back(cp);
-    c.cls.push_back(IsLetter(cp) ? Class::kLetter
-                    : IsNumber(cp) ? Class::kNumber
+    c.cls.push_back(IsLetter(cp)       ? Class::kLetter
+                    : IsNumber(cp)     ? Class::kNumber
                     : IsWhitespace(cp) ? Class::kSpace
                                        : Class::kOther);
   }
@@ -66,7 +66,8 @@ size_t Gpt2Match(const Codepoints& c, size_t i) {
   const bool space = c.cp[i] == ' ';
   const size_t start = space && i + 1 < c.size() && c.cls[i + 1] != Class::kSpace ? i + 1 : i;
   if (c.cls[start] != Class::kSpace) {
-    return start - i + RunOf(c, start, c.cls[start]);  // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`
+    return start - i +
+           RunOf(c, start, c.cls[start]);  // ` ?\p{L}+`, ` ?\p{N}+`, ` ?[^\s\p{L}\p{N}]+`
   }
   return TrailingSpace(c, i);
 }
@@ -88,7 +89,8 @@ size_t Llama3Match(const Codepoints& c, size_t i) {
     return run < 3 ? run : 3;
   }
   // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
-  const size_t start = c.cp[i] == ' ' && i + 1 < c.size() && c.cls[i + 1] == Class::kOther ? i + 1 : i;
+  const size_t start =
+      c.cp[i] == ' ' && i + 1 < c.size() && c.cls[i + 1] == Class::kOther ? i + 1 : i;
   if (c.cls[start] == Class::kOther) {
     size_t j = start + RunOf(c, start, Class::kOther);
     while (j < c.size() && IsCrLf(c.cp[j])) ++j;

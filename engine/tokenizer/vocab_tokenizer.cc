@@ -25,8 +25,8 @@ absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
   const size_t n = spec.pieces.size();
   if (n == 0) return absl::InvalidArgumentError("tokenizer vocabulary is empty");
   if (!spec.types.empty() && spec.types.size() != n) {
-    return absl::InvalidArgumentError(absl::StrCat("token_type has ", spec.types.size(),
-                                                   " entries, tokens has ", n));
+    return absl::InvalidArgumentError(
+        absl::StrCat("token_type has ", spec.types.size(), " entries, tokens has ", n));
   }
   if (!spec.scores.empty() && spec.scores.size() != n) {
     return absl::InvalidArgumentError(
@@ -55,10 +55,9 @@ absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
       }
     }
   }
-  std::stable_sort(matchable_.begin(), matchable_.end(),
-                   [](const Matchable& a, const Matchable& b) {
-                     return a.text.size() > b.text.size();
-                   });
+  std::stable_sort(
+      matchable_.begin(), matchable_.end(),
+      [](const Matchable& a, const Matchable& b) { return a.text.size() > b.text.size(); });
   stop_ids_.clear();
   if (eos_id_) stop_ids_.push_back(*eos_id_);
   for (std::string_view piece : kStopPieces) {

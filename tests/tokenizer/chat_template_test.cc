@@ -62,8 +62,8 @@ TEST(ChatTemplateTest, UnknownRoleNamesTheMessage) {
 }
 
 TEST(ChatTemplateTest, EmptyMessageListIsRejected) {
-  for (const ChatTemplate& t : {ChatTemplate::ChatML("sys"), *ChatTemplate::FromJinja(
-                                                                 "<|start_header_id|>", "")}) {
+  for (const ChatTemplate& t :
+       {ChatTemplate::ChatML("sys"), *ChatTemplate::FromJinja("<|start_header_id|>", "")}) {
     auto text = t.Render({}, true);
     ASSERT_FALSE(text.ok());
     EXPECT_EQ(text.status().code(), absl::StatusCode::kInvalidArgument);

@@ -34,8 +34,10 @@ void ExpectMatchesGolden(const Tokenizer& tok) {
     // Decoding round-trips, except where HF's does not either (bytes without a token).
     const std::string decoded = rows[i]["decoded"];
     EXPECT_EQ(tok.Decode(*ids), decoded) << "row " << i;
-    if (decoded != text) ++lossy;
-    else EXPECT_EQ(tok.Decode(*ids), text) << "row " << i << " does not round-trip";
+    if (decoded != text)
+      ++lossy;
+    else
+      EXPECT_EQ(tok.Decode(*ids), text) << "row " << i << " does not round-trip";
   }
   EXPECT_EQ(mismatches, 0) << "of " << rows.size() << " strings";
   EXPECT_LE(lossy, 2);
@@ -78,7 +80,8 @@ TEST(GoldenTokenizationTest, Llama3PipelineMatchesHuggingFace) {
   using Json = nlohmann::json;
   Json split = {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}};
   Json byte_level = {{"type", "ByteLevel"}, {"use_regex", false}};
-  root["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", Json::array({split, byte_level})}};
+  root["pre_tokenizer"] = {{"type", "Sequence"},
+                           {"pretokenizers", Json::array({split, byte_level})}};
   root["model"]["ignore_merges"] = true;
   const std::string path = ::testing::TempDir() + "/llama3_style_tokenizer.json";
   std::ofstream(path) << root.dump();

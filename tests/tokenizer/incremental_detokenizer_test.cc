@@ -10,7 +10,8 @@ namespace rtgen {
 namespace {
 
 // Text whose characters are split over several byte-level tokens (CJK, emoji, ZWJ sequences).
-constexpr char kMultiByte[] = "日本語 😀 👨‍👩‍👧‍👦 🇫🇷 café ✨ 한국어";
+constexpr char kMultiByte[] =
+    "日本語 😀 👨‍👩‍👧‍👦 🇫🇷 café ✨ 한국어";
 
 TEST(IncrementalDetokenizerTest, NeverEmitsPartialUtf8AndReassemblesTheText) {
   const Tokenizer& tok = testing::SmolLmTokenizer();
@@ -56,7 +57,9 @@ TEST(IncrementalDetokenizerTest, InvalidSequenceBecomesReplacementCharacter) {
   std::string out = detok.Push((*lead)[0]);
   out += detok.Push((*ascii)[0]);
   out += detok.Flush();
-  EXPECT_EQ(out, "\xEF\xBF\xBD" "A");
+  EXPECT_EQ(out,
+            "\xEF\xBF\xBD"
+            "A");
 }
 
 TEST(IncrementalDetokenizerTest, SpecialTokensStreamAsTheirText) {

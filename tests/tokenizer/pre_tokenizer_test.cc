@@ -20,7 +20,8 @@ using V = std::vector<std::string>;
 TEST(PreTokenizerTest, Gpt2SplitsWordsNumbersPunctuationAndSpaces) {
   EXPECT_EQ(Pieces(PreTokenizerKind::kGpt2, "Hello  world, it's 2024!\n\nok"),
             (V{"Hello", " ", " world", ",", " it", "'s", " 2024", "!", "\n", "\n", "ok"}));
-  EXPECT_EQ(Pieces(PreTokenizerKind::kGpt2, "IT'S a\tb   "), (V{"IT", "'", "S", " a", "\t", "b", "   "}));
+  EXPECT_EQ(Pieces(PreTokenizerKind::kGpt2, "IT'S a\tb   "),
+            (V{"IT", "'", "S", " a", "\t", "b", "   "}));
 }
 
 TEST(PreTokenizerTest, IndividualDigitsIsolatesEveryNumberCharacter) {
@@ -29,7 +30,8 @@ TEST(PreTokenizerTest, IndividualDigitsIsolatesEveryNumberCharacter) {
 }
 
 TEST(PreTokenizerTest, Llama3MatchesHuggingFaceOnGoldenStrings) {
-  const auto rows = testing::ReadJsonLines(std::string(testing::kGoldenDir) + "/tokenization.jsonl");
+  const auto rows =
+      testing::ReadJsonLines(std::string(testing::kGoldenDir) + "/tokenization.jsonl");
   ASSERT_GE(rows.size(), 300u);
   for (size_t i = 0; i < rows.size(); ++i) {
     const std::string text = rows[i]["text"];

@@ -38,9 +38,15 @@ Vocab SmallVocab() {
     v.Add(name, 0, 6);
   }
   for (const char* c : {"\xE2\x96\x81", "h", "e", "l", "o", "w", "r", "d"}) v.Add(c, -100);
-  const std::vector<std::pair<std::string, float>> merged = {
-      {"ll", -1}, {"he", -2}, {"\xE2\x96\x81he", -3}, {"llo", -4}, {"\xE2\x96\x81hello", -5},
-      {"or", -6}, {"\xE2\x96\x81w", -7}, {"\xE2\x96\x81wor", -8}, {"ld", -9}};
+  const std::vector<std::pair<std::string, float>> merged = {{"ll", -1},
+                                                             {"he", -2},
+                                                             {"\xE2\x96\x81he", -3},
+                                                             {"llo", -4},
+                                                             {"\xE2\x96\x81hello", -5},
+                                                             {"or", -6},
+                                                             {"\xE2\x96\x81w", -7},
+                                                             {"\xE2\x96\x81wor", -8},
+                                                             {"ld", -9}};
   for (const auto& [piece, score] : merged) v.Add(piece, score);
   return v;
 }
@@ -118,15 +124,19 @@ TEST(SpmTokenizerTest, JsonWithByteFallbackMergesByRank) {
   for (size_t i = 0; i < v.tokens.size(); ++i) vocab[v.tokens[i]] = i;
   const std::string sp = "\xE2\x96\x81";
   nlohmann::json root = {
-      {"model", {{"type", "BPE"}, {"byte_fallback", true}, {"unk_token", "<unk>"},
-                 {"vocab", vocab},
-                 {"merges", {"l l", "h e", sp + " he", "ll o", sp + "he llo", "o r", sp + " w",
-                             sp + "w or", "l d"}}}},
-      {"added_tokens", {{{"id", 1}, {"content", "<s>"}, {"special", true}},
-                        {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
-      {"normalizer", {{"type", "Sequence"},
-                      {"normalizers", {{{"type", "Prepend"}, {"prepend", sp}},
-                                       {{"type", "Replace"}}}}}},
+      {"model",
+       {{"type", "BPE"},
+        {"byte_fallback", true},
+        {"unk_token", "<unk>"},
+        {"vocab", vocab},
+        {"merges",
+         {"l l", "h e", sp + " he", "ll o", sp + "he llo", "o r", sp + " w", sp + "w or", "l d"}}}},
+      {"added_tokens",
+       {{{"id", 1}, {"content", "<s>"}, {"special", true}},
+        {{"id", 2}, {"content", "</s>"}, {"special", true}}}},
+      {"normalizer",
+       {{"type", "Sequence"},
+        {"normalizers", {{{"type", "Prepend"}, {"prepend", sp}}, {{"type", "Replace"}}}}}},
   };
   const std::string path = ::testing::TempDir() + "/spm_tokenizer.json";
   std::ofstream(path) << root.dump();

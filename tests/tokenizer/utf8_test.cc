@@ -17,11 +17,11 @@ TEST(Utf8Test, AcceptsWellFormedText) {
 }
 
 TEST(Utf8Test, ReportsTheOffsetOfTheFirstBadSequence) {
-  EXPECT_EQ(FindInvalidUtf8("ab\x80"), std::optional<size_t>(2));        // stray continuation
-  EXPECT_EQ(FindInvalidUtf8("a\xC0\xAF"), std::optional<size_t>(1));     // overlong '/'
-  EXPECT_EQ(FindInvalidUtf8("\xED\xA0\x80"), std::optional<size_t>(0));  // surrogate
+  EXPECT_EQ(FindInvalidUtf8("ab\x80"), std::optional<size_t>(2));             // stray continuation
+  EXPECT_EQ(FindInvalidUtf8("a\xC0\xAF"), std::optional<size_t>(1));          // overlong '/'
+  EXPECT_EQ(FindInvalidUtf8("\xED\xA0\x80"), std::optional<size_t>(0));       // surrogate
   EXPECT_EQ(FindInvalidUtf8("x\xF4\x90\x80\x80"), std::optional<size_t>(1));  // > U+10FFFF
-  EXPECT_EQ(FindInvalidUtf8("abc\xE6\x97"), std::optional<size_t>(3));  // truncated
+  EXPECT_EQ(FindInvalidUtf8("abc\xE6\x97"), std::optional<size_t>(3));        // truncated
   EXPECT_EQ(FindInvalidUtf8("\xFF"), std::optional<size_t>(0));
 }
 
@@ -43,8 +43,12 @@ TEST(Utf8Test, TakeValidHoldsBackAnIncompleteTail) {
 }
 
 TEST(Utf8Test, TakeValidReplacesInvalidBytes) {
-  std::string pending = "a\x80" "b\xE6\x97(";  // stray byte; 2-byte prefix cut by '('
-  EXPECT_EQ(TakeValidUtf8(&pending, /*flush=*/false), "a\xEF\xBF\xBD" "b\xEF\xBF\xBD(");
+  std::string pending =
+      "a\x80"
+      "b\xE6\x97(";  // stray byte; 2-byte prefix cut by '('
+  EXPECT_EQ(TakeValidUtf8(&pending, /*flush=*/false),
+            "a\xEF\xBF\xBD"
+            "b\xEF\xBF\xBD(");
   EXPECT_EQ(pending, "");
   pending = "z\xF0\x9F";
   EXPECT_EQ(TakeValidUtf8(&pending, /*flush=*/true), "z\xEF\xBF\xBD");
