@@ -1,0 +1,43 @@
+// Long inputs must encode in reasonable time (the BPE merge loop is O(n log n) per pre-token)
+// and round-trip; a pathological single pre-token (one long run of letters) included.
+
+#include <string>
+
+#include "engine/tokenizer/tokenizer.h"
+#include "gtest/gtest.h"
+#include "tests/tokenizer/test_data.h"
+
+namespace rtgen {
+namespace {
+
+void ExpectRoundTrip(const std::string& text) {
+  const Tokenizer& tok = testing::SmolLmTokenizer();
+  auto ids = tok.Encode(text, /*parse_special=*/true);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_GT(ids->size(), 0u);
+  EXPECT_LT(ids->size(), text.size() + 1);
+  EXPECT_EQ(tok.Decode(*ids), text);
+}
+
+TEST(LargeInputTest, MegabyteOfMixedTextRoundTrips) {
+  const auto rows =
+      testing::ReadJsonLines(std::string(testing::kGoldenDir) + "/tokenization.jsonl");
+  std::string text;
+  for (size_t i = 0; text.size() < (1 << 20); ++i) {
+    const std::string row = rows[i % rows.size()]["decoded"];
+    text += row;
+    text += ' ';
+  }
+  ExpectRoundTrip(text);
+}
+
+TEST(LargeInputTest, OneHugePreTokenRoundTrips) {
+  ExpectRoundTrip(std::string(200000, 'a'));
+  ExpectRoundTrip(std::string(200000, ' '));
+  std::string cjk;
+  for (int i = 0; i < 50000; ++i) cjk += "\xE6\x97\xA5";  // 日, one \p{L} run
+  ExpectRoundTrip(cjk);
+}
+
+}  // namespace
+}  // namespace rtgen
