@@ -1,0 +1,539 @@
+// rtgen-engine-bench: decode speed of the CUDA backend at real model shapes (random bf16 weights
+// drawn on the device), next to the memory-bandwidth floor, graphs vs eager, TTFT and start-up.
+//
+//   rtgen-engine-bench [--models smollm2-135m,llama3.2-1b,llama3-8b] [--batches 1,8,32,64,128,256]
+//                      [--prompt 128] [--steps 128] [--repeats 5] [--ttft-repeats 5]
+//                      [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]
+//                      [--seed 1] [--device 0] [--json FILE]
+//
+// Per model and batch: every sequence is prefilled with `prompt` random tokens through Execute
+// (prefill steps), then `steps` greedy decode steps run through Execute (context prompt+1 ..
+// prompt+steps). A repeat restarts the decode at position `prompt` over the same prefilled KV.
+// TPOT is a repeat's wall time (host clock; Execute waits for its step) over `steps`, median of
+// the repeats, in two variants: step inputs prebuilt before the clock starts (the backend's own
+// host work stays in: filling its pinned step buffers and the upload/download), and inputs
+// built inside the loop (what a serving loop pays on top). The floor is the bytes a decode step
+// must read (weights, minus the embedding table when untied, plus the batch's KV) over the
+// measured device-to-device copy bandwidth (bytes read + written, median of 10 copies).
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "kernels/cuda_backend.h"
+#include "kernels/cuda_check.h"
+#include "kernels/random_fill.h"
+#include "kernels/random_weights.h"
+#include "nlohmann/json.hpp"
+
+namespace rtgen {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr int32_t kBlockSize = 16;
+constexpr int32_t kMaxNumTokens = 4096;  // per step: prefill chunks of whole prompts, TTFT
+
+struct Options {
+  std::vector<std::string> models = {"smollm2-135m", "llama3.2-1b", "llama3-8b"};
+  std::vector<int32_t> batches = {1, 8, 32, 64, 128, 256};
+  std::vector<int32_t> ttft_prompts = {128, 2048};
+  int32_t prompt = 128;
+  int32_t steps = 128;
+  int32_t repeats = 5;
+  int32_t ttft_repeats = 5;
+  int32_t max_model_len = 4096;
+  bool eager = true;
+  uint64_t seed = 1;
+  int32_t device = 0;
+  std::string json_path;
+};
+
+absl::StatusOr<ModelConfig> Shape(const std::string& name) {
+  ModelConfig c;
+  c.name = name;
+  c.rms_norm_eps = 1e-5f;
+  if (name == "smollm2-135m") {
+    c.vocab_size = 49152, c.hidden_size = 576, c.intermediate_size = 1536, c.num_layers = 30;
+    c.num_heads = 9, c.num_kv_heads = 3, c.max_position_embeddings = 8192;
+    c.rope_theta = 100000.0f, c.tie_word_embeddings = true;
+  } else if (name == "llama3.2-1b") {
+    c.vocab_size = 128256, c.hidden_size = 2048, c.intermediate_size = 8192, c.num_layers = 16;
+    c.num_heads = 32, c.num_kv_heads = 8, c.max_position_embeddings = 131072;
+    c.rope_theta = 500000.0f, c.tie_word_embeddings = true;
+    c.rope_scaling = Llama3RopeScaling{32.0f, 1.0f, 4.0f, 8192};
+  } else if (name == "llama3-8b") {
+    c.vocab_size = 128256, c.hidden_size = 4096, c.intermediate_size = 14336, c.num_layers = 32;
+    c.num_heads = 32, c.num_kv_heads = 8, c.max_position_embeddings = 8192;
+    c.rope_theta = 500000.0f, c.tie_word_embeddings = false;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--models: unknown model '", name, "' (smollm2-135m, llama3.2-1b, llama3-8b)"));
+  }
+  c.head_dim = c.hidden_size / c.num_heads;
+  RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+double Now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Device-to-device copy bandwidth in bytes/s (read + written), median of 10 timed copies of
+// 1 GiB of random (non-zero) data after 2 warm-up copies.
+absl::StatusOr<double> MeasureCopyBandwidth() {
+  const size_t bytes = size_t{1} << 30;
+  ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::Allocate(bytes));
+  ASSIGN_OR_RETURN(DeviceBuffer dst, DeviceBuffer::Allocate(bytes));
+  RTGEN_CUDA_RETURN_IF_ERROR(
+      kernels::RandomFillF32(src.as<float>(), bytes / sizeof(float), {7, 0, 0.0f, 1.0f}, nullptr));
+  cudaEvent_t a, b;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&a));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b));
+  std::vector<double> rates;
+  absl::Status status;
+  for (int i = 0; i < 12 && status.ok(); ++i) {
+    float ms = 0.0f;
+    const cudaError_t err = [&] {
+      cudaError_t e = cudaEventRecord(a, nullptr);
+      if (e == cudaSuccess) e = cudaMemcpyAsync(dst.get(), src.get(), bytes,
+                                                cudaMemcpyDeviceToDevice, nullptr);
+      if (e == cudaSuccess) e = cudaEventRecord(b, nullptr);
+      if (e == cudaSuccess) e = cudaEventSynchronize(b);
+      if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
+      return e;
+    }();
+    if (err != cudaSuccess) {
+      status = cuda_internal::CudaError(err, "device-to-device copy", __FILE__, __LINE__);
+    } else if (i >= 2) {
+      rates.push_back(2.0 * static_cast<double>(bytes) / (ms * 1e-3));
+    }
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  RETURN_IF_ERROR(status);
+  return Median(rates);
+}
+
+absl::StatusOr<Json> DeviceInfo(int32_t device) {
+  cudaDeviceProp p{};
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&p, device));
+  int driver = 0, runtime = 0;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaDriverGetVersion(&driver));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaRuntimeGetVersion(&runtime));
+  size_t free_bytes = 0, total = 0;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total));
+  auto version = [](int v) { return absl::StrCat(v / 1000, ".", (v % 1000) / 10); };
+  return Json{{"name", p.name},
+              {"compute_capability", absl::StrCat(p.major, ".", p.minor)},
+              {"sms", p.multiProcessorCount},
+              {"memory_gib", static_cast<double>(total) / (1 << 30)},
+              {"free_gib_at_start", static_cast<double>(free_bytes) / (1 << 30)},
+              {"driver", version(driver)},
+              {"runtime", version(runtime)},
+              {"cublaslt", static_cast<int64_t>(cublasLtGetVersion())}};
+}
+
+// Sequences of one batch: sequence i owns blocks [i * blocks_per_seq, (i + 1) * blocks_per_seq).
+class Batch {
+ public:
+  Batch(int32_t size, int32_t blocks_per_seq, uint64_t seed)
+      : size_(size), blocks_per_seq_(blocks_per_seq), last_(size), seed_(seed) {
+    greedy_.temperature = 0.0f;
+  }
+
+  // One step: sequences [first, first + count), each `len` tokens starting at position `start`
+  // (len 1 for all: a decode step). Token ids: the last sampled token (decode) or seeded ids.
+  StepInput Step(int32_t first, int32_t count, int32_t start, int32_t len, int32_t vocab) const {
+    StepInput in;
+    in.max_blocks_per_seq = blocks_per_seq_;
+    in.is_decode_only = len == 1;
+    in.query_start.push_back(0);
+    for (int32_t q = 0; q < count; ++q) {
+      const int32_t s = first + q;
+      for (int32_t p = start; p < start + len; ++p) {
+        const uint64_t h = (seed_ + 0x9e3779b97f4a7c15ull * (s * 65536ull + p)) >> 17;
+        in.token_ids.push_back(len == 1 ? last_[s] : static_cast<int32_t>(h % vocab));
+        in.positions.push_back(p);
+        in.slot_mapping.push_back((s * blocks_per_seq_ + p / kBlockSize) * kBlockSize +
+                                  p % kBlockSize);
+      }
+      in.query_start.push_back(static_cast<int32_t>(in.token_ids.size()));
+      in.context_lens.push_back(start + len);
+      for (int32_t j = 0; j < blocks_per_seq_; ++j) {
+        in.block_tables.push_back(s * blocks_per_seq_ + j);
+      }
+      in.samples.push_back(SampleRequest{q, &greedy_, {}, {}, seed_});
+    }
+    return in;
+  }
+
+  // Records the sampled tokens of a step over sequences [first, ...); checks their range.
+  absl::Status Take(const StepOutput& out, int32_t first, int32_t vocab) {
+    for (size_t i = 0; i < out.sampled.size(); ++i) {
+      const int32_t t = out.sampled[i].token_id;
+      if (t < 0 || t >= vocab) {
+        return absl::InternalError(absl::StrCat("sampled token ", t, " is outside the vocab"));
+      }
+      last_[first + i] = t;
+    }
+    return absl::OkStatus();
+  }
+
+  int32_t size() const { return size_; }
+  const std::vector<int32_t>& last() const { return last_; }
+
+ private:
+  int32_t size_;
+  int32_t blocks_per_seq_;
+  std::vector<int32_t> last_;
+  uint64_t seed_;
+  SamplingParams greedy_;
+};
+
+struct DecodeResult {
+  double tpot_ms = 0.0;          // inputs prebuilt
+  double tpot_built_ms = 0.0;    // inputs built inside the loop
+  std::vector<int32_t> tokens;   // every sequence's tokens of the first timed run, step-major
+  bool graph_replayed = false;   // every step of every run replayed a graph
+};
+
+// Prefills the batch, then times decode runs (see the file comment).
+absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig& config,
+                                        const Options& o, int32_t batch_size) {
+  const int32_t bps = (o.prompt + o.steps + kBlockSize - 1) / kBlockSize;
+  Batch batch(batch_size, bps, o.seed);
+  const int32_t per_chunk = std::max(1, kMaxNumTokens / o.prompt);
+  for (int32_t first = 0; first < batch_size; first += per_chunk) {
+    const int32_t count = std::min(per_chunk, batch_size - first);
+    ASSIGN_OR_RETURN(StepOutput out, backend.Execute(batch.Step(first, count, 0, o.prompt,
+                                                                config.vocab_size)));
+    RETURN_IF_ERROR(batch.Take(out, first, config.vocab_size));
+  }
+  const std::vector<int32_t> first_tokens = batch.last();
+  DecodeResult r;
+  r.graph_replayed = true;
+  // One run: restart at position `prompt` from the prefill's tokens; `prebuilt` builds all step
+  // inputs before the clock starts and only patches their token ids inside the loop.
+  auto run = [&](int32_t steps, bool prebuilt, std::vector<int32_t>* tokens)
+      -> absl::StatusOr<double> {
+    std::vector<StepInput> inputs;
+    for (int32_t i = 0; prebuilt && i < steps; ++i) {
+      inputs.push_back(batch.Step(0, batch_size, o.prompt + i, 1, config.vocab_size));
+    }
+    std::vector<int32_t> last = first_tokens;
+    const double t0 = Now();
+    for (int32_t i = 0; i < steps; ++i) {
+      StepInput built;
+      if (!prebuilt) built = batch.Step(0, batch_size, o.prompt + i, 1, config.vocab_size);
+      StepInput& in = prebuilt ? inputs[i] : built;
+      std::copy(last.begin(), last.end(), in.token_ids.begin());
+      ASSIGN_OR_RETURN(StepOutput out, backend.Execute(in));
+      for (int32_t s = 0; s < batch_size; ++s) {
+        last[s] = out.sampled[s].token_id;
+        if (last[s] < 0 || last[s] >= config.vocab_size) {
+          return absl::InternalError(absl::StrCat("decode sampled token ", last[s]));
+        }
+      }
+      r.graph_replayed = r.graph_replayed && out.graph_replayed;
+      if (tokens) tokens->insert(tokens->end(), last.begin(), last.end());
+    }
+    return (Now() - t0) * 1e3 / steps;
+  };
+  RETURN_IF_ERROR(run(std::min(16, o.steps), true, nullptr).status());  // warm-up
+  std::vector<double> prebuilt, built;
+  for (int32_t rep = 0; rep < o.repeats; ++rep) {
+    ASSIGN_OR_RETURN(double a, run(o.steps, true, rep == 0 ? &r.tokens : nullptr));
+    ASSIGN_OR_RETURN(double c, run(o.steps, false, nullptr));
+    prebuilt.push_back(a);
+    built.push_back(c);
+  }
+  r.tpot_ms = Median(prebuilt);
+  r.tpot_built_ms = Median(built);
+  return r;
+}
+
+// Batch-1 TTFT: one prefill step of `prompt` tokens that samples the first token, median.
+absl::StatusOr<double> TimeTtft(CudaBackend& backend, const ModelConfig& config,
+                                const Options& o, int32_t prompt) {
+  Batch batch(1, (prompt + kBlockSize) / kBlockSize, o.seed + prompt);
+  std::vector<double> ms;
+  for (int32_t rep = 0; rep <= o.ttft_repeats; ++rep) {
+    const double t0 = Now();
+    ASSIGN_OR_RETURN(StepOutput out, backend.Execute(batch.Step(0, 1, 0, prompt,
+                                                                config.vocab_size)));
+    const double t = (Now() - t0) * 1e3;
+    RETURN_IF_ERROR(batch.Take(out, 0, config.vocab_size));
+    if (rep > 0) ms.push_back(t);  // rep 0 warms up this prompt length
+  }
+  return Median(ms);
+}
+
+// Bytes one decode step must read: every weight (the embedding table only through the LM head
+// when tied; untied, only the batch's rows are gathered, counted as none) plus the batch's KV.
+struct StepBytes {
+  double weights = 0.0;
+  double kv_per_seq = 0.0;  // at the run's mean context
+};
+
+StepBytes FloorBytes(const CudaBackend& backend, const ModelConfig& c, const Options& o) {
+  StepBytes b;
+  b.weights = static_cast<double>(backend.weight_bytes());
+  if (!c.tie_word_embeddings) b.weights -= 2.0 * c.vocab_size * c.hidden_size;
+  const double mean_context = o.prompt + (o.steps + 1) / 2.0;  // contexts prompt+1..prompt+steps
+  b.kv_per_seq = mean_context * static_cast<double>(backend.KvBytesPerBlock(1));
+  return b;
+}
+
+Json ConfigJson(const ModelConfig& c) {
+  return Json{{"vocab", c.vocab_size},          {"hidden", c.hidden_size},
+              {"ffn", c.intermediate_size},     {"layers", c.num_layers},
+              {"heads", c.num_heads},           {"kv_heads", c.num_kv_heads},
+              {"head_dim", c.head_dim},         {"rope_theta", c.rope_theta},
+              {"llama3_rope_scaling", c.rope_scaling.has_value()},
+              {"tied", c.tie_word_embeddings}};
+}
+
+// One model: a graph backend (decode at every batch, TTFT, start-up), then an eager one.
+absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, double bandwidth) {
+  ASSIGN_OR_RETURN(ModelConfig config, Shape(name));
+  const int32_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  const int32_t bps = (o.prompt + o.steps + kBlockSize - 1) / kBlockSize;
+  int32_t blocks = max_batch * bps;
+  for (int32_t p : o.ttft_prompts) blocks = std::max(blocks, p / kBlockSize + 1);
+  Json m{{"config", ConfigJson(config)}};
+  std::map<int32_t, DecodeResult> graph_runs;
+  Json decode = Json::array();
+  for (const bool graphs : {true, false}) {
+    if (!graphs && !o.eager) break;
+    const char* mode = graphs ? "graph" : "eager";
+    CudaBackendOptions opt;
+    opt.device = o.device;
+    opt.max_num_tokens = kMaxNumTokens;
+    opt.max_num_seqs = max_batch;
+    opt.max_model_len = o.max_model_len;
+    opt.enable_cuda_graphs = graphs;
+    double t0 = Now();
+    ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend,
+                     CreateCudaBackendWithRandomWeights(config, o.seed, opt));
+    const double create_s = Now() - t0;
+    t0 = Now();
+    RETURN_IF_ERROR(backend->AllocateKvCache({blocks, kBlockSize}));
+    const double kv_s = Now() - t0;
+    const StepBytes bytes = FloorBytes(*backend, config, o);
+    m["weight_bytes"] = backend->weight_bytes();
+    m["weight_bytes_read_per_step"] = bytes.weights;
+    m["kv_bytes_per_token"] = backend->KvBytesPerBlock(1);
+    m["kv_pool_bytes"] = backend->KvBytesPerBlock(kBlockSize) * blocks;
+    m["startup"][mode] = Json{{"create_backend_s", create_s},
+                              {"allocate_kv_and_capture_s", kv_s},
+                              {"graph_capture_s", backend->graph_capture_seconds()},
+                              {"graph_capture_bytes", backend->graph_capture_bytes()},
+                              {"graph_buckets", backend->graph_buckets()}};
+    std::printf("%s %s: backend %.2f s, kv+capture %.2f s, capture %.2f s / %.1f MiB, "
+                "%zu buckets\n", name.c_str(), mode, create_s, kv_s,
+                backend->graph_capture_seconds(),
+                static_cast<double>(backend->graph_capture_bytes()) / (1 << 20),
+                backend->graph_buckets().size());
+    std::fflush(stdout);
+    for (size_t i = 0; i < o.batches.size(); ++i) {
+      const int32_t bs = o.batches[i];
+      ASSIGN_OR_RETURN(DecodeResult r, TimeDecode(*backend, config, o, bs));
+      const double floor_ms = (bytes.weights + bs * bytes.kv_per_seq) / bandwidth * 1e3;
+      std::printf("  %s bs %3d: tpot %.3f ms (inputs built in loop %.3f ms), floor %.3f ms%s\n",
+                  mode, bs, r.tpot_ms, r.tpot_built_ms, floor_ms,
+                  graphs && !r.graph_replayed ? "  [NOT all steps replayed a graph]" : "");
+      std::fflush(stdout);
+      if (graphs) {
+        decode.push_back(Json{{"batch", bs},
+                              {"tpot_ms", r.tpot_ms},
+                              {"tpot_inputs_built_ms", r.tpot_built_ms},
+                              {"tok_s", bs / (r.tpot_ms * 1e-3)},
+                              {"floor_ms", floor_ms},
+                              {"floor_fraction", floor_ms / r.tpot_ms},
+                              {"graph_replayed", r.graph_replayed}});
+        graph_runs[bs] = std::move(r);
+        continue;
+      }
+      Json& row = decode[i];
+      const DecodeResult& g = graph_runs[bs];
+      size_t same = 0;
+      for (size_t k = 0; k < r.tokens.size() && k < g.tokens.size(); ++k) {
+        same += r.tokens[k] == g.tokens[k];
+      }
+      row["eager_tpot_ms"] = r.tpot_ms;
+      row["eager_tpot_inputs_built_ms"] = r.tpot_built_ms;
+      row["graph_speedup"] = r.tpot_ms / g.tpot_ms;  // eager time over graph time
+      row["greedy_tokens_equal_eager"] =
+          g.tokens.empty() ? 0.0 : static_cast<double>(same) / g.tokens.size();
+    }
+    if (graphs) {
+      for (int32_t p : o.ttft_prompts) {
+        ASSIGN_OR_RETURN(double ms, TimeTtft(*backend, config, o, p));
+        m["ttft_ms"][std::to_string(p)] = ms;
+        std::printf("  ttft prompt %d: %.3f ms\n", p, ms);
+      }
+    }
+  }
+  m["decode"] = std::move(decode);
+  return m;
+}
+
+void PrintTable(const Json& models) {
+  std::printf("\n%-14s %5s %10s %10s %11s %9s %7s %10s %7s %6s\n", "model", "batch", "tpot_ms",
+              "built_ms", "tok/s", "floor_ms", "floor%", "eager_ms", "graphx", "match");
+  for (const auto& [name, m] : models.items()) {
+    if (!m.contains("decode")) continue;
+    for (const Json& r : m["decode"]) {
+      std::printf("%-14s %5d %10.3f %10.3f %11.1f %9.3f %6.1f%% %10.3f %7.2f %6.3f\n",
+                  name.c_str(), r["batch"].get<int>(), r["tpot_ms"].get<double>(),
+                  r["tpot_inputs_built_ms"].get<double>(), r["tok_s"].get<double>(),
+                  r["floor_ms"].get<double>(), 100.0 * r["floor_fraction"].get<double>(),
+                  r.value("eager_tpot_ms", 0.0), r.value("graph_speedup", 0.0),
+                  r.value("greedy_tokens_equal_eager", 0.0));
+    }
+    if (m.contains("ttft_ms")) {
+      std::printf("%-14s TTFT batch 1:", name.c_str());
+      for (const auto& [p, ms] : m["ttft_ms"].items()) {
+        std::printf("  prompt %s %.2f ms", p.c_str(), ms.get<double>());
+      }
+      std::printf("\n");
+    }
+  }
+}
+
+template <typename T>
+bool ParseList(const std::string& text, std::vector<T>* out) {
+  out->clear();
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) return false;
+    if constexpr (std::is_same_v<T, std::string>) {
+      out->push_back(item);
+    } else {
+      char* end = nullptr;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      if (*end != '\0' || v <= 0) return false;
+      out->push_back(static_cast<T>(v));
+    }
+  }
+  return !out->empty();
+}
+
+absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--no-eager") {
+      o.eager = false;
+      continue;
+    }
+    if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+    const std::string v = argv[++i];
+    const int32_t n = std::atoi(v.c_str());
+    bool ok = true;
+    if (a == "--models") ok = ParseList(v, &o.models);
+    else if (a == "--batches") ok = ParseList(v, &o.batches);
+    else if (a == "--ttft-prompts") ok = ParseList(v, &o.ttft_prompts);
+    else if (a == "--prompt") ok = (o.prompt = n) > 0;
+    else if (a == "--steps") ok = (o.steps = n) > 0;
+    else if (a == "--repeats") ok = (o.repeats = n) > 0;
+    else if (a == "--ttft-repeats") ok = (o.ttft_repeats = n) > 0;
+    else if (a == "--max-model-len") ok = (o.max_model_len = n) > 0;
+    else if (a == "--seed") o.seed = std::strtoull(v.c_str(), nullptr, 10);
+    else if (a == "--device") ok = (o.device = n) >= 0;
+    else if (a == "--json") o.json_path = v;
+    else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value for ", a, ": ", v));
+  }
+  if (o.prompt > kMaxNumTokens || o.prompt + o.steps > o.max_model_len) {
+    return absl::InvalidArgumentError(absl::StrCat("--prompt must be <= ", kMaxNumTokens,
+                                                   " and prompt + steps <= --max-model-len"));
+  }
+  for (int32_t p : o.ttft_prompts) {
+    if (p > kMaxNumTokens || p >= o.max_model_len) {
+      return absl::InvalidArgumentError(absl::StrCat("--ttft-prompts: ", p, " must be <= ",
+                                                     kMaxNumTokens, " and < --max-model-len"));
+    }
+  }
+  for (int32_t b : o.batches) {
+    if (b > kMaxNumTokens) return absl::InvalidArgumentError("--batches: too large");
+  }
+  return o;
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<Options> o = ParseFlags(argc, argv);
+  if (!o.ok()) {
+    std::fprintf(stderr, "rtgen-engine-bench: %s\n", std::string(o.status().message()).c_str());
+    return 2;
+  }
+  if (!CudaDeviceAvailable()) {
+    std::fprintf(stderr, "rtgen-engine-bench: no CUDA device\n");
+    return 77;
+  }
+  if (cudaSetDevice(o->device) != cudaSuccess) {
+    std::fprintf(stderr, "rtgen-engine-bench: cannot use device %d\n", o->device);
+    return 2;
+  }
+  absl::StatusOr<Json> device = DeviceInfo(o->device);
+  absl::StatusOr<double> bandwidth = device.ok() ? MeasureCopyBandwidth() : device.status();
+  if (!bandwidth.ok()) {
+    std::fprintf(stderr, "rtgen-engine-bench: %s\n",
+                 std::string(bandwidth.status().message()).c_str());
+    return 1;
+  }
+  std::printf("device: %s\ncopy bandwidth (read+write): %.1f GB/s\n", device->dump().c_str(),
+              *bandwidth / 1e9);
+  Json out{{"device", *device},
+           {"copy_bandwidth_gbs", *bandwidth / 1e9},
+           {"settings", Json{{"prompt", o->prompt}, {"steps", o->steps},
+                             {"repeats", o->repeats}, {"ttft_repeats", o->ttft_repeats},
+                             {"max_model_len", o->max_model_len}, {"block_size", kBlockSize},
+                             {"max_num_tokens", kMaxNumTokens}, {"seed", o->seed},
+                             {"weights", "random bf16 on device, normal(0, 0.02)"},
+                             {"sampling", "greedy"}}},
+           {"models", Json::object()}};
+  int rc = 0;
+  for (const std::string& name : o->models) {
+    absl::StatusOr<Json> m = BenchModel(*o, name, *bandwidth);
+    if (!m.ok()) {
+      std::fprintf(stderr, "rtgen-engine-bench: %s: %s\n", name.c_str(),
+                   std::string(m.status().message()).c_str());
+      out["models"][name] = Json{{"error", std::string(m.status().message())}};
+      rc = 1;
+    } else {
+      out["models"][name] = std::move(*m);
+    }
+    if (!o->json_path.empty()) std::ofstream(o->json_path) << out.dump(1) << "\n";
+  }
+  PrintTable(out["models"]);
+  return rc;
+}
+
+}  // namespace
+}  // namespace rtgen
+
+int main(int argc, char** argv) { return rtgen::Main(argc, argv); }
