@@ -115,3 +115,23 @@ TEST(InvalidRequestTest, BadTokenizeInputIsInvalidArgument) {
 
 }  // namespace
 }  // namespace rtgen
+
+namespace rtgen {
+namespace {
+
+// proto3 string fields must be UTF-8: the transport refuses such a request before our code sees
+// it, and the server keeps serving. (The field-naming message for it is checked in request_validation_test.)
+TEST(InvalidRequestTest, InvalidUtf8PromptIsRefusedAndTheServerKeepsServing) {
+  auto& client = *testing::SharedServer().client;
+  v1::GenerateRequest request;
+  request.set_prompt("caf\xC3(");
+  request.mutable_stopping()->set_max_tokens(2);
+  absl::StatusOr<GenerateResult> result = client.Generate(request);
+  // gRPC 1.51 answers a request it cannot parse with a bare UNIMPLEMENTED.
+  ASSERT_FALSE(result.ok());
+  request.set_prompt("caf\xC3\xA9");
+  EXPECT_TRUE(client.Generate(request).ok());
+}
+
+}  // namespace
+}  // namespace rtgen
