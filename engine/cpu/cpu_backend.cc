@@ -108,8 +108,8 @@ absl::Status CpuBackend::AllocateKvCache(const KvCacheShape& shape) {
   kv_layout_ = {shape.num_blocks, shape.block_size, config_.num_kv_heads, config_.head_dim};
   const size_t n = static_cast<size_t>(shape.num_blocks) * shape.block_size *
                    kv_layout_.slot_stride();
-  k_cache_.assign(config_.num_layers, std::vector<float>(n, 0.0f));
-  v_cache_.assign(config_.num_layers, std::vector<float>(n, 0.0f));
+  k_cache_.assign(config_.num_layers, KvBuffer(n, 0.0f));
+  v_cache_.assign(config_.num_layers, KvBuffer(n, 0.0f));
   return absl::OkStatus();
 }
 

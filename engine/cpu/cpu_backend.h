@@ -66,8 +66,9 @@ class CpuBackend : public Backend {
   std::vector<float> inv_freq_;  // [head_dim / 2] RoPE frequencies
 
   PagedKvLayout kv_layout_;
-  std::vector<std::vector<float>> k_cache_;  // per layer
-  std::vector<std::vector<float>> v_cache_;
+  using KvBuffer = std::vector<float, HugePageAllocator<float>>;
+  std::vector<KvBuffer> k_cache_;  // per layer
+  std::vector<KvBuffer> v_cache_;
 
   ThreadPool pool_;
 };

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/cpu/huge_page_allocator.h"
 #include "engine/model/model_weights.h"
 
 namespace rtgen {
@@ -38,8 +39,8 @@ class PackedMatrix {
   int64_t rows_ = 0;
   int64_t cols_ = 0;
   WeightDtype dtype_ = WeightDtype::kF32;
-  std::vector<float> f32_;
-  std::vector<uint16_t> bf16_;
+  std::vector<float, HugePageAllocator<float>> f32_;
+  std::vector<uint16_t, HugePageAllocator<uint16_t>> bf16_;
 };
 
 uint16_t F32ToBf16(float f);
