@@ -10,6 +10,11 @@ function(rtgen_target_options target)
   if(RTGEN_SANITIZE)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-fsanitize=${RTGEN_SANITIZE} -fno-omit-frame-pointer>)
     target_link_options(${target} PRIVATE -fsanitize=${RTGEN_SANITIZE})
+    if(RTGEN_SANITIZE MATCHES "undefined")
+      # Undefined behaviour fails the test instead of printing a warning and going on.
+      target_compile_options(${target} PRIVATE
+        $<$<COMPILE_LANGUAGE:CXX>:-fno-sanitize-recover=undefined>)
+    endif()
   endif()
 endfunction()
 
