@@ -32,6 +32,7 @@ if [[ "${what}" == all || "${what}" == rtgen ]]; then
   rc=$(( rc | PIPESTATUS[0] ))
   echo "== rtgen-engine-bench: ${MODELS_8B:-llama3-8b}"
   "${bin}" --models "${MODELS_8B:-llama3-8b}" --batches "${batches}" \
+    --built-repeats "${REPEATS_8B:-3}" \
     --repeats "${REPEATS_8B:-3}" --json "${out}/engine_bench_8b.json" 2>&1 | tee "${out}/engine_bench_8b.log"
   rc=$(( rc | PIPESTATUS[0] ))
   # One file: device and bandwidth of the first run, models of both, each run's settings.
