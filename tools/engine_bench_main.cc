@@ -461,7 +461,9 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     }
     if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
     const std::string v = argv[++i];
-    const int32_t n = std::atoi(v.c_str());
+    char* end = nullptr;
+    const long parsed = std::strtol(v.c_str(), &end, 10);
+    const int32_t n = *end == '\0' && parsed >= 0 && parsed <= (1 << 30) ? parsed : -1;
     bool ok = true;
     if (a == "--models") ok = ParseList(v, &o.models);
     else if (a == "--batches") ok = ParseList(v, &o.batches);
@@ -472,7 +474,7 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     else if (a == "--built-repeats") ok = (o.built_repeats = n) >= 0;
     else if (a == "--ttft-repeats") ok = (o.ttft_repeats = n) > 0;
     else if (a == "--max-model-len") ok = (o.max_model_len = n) > 0;
-    else if (a == "--seed") o.seed = std::strtoull(v.c_str(), nullptr, 10);
+    else if (a == "--seed") ok = n >= 0, o.seed = static_cast<uint64_t>(n);
     else if (a == "--device") ok = (o.device = n) >= 0;
     else if (a == "--json") o.json_path = v;
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
