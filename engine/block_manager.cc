@@ -27,8 +27,15 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
 }
 
 uint64_t BlockManager::HashBlock(uint64_t parent, std::span<const int32_t> tokens) {
-  uint64_t h = Mix(parent ^ 0x5bd1e995ULL);
-  for (int32_t t : tokens) h = Mix(h ^ static_cast<uint32_t>(t));
+  // Two token ids per 64-bit word, one mix per word; the length goes in with the parent so that
+  // an odd trailing id cannot collide with a zero pair.
+  uint64_t h = Mix(parent ^ 0x5bd1e995ULL ^ (static_cast<uint64_t>(tokens.size()) << 32));
+  size_t i = 0;
+  for (; i + 1 < tokens.size(); i += 2) {
+    h = Mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(tokens[i])) |
+                 (static_cast<uint64_t>(static_cast<uint32_t>(tokens[i + 1])) << 32)));
+  }
+  if (i < tokens.size()) h = Mix(h ^ static_cast<uint32_t>(tokens[i]));
   return h;
 }
 
@@ -98,20 +105,14 @@ int32_t BlockManager::Allocate(Sequence& seq) {
   return cached;
 }
 
-bool BlockManager::CanAppend(const Sequence& seq, int32_t num_new_tokens) const {
-  const int32_t need = BlocksFor(seq.num_computed_tokens + num_new_tokens) -
-                       static_cast<int32_t>(seq.block_table.size());
-  return need <= num_free_blocks();
-}
-
-void BlockManager::Append(Sequence& seq, int32_t num_new_tokens) {
-  const int32_t total = BlocksFor(seq.num_computed_tokens + num_new_tokens);
+void BlockManager::AppendSlow(Sequence& seq, int32_t num_tokens) {
+  const int32_t total = BlocksFor(num_tokens);
   while (static_cast<int32_t>(seq.block_table.size()) < total) {
     seq.block_table.push_back(TakeFreeBlock());
   }
 }
 
-void BlockManager::CommitComputedBlocks(Sequence& seq) {
+void BlockManager::CommitSlow(Sequence& seq) {
   const int32_t full = seq.num_computed_tokens / block_size_;
   std::span<const int32_t> tokens = seq.tokens();
   while (static_cast<int32_t>(seq.block_hashes.size()) < full) {
@@ -125,12 +126,11 @@ void BlockManager::CommitComputedBlocks(Sequence& seq) {
     const int32_t b = seq.block_table[i];
     Block& block = blocks_[b];
     // Another sequence may have registered the same content first; this copy stays unhashed.
-    if (block.has_hash || hash_to_block_.contains(h)) continue;
+    if (block.has_hash || !hash_to_block_.try_emplace(h, b).second) continue;
     block.has_hash = true;
     block.hash = h;
     std::copy(block_tokens.begin(), block_tokens.end(),
               block_tokens_.begin() + static_cast<std::ptrdiff_t>(b) * block_size_);
-    hash_to_block_.emplace(h, b);
   }
 }
 

@@ -12,7 +12,7 @@
 #include <span>
 #include <vector>
 
-#include <unordered_map>
+#include "absl/container/flat_hash_map.h"
 #include "engine/sequence.h"
 
 namespace rtgen {
@@ -34,12 +34,25 @@ class BlockManager {
   int32_t Allocate(Sequence& seq);
 
   // Whether the table can grow to cover num_computed_tokens + num_new_tokens tokens.
-  bool CanAppend(const Sequence& seq, int32_t num_new_tokens) const;
-  void Append(Sequence& seq, int32_t num_new_tokens);
+  bool CanAppend(const Sequence& seq, int32_t num_new_tokens) const {
+    const int32_t have = static_cast<int32_t>(seq.block_table.size());
+    const int32_t end = seq.num_computed_tokens + num_new_tokens;
+    if (end <= have * block_size_) return true;  // the common decode case: no new block
+    return BlocksFor(end) - have <= num_free_blocks();
+  }
+  void Append(Sequence& seq, int32_t num_new_tokens) {
+    const int32_t end = seq.num_computed_tokens + num_new_tokens;
+    if (end <= static_cast<int32_t>(seq.block_table.size()) * block_size_) return;
+    AppendSlow(seq, end);
+  }
 
   // Registers the hash of every block that is now full and whose KV is written (call after the
   // step that wrote it succeeded).
-  void CommitComputedBlocks(Sequence& seq);
+  void CommitComputedBlocks(Sequence& seq) {
+    if (seq.num_computed_tokens / block_size_ > static_cast<int32_t>(seq.block_hashes.size())) {
+      CommitSlow(seq);
+    }
+  }
 
   // Drops the sequence's references (tail first, so tail blocks are evicted first) and resets
   // its block table and computed count.
@@ -69,6 +82,8 @@ class BlockManager {
   // never including the block holding the last token. Fills `hashes` for them.
   std::vector<int32_t> FindPrefixHits(const Sequence& seq, std::vector<uint64_t>* hashes) const;
   int32_t FindCached(uint64_t hash, std::span<const int32_t> tokens) const;
+  void AppendSlow(Sequence& seq, int32_t num_tokens);
+  void CommitSlow(Sequence& seq);
   int32_t TakeFreeBlock();
   void LruPushBack(int32_t block);
   void LruRemove(int32_t block);
@@ -84,7 +99,7 @@ class BlockManager {
   int32_t lru_size_ = 0;
   int32_t num_used_ = 0;   // blocks with ref_count > 0
   int64_t cached_hit_tokens_ = 0;
-  std::unordered_map<uint64_t, int32_t> hash_to_block_;
+  absl::flat_hash_map<uint64_t, int32_t> hash_to_block_;
 };
 
 }  // namespace rtgen

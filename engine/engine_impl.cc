@@ -216,7 +216,8 @@ void EngineImpl::RunStep() {
     }
     return;
   }
-  const StepInput input = BuildStepInput(batch, config_.block_size);
+  BuildStepInput(batch, config_.block_size, &input_);
+  const StepInput& input = input_;
   absl::StatusOr<StepOutput> output = backend_->Execute(input);
   const absl::Time now = absl::Now();
   if (output.ok() && output->sampled.size() != input.samples.size()) {

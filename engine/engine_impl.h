@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include <unordered_set>
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/engine.h"
 #include "engine/scheduler.h"
@@ -52,12 +52,13 @@ class EngineImpl : public Engine {
   const Tokenizer* tokenizer_;
   EngineObserver* observer_;
   Scheduler scheduler_;  // loop thread only
+  StepInput input_;      // loop thread only; reused across steps for its capacity
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::deque<std::unique_ptr<Sequence>> incoming_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancels_ ABSL_GUARDED_BY(mu_);
-  std::unordered_set<std::string> live_ids_ ABSL_GUARDED_BY(mu_);  // submitted, not finished
+  absl::flat_hash_set<std::string> live_ids_ ABSL_GUARDED_BY(mu_);  // submitted, not finished
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;
   std::random_device random_ ABSL_GUARDED_BY(mu_);

@@ -34,28 +34,35 @@ size_t FindStopString(std::string_view text, std::span<const std::string> stops,
 
 namespace {
 
-// Moves the decidable part of seq.held_text into the result; ends the request on a stop string.
-void DrainHeld(Sequence& seq, bool release_all, TokenResult* result) {
+// Where a token's outcome goes: the stream text, the finish decision and its stop reason.
+struct Out {
+  std::string* text;
+  FinishReason finish = FinishReason::kNone;
+  std::string* stop_reason;
+};
+
+// Moves the decidable part of seq.held_text into the output; ends the request on a stop string.
+void DrainHeld(Sequence& seq, bool release_all, Out* out) {
   const std::vector<std::string>& stops = seq.request().stopping.stop;
   if (stops.empty()) {  // the common case: nothing is ever held
-    result->text += seq.held_text;
+    *out->text += seq.held_text;
     seq.held_text.clear();
     return;
   }
   std::string which;
   const size_t pos = FindStopString(seq.held_text, stops, &which);
   if (pos != std::string_view::npos) {
-    result->text += seq.held_text.substr(0, pos);
+    out->text->append(seq.held_text, 0, pos);
     seq.held_text.clear();
-    if (result->finish == FinishReason::kNone || result->finish == FinishReason::kLength) {
-      result->finish = FinishReason::kStop;
-      result->stop_reason = which;
+    if (out->finish == FinishReason::kNone || out->finish == FinishReason::kLength) {
+      out->finish = FinishReason::kStop;
+      *out->stop_reason = which;
     }
     return;
   }
   const size_t hold = release_all ? 0 : StopStringHoldback(seq.held_text, stops);
   const size_t emit = seq.held_text.size() - hold;
-  result->text += seq.held_text.substr(0, emit);
+  out->text->append(seq.held_text, 0, emit);
   seq.held_text.erase(0, emit);
 }
 
@@ -73,34 +80,49 @@ bool IsStopToken(const Sequence& seq, int32_t token, const Tokenizer& tokenizer)
 
 }  // namespace
 
+FinishReason AppendSampledToken(Sequence& seq, int32_t token, const Tokenizer& tokenizer,
+                                int32_t max_model_len, std::string* text,
+                                std::string* stop_reason) {
+  seq.AppendToken(token);
+  Out out{text, FinishReason::kNone, stop_reason};
+  if (IsStopToken(seq, token, tokenizer)) {
+    // The stop token's own text is not part of the output.
+    *stop_reason = tokenizer.TokenBytes(token);
+    *text += ReleaseHeldText(seq);
+    return FinishReason::kStop;
+  }
+  if (seq.request().stopping.stop.empty()) {
+    // Fast path: nothing is ever held back, so the new text goes straight out.
+    *text += seq.detokenizer.Push(token);
+  } else {
+    seq.held_text += seq.detokenizer.Push(token);
+    DrainHeld(seq, /*release_all=*/false, &out);
+  }
+  if (out.finish != FinishReason::kNone) return out.finish;
+  if (seq.num_output_tokens() >= seq.request().stopping.max_tokens ||
+      seq.num_tokens() >= max_model_len) {
+    out.finish = FinishReason::kLength;
+    seq.held_text += seq.detokenizer.Flush();
+    DrainHeld(seq, /*release_all=*/true, &out);
+  }
+  return out.finish;
+}
+
 TokenResult AppendSampledToken(Sequence& seq, int32_t token, const Tokenizer& tokenizer,
                                int32_t max_model_len) {
   TokenResult result;
-  seq.AppendToken(token);
-  if (IsStopToken(seq, token, tokenizer)) {
-    // The stop token's own text is not part of the output.
-    result.finish = FinishReason::kStop;
-    result.stop_reason = tokenizer.TokenBytes(token);
-    result.text = ReleaseHeldText(seq);
-    return result;
-  }
-  seq.held_text += seq.detokenizer.Push(token);
-  DrainHeld(seq, /*release_all=*/false, &result);
-  if (result.finish != FinishReason::kNone) return result;
-  if (seq.num_output_tokens() >= seq.request().stopping.max_tokens ||
-      seq.num_tokens() >= max_model_len) {
-    result.finish = FinishReason::kLength;
-    seq.held_text += seq.detokenizer.Flush();
-    DrainHeld(seq, /*release_all=*/true, &result);
-  }
+  result.finish = AppendSampledToken(seq, token, tokenizer, max_model_len, &result.text,
+                                     &result.stop_reason);
   return result;
 }
 
 std::string ReleaseHeldText(Sequence& seq) {
-  TokenResult result;
+  std::string text;
+  std::string unused_reason;
+  Out out{&text, FinishReason::kNone, &unused_reason};
   seq.held_text += seq.detokenizer.Flush();
-  DrainHeld(seq, /*release_all=*/true, &result);
-  return result.text;
+  DrainHeld(seq, /*release_all=*/true, &out);
+  return text;
 }
 
 }  // namespace rtgen

@@ -25,6 +25,12 @@ struct TokenResult {
 TokenResult AppendSampledToken(Sequence& seq, int32_t token, const Tokenizer& tokenizer,
                                int32_t max_model_len);
 
+// The same, writing into a stream chunk's fields (appends to `text`, sets `stop_reason` on a stop)
+// and returning the finish decision: the engine's per-token path, free of temporaries.
+FinishReason AppendSampledToken(Sequence& seq, int32_t token, const Tokenizer& tokenizer,
+                                int32_t max_model_len, std::string* text,
+                                std::string* stop_reason);
+
 // Releases the detokenizer's pending bytes and the held-back text (for a finish that did not
 // come from a stop string: length, cancel, deadline). Still cuts at a stop string.
 std::string ReleaseHeldText(Sequence& seq);

@@ -134,24 +134,20 @@ void Scheduler::Postprocess(const ScheduledBatch& batch, std::span<const Sampled
 
 void Scheduler::EmitToken(Sequence* seq, const SampledToken& sampled, absl::Time now) {
   const bool first = seq->num_output_tokens() == 0;
-  TokenResult result =
-      AppendSampledToken(*seq, sampled.token_id, *tokenizer_, config_.max_model_len);
+  StreamChunk chunk;
+  chunk.token_ids.assign(1, sampled.token_id);
+  chunk.finish = AppendSampledToken(*seq, sampled.token_id, *tokenizer_, config_.max_model_len,
+                                    &chunk.text, &chunk.stop_reason);
   if (observer_ != nullptr) {
     observer_->OnToken(first ? now - seq->request().arrival : now - seq->last_token_time, first);
   }
   if (first) seq->first_token_time = now;
   seq->last_token_time = now;
-
-  StreamChunk chunk;
-  chunk.token_ids.push_back(sampled.token_id);
-  chunk.text = std::move(result.text);
   if (seq->request().sampling.logprobs > 0) chunk.logprobs.push_back(sampled);
-  if (result.finish == FinishReason::kNone) {
+  if (chunk.finish == FinishReason::kNone) {
     seq->sink(std::move(chunk));
     return;
   }
-  chunk.finish = result.finish;
-  chunk.stop_reason = std::move(result.stop_reason);
   FinishSequence(seq, std::move(chunk), now);
 }
 
@@ -178,7 +174,9 @@ void Scheduler::FinishSequence(Sequence* seq, StreamChunk chunk, absl::Time now)
   usage.total_time = now - arrival;
   if (observer_ != nullptr) observer_->OnFinished(chunk.finish, usage);
   seq->sink(std::move(chunk));
-  live_.erase(seq->id());  // destroys `seq`
+  auto it = live_.find(seq->id());
+  assert(it != live_.end());
+  live_.erase(it);  // destroys `seq`
 }
 
 bool Scheduler::Finish(const std::string& id, FinishReason reason, absl::Time now) {

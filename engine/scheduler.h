@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include <unordered_map>
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "engine/block_manager.h"
@@ -93,7 +93,7 @@ class Scheduler {
   const Tokenizer* tokenizer_;
   EngineObserver* observer_;
   BlockManager block_manager_;
-  std::unordered_map<std::string, std::unique_ptr<Sequence>> live_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Sequence>> live_;
   std::set<Sequence*, WaitingOrder> waiting_;
   std::vector<Sequence*> running_;  // in admission order: the back is preempted first
   int64_t num_preemptions_ = 0;

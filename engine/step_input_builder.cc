@@ -6,12 +6,25 @@ namespace rtgen {
 
 StepInput BuildStepInput(const ScheduledBatch& batch, int32_t block_size) {
   StepInput in;
+  BuildStepInput(batch, block_size, &in);
+  return in;
+}
+
+void BuildStepInput(const ScheduledBatch& batch, int32_t block_size, StepInput* out) {
+  StepInput& in = *out;
   const size_t num_seqs = batch.seqs.size();
+  in.token_ids.clear();
+  in.positions.clear();
+  in.slot_mapping.clear();
+  in.query_start.clear();
+  in.context_lens.clear();
+  in.samples.clear();
   in.token_ids.reserve(static_cast<size_t>(batch.num_tokens));
   in.positions.reserve(static_cast<size_t>(batch.num_tokens));
   in.slot_mapping.reserve(static_cast<size_t>(batch.num_tokens));
   in.query_start.reserve(num_seqs + 1);
   in.context_lens.reserve(num_seqs);
+  in.samples.reserve(num_seqs);
   in.query_start.push_back(0);
   in.is_decode_only = true;
 
@@ -53,7 +66,6 @@ StepInput BuildStepInput(const ScheduledBatch& batch, int32_t block_size) {
     }
   }
   if (num_seqs == 0) in.is_decode_only = false;
-  return in;
 }
 
 }  // namespace rtgen
