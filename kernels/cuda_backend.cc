@@ -170,7 +170,8 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   ASSIGN_OR_RETURN(impl.kv.v, DeviceBuffer::Allocate(bytes));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl.kv.k.get(), 0, bytes, impl.stream));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl.kv.v.get(), 0, bytes, impl.stream));
-  const int32_t width = (max_model_len_ + shape.block_size - 1) / shape.block_size;
+  // The forward pass reads block tables with this row stride.
+  const int32_t width = impl.forward->BlockTableWidth(shape.block_size);
   ASSIGN_OR_RETURN(StepBuffers step, StepBuffers::Create(
                                          {options_.max_num_tokens, options_.max_num_seqs, width}));
   impl.step.emplace(std::move(step));

@@ -71,6 +71,9 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   __nv_bfloat16* k_cache = At<__nv_bfloat16>(kv.k, layer * kv.layer_elems);
   __nv_bfloat16* v_cache = At<__nv_bfloat16>(kv.v, layer * kv.layer_elems);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Row stride of step.block_tables (capacity_.max_blocks_per_seq is 0: the pool's block size
+  // is not known when ModelForward is created).
+  const int32_t table_width = BlockTableWidth(kv.block_size);
 
   // The previous layer's down-proj output joins the residual here (none before layer 0).
   kernels::RmsNormParams norm{At<float>(residual_), layer > 0 ? At<__nv_bfloat16>(proj_) : nullptr,
@@ -102,7 +105,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     a.num_kv_heads = c.num_kv_heads;
     a.head_dim = hd;
     a.block_size = kv.block_size;
-    a.max_blocks_per_seq = capacity_.max_blocks_per_seq;
+    a.max_blocks_per_seq = table_width;
     a.scale = scale;
     a.num_splits = plan.num_splits;
     a.partition_size = plan.partition_size;
@@ -125,7 +128,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     a.num_kv_heads = c.num_kv_heads;
     a.head_dim = hd;
     a.block_size = kv.block_size;
-    a.max_blocks_per_seq = capacity_.max_blocks_per_seq;
+    a.max_blocks_per_seq = table_width;
     a.scale = scale;
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::PrefillAttention(a, stream));
   }
@@ -157,6 +160,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
       shape.num_seqs > capacity_.max_seqs || shape.num_samples > capacity_.max_seqs) {
     return absl::InvalidArgumentError("step shape exceeds the CUDA backend's capacity");
   }
+  if (kv.block_size <= 0) return absl::FailedPreconditionError("the KV pool is not allocated");
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::Embedding(
       {weights_->embedding.as<__nv_bfloat16>(), step.token_ids, At<float>(residual_),
        shape.num_tokens, c.hidden_size, c.vocab_size},

@@ -54,6 +54,12 @@ class ModelForward {
 
   const float* logits() const { return logits_.as<const float>(); }  // [num_samples, vocab]
 
+  // Columns of each block-table row in the StepArrays passed to Run: enough blocks of
+  // block_size tokens for max_context tokens (StepBuffers must be created with this width).
+  int32_t BlockTableWidth(int32_t block_size) const {
+    return (max_context_ + block_size - 1) / block_size;
+  }
+
  private:
   ModelForward() = default;
   absl::Status Layer(int layer, const ForwardShape& shape, const StepArrays& step,

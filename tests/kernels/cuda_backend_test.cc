@@ -2,6 +2,7 @@
 // GPU's bf16 activations) on random tiny and SmolLM2-shaped weights, over chunked prefill,
 // mixed and decode steps.
 
+#include <cstdio>
 #include <memory>
 
 #include "engine/cpu/cpu_backend.h"
@@ -47,7 +48,9 @@ void ExpectSameLogits(Backend& cpu, Backend& gpu, const StepInput& in, const std
   ASSERT_TRUE(want.ok()) << want.status();
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), want->size());
-  EXPECT_LE(RelL2(*got, *want), kLogitsTol) << what;
+  const double err = RelL2(*got, *want);
+  std::printf("  %s: logits rel L2 %.3g\n", what.c_str(), err);  // measured error, for the log
+  EXPECT_LE(err, kLogitsTol) << what;
 }
 
 void RunScenario(const ModelConfig& c) {
