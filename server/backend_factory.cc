@@ -51,4 +51,10 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
   return absl::UnimplementedError(absl::StrCat("backend: '", *kind, "' is not built in"));
 }
 
+std::vector<int32_t> GraphBuckets(const Backend& backend) {
+  // The CUDA build asks its backend (CudaBackend::graph_buckets) here once it is plugged in.
+  (void)backend;
+  return {};
+}
+
 }  // namespace rtgen

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
@@ -28,5 +29,9 @@ absl::StatusOr<std::string> ResolveBackendKind(const std::string& kind);
 // in its own layout), so only config/tokenizer/chat_template stay usable afterwards.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& options,
                                                        LoadedModel& model);
+
+// The batch buckets `backend` replays as CUDA graphs, ascending (empty for the CPU backend and
+// before the KV cache is allocated). Metrics pre-register them so their series start at zero.
+std::vector<int32_t> GraphBuckets(const Backend& backend);
 
 }  // namespace rtgen

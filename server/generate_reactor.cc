@@ -137,7 +137,9 @@ void GenerateReactor::OnDone() {
     absl::MutexLock lock(&outbox_->mu);
     outbox_->reactor = nullptr;
   }
+  std::function<void()> on_done = std::move(on_done_);
   delete this;
+  if (on_done) on_done();
 }
 
 }  // namespace rtgen

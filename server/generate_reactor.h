@@ -4,6 +4,7 @@
 // the next. OnCancel tells the engine, OnDone deletes the reactor.
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,6 +28,9 @@ class GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   // Ends the call before anything was submitted (a request that failed validation).
   void Reject(const absl::Status& status);
 
+  // Runs in OnDone, just before the reactor deletes itself (the service counts open streams).
+  void set_on_done(std::function<void()> on_done) { on_done_ = std::move(on_done); }
+
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
   void OnDone() override;
@@ -48,6 +52,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   const std::string engine_id_;
   const std::string client_id_;
   const std::shared_ptr<Outbox> outbox_;
+  std::function<void()> on_done_;  // set before Start/Reject
 
   // Guarded by outbox_->mu (not annotated: the lock lives in another object).
   std::deque<v1::GenerateResponse> pending_;  // not yet written; only the back may be final

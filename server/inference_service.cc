@@ -32,6 +32,18 @@ absl::Time CallDeadline(const grpc::CallbackServerContext& context) {
 
 }  // namespace
 
+grpc::Status InferenceService::Authenticate(const grpc::CallbackServerContext& context) const {
+  if (auth_ == nullptr) return grpc::Status::OK;
+  return auth_->Check(context.client_metadata());
+}
+
+grpc::ServerUnaryReactor* InferenceService::FinishNow(grpc::CallbackServerContext* context,
+                                                      const grpc::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
 InferenceService::InferenceService(Engine* engine, ServedModel model, Metrics* metrics)
     : engine_(engine),
       model_(std::move(model)),
@@ -48,6 +60,17 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
   std::string engine_id = absl::StrCat(client_id, "#", number);
   auto* reactor = new GenerateReactor(engine_, metrics_, std::move(engine_id),
                                       SanitizeUtf8(client_id));
+  active_streams_.fetch_add(1, std::memory_order_acq_rel);
+  reactor->set_on_done([this] { active_streams_.fetch_sub(1, std::memory_order_acq_rel); });
+  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
+    reactor->Reject(absl::Status(static_cast<absl::StatusCode>(auth.error_code()),
+                                 auth.error_message()));
+    return reactor;
+  }
+  if (draining_.load(std::memory_order_acquire)) {
+    reactor->Reject(absl::UnavailableError("server is draining; retry on another replica"));
+    return reactor;
+  }
   absl::StatusOr<Request> converted = ToEngineRequest(*request, limits_);
   if (!converted.ok()) {
     reactor->Reject(converted.status());
@@ -62,6 +85,7 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
                                                      const v1::TokenizeRequest* request,
                                                      v1::TokenizeResponse* response) {
+  if (grpc::Status auth = Authenticate(*context); !auth.ok()) return FinishNow(context, auth);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   absl::StatusOr<TokenizedPrompt> tokenized = TokenizeRequestInput(*request, limits_);
   if (!tokenized.ok()) {
@@ -80,6 +104,7 @@ grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext
 grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerContext* context,
                                                          const v1::GetModelInfoRequest*,
                                                          v1::ModelInfo* response) {
+  if (grpc::Status auth = Authenticate(*context); !auth.ok()) return FinishNow(context, auth);
   const ModelConfig& config = model_.config;
   const EngineConfig& engine_config = engine_->config();
   response->set_name(SanitizeUtf8(config.name));
@@ -105,6 +130,7 @@ grpc::ServerUnaryReactor* InferenceService::GetModelInfo(grpc::CallbackServerCon
 grpc::ServerUnaryReactor* InferenceService::GetLoad(grpc::CallbackServerContext* context,
                                                     const v1::GetLoadRequest*,
                                                     v1::Load* response) {
+  if (grpc::Status auth = Authenticate(*context); !auth.ok()) return FinishNow(context, auth);
   const LoadSnapshot load = engine_->GetLoad();
   response->set_waiting(load.waiting);
   response->set_running(load.running);

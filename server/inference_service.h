@@ -1,7 +1,8 @@
 #pragma once
 // rtgen.v1.Inference on the gRPC callback API: Generate (one GenerateReactor per call),
 // Tokenize, GetModelInfo and GetLoad. Validation errors and engine refusals become gRPC statuses
-// here, once.
+// here, once. Every handler first checks the bearer token (when auth is on) and, while the
+// server drains, refuses new Generate calls with UNAVAILABLE.
 
 #include <atomic>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/model/model_config.h"
 #include "rtgen/v1/inference.grpc.pb.h"
+#include "server/auth.h"
 #include "server/metrics.h"
 #include "server/request_validation.h"
 
@@ -30,6 +32,13 @@ class InferenceService final : public v1::Inference::CallbackService {
   // `engine` must outlive the service; `metrics` may be null.
   InferenceService(Engine* engine, ServedModel model, Metrics* metrics);
 
+  // Requires a bearer token on every call from now on; `auth` must outlive the service.
+  void set_authenticator(const TokenAuthenticator* auth) { auth_ = auth; }
+  // From now on Generate answers UNAVAILABLE; streams already open continue.
+  void StartDraining() { draining_.store(true, std::memory_order_release); }
+  // Generate streams whose reactor has not finished yet.
+  int active_streams() const { return active_streams_.load(std::memory_order_acquire); }
+
   grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
       grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
@@ -43,10 +52,19 @@ class InferenceService final : public v1::Inference::CallbackService {
                                     v1::Load* response) override;
 
  private:
+  // OK, or the status to end the call with (UNAUTHENTICATED) before doing anything.
+  grpc::Status Authenticate(const grpc::CallbackServerContext& context) const;
+  // Ends a unary call with `status` at once.
+  static grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* context,
+                                             const grpc::Status& status);
+
   Engine* const engine_;
   const ServedModel model_;
   Metrics* const metrics_;
   const ValidationLimits limits_;
+  const TokenAuthenticator* auth_ = nullptr;  // null: no authentication
+  std::atomic<bool> draining_{false};
+  std::atomic<int> active_streams_{0};
   std::atomic<uint64_t> next_request_number_{1};
 };
 

@@ -41,7 +41,19 @@ ABSL_FLAG(std::string, latency_buckets, "",
           "latency histogram bounds in seconds, comma separated (default 0.0001 .. 60)");
 ABSL_FLAG(int32_t, max_connection_age_s, 0,
           "close client connections after this many seconds so they rebalance (0: never)");
+ABSL_FLAG(int32_t, max_connection_age_grace_s, -1,
+          "seconds a stream may continue after its connection's max age (-1: the age)");
 ABSL_FLAG(int32_t, drain_timeout_s, 30, "on SIGTERM, seconds in-flight streams get to finish");
+ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (with --tls-key: serve TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: require client certificates signed by it (mutual TLS)");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "file of bearer tokens, one per line: calls need 'authorization: Bearer <token>' "
+          "(health and reflection exempt)");
+ABSL_FLAG(int32_t, max_message_bytes, 4 << 20, "largest request message accepted, bytes");
+ABSL_FLAG(int32_t, max_stop_strings, 16, "stop strings per request");
+ABSL_FLAG(int32_t, max_stop_string_bytes, 256, "bytes per stop string");
 
 namespace {
 
@@ -93,6 +105,14 @@ int main(int argc, char** argv) {
   config.port = absl::GetFlag(FLAGS_port);
   config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   config.max_connection_age_s = absl::GetFlag(FLAGS_max_connection_age_s);
+  config.max_connection_age_grace_s = absl::GetFlag(FLAGS_max_connection_age_grace_s);
+  config.tls.cert_path = absl::GetFlag(FLAGS_tls_cert);
+  config.tls.key_path = absl::GetFlag(FLAGS_tls_key);
+  config.tls.client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
+  config.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  config.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  config.engine.max_stop_strings = absl::GetFlag(FLAGS_max_stop_strings);
+  config.engine.max_stop_string_bytes = absl::GetFlag(FLAGS_max_stop_string_bytes);
   config.engine.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   config.engine.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   config.engine.max_model_len = absl::GetFlag(FLAGS_max_model_len);

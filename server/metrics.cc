@@ -130,6 +130,15 @@ std::string Metrics::Render() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
+void Metrics::PreRegisterGraphBuckets(const std::vector<int32_t>& buckets) {
+  for (int32_t bucket : buckets) {
+    prometheus::Counter* counter = &graph_replays_->Add({{"bucket", absl::StrCat(bucket)}});
+    if (bucket >= 0 && bucket <= kMaxCachedBucket) {
+      replay_counters_[bucket].store(counter, std::memory_order_release);
+    }
+  }
+}
+
 void Metrics::OnRejected() { requests_[static_cast<int>(FinishReason::kNone)]->Increment(); }
 
 void Metrics::OnStep(int32_t batch_size, int32_t prompt_tokens, int32_t generated,

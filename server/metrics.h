@@ -43,6 +43,9 @@ class Metrics : public EngineObserver {
   // The text exposition format, as a scrape would see it (tests, debugging).
   std::string Render() const;
 
+  // Creates rtgen_graph_replays_total{bucket} at zero for each captured bucket.
+  void PreRegisterGraphBuckets(const std::vector<int32_t>& buckets);
+
   // Requests refused before reaching the engine (invalid, queue full).
   void OnRejected();
 

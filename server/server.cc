@@ -1,5 +1,6 @@
 #include "server/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -33,13 +34,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   backend_options.kind = backend_kind;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(backend_options, *model));
   const std::string backend_name = backend->name();
+  const Backend* backend_view = backend.get();  // owned by the engine, which the server owns
   // The factory runs once, inside StartWithEngine; the backend moves into the engine.
   auto shared_backend = std::make_shared<std::unique_ptr<Backend>>(std::move(backend));
   EngineFactory make_engine = [&config, shared_backend](const Tokenizer* tokenizer,
                                                         EngineObserver* observer) {
     return Engine::Create(config.engine, std::move(*shared_backend), tokenizer, observer);
   };
-  return StartWithEngine(config, *std::move(model), backend_name, make_engine);
+  ASSIGN_OR_RETURN(std::unique_ptr<Server> server,
+                   StartWithEngine(config, *std::move(model), backend_name, make_engine));
+  // Known label values exist from the start, at zero (dashboards and alerts see the series).
+  server->metrics().PreRegisterGraphBuckets(GraphBuckets(*backend_view));
+  return server;
 }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::StartWithEngine(const ServerConfig& config,
@@ -64,17 +70,30 @@ absl::Status Server::StartServing(const ServerConfig& config) {
   served.tokenizer = model_.tokenizer.get();
   served.chat_template = model_.chat_template.has_value() ? &*model_.chat_template : nullptr;
   service_ = std::make_unique<InferenceService>(engine_.get(), std::move(served), metrics_.get());
+  if (!config.auth_token_file.empty()) {
+    ASSIGN_OR_RETURN(TokenAuthenticator auth, TokenAuthenticator::FromFile(config.auth_token_file));
+    auth_ = std::make_unique<TokenAuthenticator>(std::move(auth));
+    service_->set_authenticator(auth_.get());
+  }
+  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                   MakeServerCredentials(config.tls));
+  if (config.max_message_bytes <= 0) {
+    return absl::InvalidArgumentError("max-message-bytes: must be positive");
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(config.host, ":", config.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &port_);
+  builder.AddListeningPort(address, credentials, &port_);
   builder.RegisterService(service_.get());
+  builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   if (config.max_connection_age_s > 0) {
+    // GOAWAY after the age; clients reconnect (to another replica behind the balancer).
+    const int grace_s = config.max_connection_age_grace_s >= 0 ? config.max_connection_age_grace_s
+                                                               : config.max_connection_age_s;
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, config.max_connection_age_s * 1000);
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS,
-                               config.max_connection_age_s * 1000);
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, grace_s * 1000);
   }
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
@@ -88,8 +107,12 @@ absl::Status Server::StartServing(const ServerConfig& config) {
   if (config.metrics_port >= 0) {
     RETURN_IF_ERROR(metrics_->StartExposer(config.metrics_host, config.metrics_port));
   }
-  spdlog::info("serving {} on {}:{} (backend {}), metrics on :{}", kServiceName, config.host,
-               port_, backend_name_, metrics_->exposer_port());
+  spdlog::info("serving {} on {}:{} (backend {}, {}{}), metrics on :{}", kServiceName,
+               config.host, port_, backend_name_,
+               config.tls.cert_path.empty() ? "plaintext"
+               : config.tls.client_ca_path.empty() ? "TLS"
+                                                   : "mutual TLS",
+               auth_ != nullptr ? ", bearer auth" : "", metrics_->exposer_port());
   return absl::OkStatus();
 }
 
@@ -102,13 +125,24 @@ void Server::Wait() {
 void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  const absl::Time deadline = absl::Now() + grace;
   if (grpc_server_ != nullptr) {
     if (auto* health = grpc_server_->GetHealthCheckService(); health != nullptr) {
-      health->SetServingStatus(false);
+      health->SetServingStatus(false);  // every service, so probes and balancers stop sending
     }
-    spdlog::info("draining: {:.1f} s for in-flight streams", absl::ToDoubleSeconds(grace));
+    service_->StartDraining();
+    spdlog::info("draining: {} streams in flight, up to {:.1f} s", service_->active_streams(),
+                 absl::ToDoubleSeconds(grace));
+    // The listener stays up while streams finish, so health checks read NOT_SERVING and new
+    // calls get UNAVAILABLE rather than a refused connection.
+    while (service_->active_streams() > 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    if (const int left = service_->active_streams(); left > 0) {
+      spdlog::warn("drain timeout: cancelling {} streams", left);
+    }
     // Streams still open at the deadline are cancelled; their reactors tell the engine.
-    grpc_server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    grpc_server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
   }
   if (engine_ != nullptr) engine_->Shutdown();
   spdlog::info("stopped");

@@ -15,7 +15,9 @@
 #include "engine/loader/model_loader.h"
 #include "server/backend_factory.h"
 #include "server/inference_service.h"
+#include "server/auth.h"
 #include "server/metrics.h"
+#include "server/tls.h"
 
 namespace rtgen {
 
@@ -27,6 +29,10 @@ struct ServerConfig {
   std::string metrics_host = "0.0.0.0";
   int metrics_port = 9090;          // 0: any free port; negative: no /metrics endpoint
   int max_connection_age_s = 0;     // > 0: close connections after this age (load balancing)
+  int max_connection_age_grace_s = -1;  // streams' extra time after the age (< 0: the age)
+  TlsFiles tls;                     // empty cert: plaintext
+  std::string auth_token_file;      // non-empty: bearer tokens required (health exempt)
+  int max_message_bytes = 4 << 20;  // largest request message accepted
   EngineConfig engine;
   std::vector<double> latency_buckets = DefaultLatencyBuckets();  // seconds
 };
@@ -56,8 +62,9 @@ class Server {
 
   // Blocks until Shutdown completes.
   void Wait();
-  // Drains: health becomes NOT_SERVING, in-flight streams get `grace` to finish, then they are
-  // cancelled and the engine stops. Idempotent.
+  // Drains: health becomes NOT_SERVING and new Generate calls get UNAVAILABLE at once (the
+  // listener stays up so probes see NOT_SERVING); in-flight streams get `grace` to finish, then
+  // the gRPC server shuts down, cancelling what is left, and the engine stops. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(10));
 
  private:
@@ -68,6 +75,7 @@ class Server {
   std::string backend_name_;
   std::unique_ptr<Metrics> metrics_;  // the engine's observer: outlives the engine
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<TokenAuthenticator> auth_;  // null: no authentication
   std::unique_ptr<InferenceService> service_;
   std::unique_ptr<grpc::Server> grpc_server_;  // destroyed first
   int port_ = 0;
