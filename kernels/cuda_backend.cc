@@ -285,6 +285,11 @@ absl::Status CudaBackend::CheckStep(const StepInput& in) const {
       return absl::InvalidArgumentError(
           absl::StrCat("samples[", i, "] has a bad seq_index or no params"));
     }
+    // Its logits row is the sequence's last token of this step (row -1 would be out of bounds).
+    if (in.query_start[r.seq_index + 1] == in.query_start[r.seq_index]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("samples[", i, "] names sequence ", r.seq_index, " with no tokens"));
+    }
   }
   if (static_cast<int32_t>(in.samples.size()) > cap.max_seqs) {
     return absl::InvalidArgumentError("more samples than the CUDA backend's max_num_seqs");

@@ -114,6 +114,23 @@ TEST(CudaBackendTest, RejectsBadSteps) {
   StepInput in = b.Build(false);
   in.slot_mapping[1] = 8 * 16;  // past the pool
   EXPECT_FALSE(gpu->ComputeLogits(in).ok());
+  // A sample for a sequence with no tokens in the step (its logits row would be -1).
+  SamplingParams greedy;
+  in = StepInput();
+  in.token_ids = {5};  // one token, owned by sequence 1; sequence 0 has none this step
+  in.positions = {0};
+  in.slot_mapping = {16};
+  in.query_start = {0, 0, 1};
+  in.context_lens = {1, 1};
+  in.max_blocks_per_seq = 1;
+  in.block_tables = {0, 1};
+  SampleRequest r;
+  r.seq_index = 1;
+  r.params = &greedy;
+  in.samples = {r};
+  EXPECT_TRUE(gpu->ComputeLogits(in).ok());  // the same step sampling sequence 1 is fine
+  in.samples[0].seq_index = 0;
+  EXPECT_FALSE(gpu->ComputeLogits(in).ok());
   in = StepInput();
   EXPECT_FALSE(gpu->ComputeLogits(in).ok());
 }
