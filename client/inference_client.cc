@@ -2,7 +2,9 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
+#include <sstream>
 #include <utility>
 
 #include <grpcpp/generic/generic_stub.h>
@@ -51,6 +53,14 @@ absl::StatusOr<HealthStatus> DecodeHealthResponse(const std::string& bytes) {
   return static_cast<HealthStatus>(value);
 }
 
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(what, ": cannot read '", path, "'"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 const char* HealthStatusName(HealthStatus status) {
@@ -75,11 +85,48 @@ std::unique_ptr<InferenceClient> InferenceClient::Connect(const std::string& tar
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
 }
 
+absl::StatusOr<std::unique_ptr<InferenceClient>> InferenceClient::Connect(
+    const std::string& target, const ConnectOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  const bool tls = options.tls || !options.tls_ca_path.empty() ||
+                   !options.tls_cert_path.empty() || !options.tls_key_path.empty();
+  if (!tls) {
+    credentials = grpc::InsecureChannelCredentials();
+  } else {
+    if (options.tls_cert_path.empty() != options.tls_key_path.empty()) {
+      return absl::InvalidArgumentError("tls-cert and tls-key must be given together");
+    }
+    grpc::SslCredentialsOptions ssl;
+    if (!options.tls_ca_path.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(options.tls_ca_path, "tls-ca");
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *std::move(ca);
+    }
+    if (!options.tls_cert_path.empty()) {
+      absl::StatusOr<std::string> cert = ReadFile(options.tls_cert_path, "tls-cert");
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadFile(options.tls_key_path, "tls-key");
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *std::move(cert);
+      ssl.pem_private_key = *std::move(key);
+    }
+    credentials = grpc::SslCredentials(ssl);
+  }
+  auto client = std::make_unique<InferenceClient>(grpc::CreateChannel(target, credentials));
+  client->set_auth_token(options.auth_token);
+  return client;
+}
+
+void InferenceClient::AddAuth(grpc::ClientContext& context) const {
+  if (!auth_token_.empty()) context.AddMetadata("authorization", "Bearer " + auth_token_);
+}
+
 absl::StatusOr<GenerateResult> InferenceClient::Generate(const v1::GenerateRequest& request,
                                                          const ResponseCallback& on_response,
                                                          grpc::ClientContext* context) {
   grpc::ClientContext own_context;
   if (context == nullptr) context = &own_context;
+  AddAuth(*context);
   std::unique_ptr<grpc::ClientReader<v1::GenerateResponse>> reader =
       stub_->Generate(context, request);
   GenerateResult result;
@@ -104,6 +151,7 @@ absl::StatusOr<GenerateResult> InferenceClient::Generate(const v1::GenerateReque
 absl::StatusOr<v1::TokenizeResponse> InferenceClient::Tokenize(
     const v1::TokenizeRequest& request) {
   grpc::ClientContext context;
+  AddAuth(context);
   SetTimeout(context, unary_timeout_);
   v1::TokenizeResponse response;
   const grpc::Status status = stub_->Tokenize(&context, request, &response);
@@ -113,6 +161,7 @@ absl::StatusOr<v1::TokenizeResponse> InferenceClient::Tokenize(
 
 absl::StatusOr<v1::ModelInfo> InferenceClient::Info() {
   grpc::ClientContext context;
+  AddAuth(context);
   SetTimeout(context, unary_timeout_);
   v1::ModelInfo response;
   const grpc::Status status = stub_->GetModelInfo(&context, v1::GetModelInfoRequest(), &response);
@@ -122,6 +171,7 @@ absl::StatusOr<v1::ModelInfo> InferenceClient::Info() {
 
 absl::StatusOr<v1::Load> InferenceClient::GetLoad() {
   grpc::ClientContext context;
+  AddAuth(context);
   SetTimeout(context, unary_timeout_);
   v1::Load response;
   const grpc::Status status = stub_->GetLoad(&context, v1::GetLoadRequest(), &response);
@@ -133,6 +183,7 @@ absl::StatusOr<HealthStatus> InferenceClient::Health(const std::string& service,
                                                      absl::Duration timeout) {
   grpc::GenericStub stub(channel_);
   grpc::ClientContext context;
+  AddAuth(context);
   SetTimeout(context, timeout);
   const std::string request_bytes = EncodeHealthRequest(service);
   grpc::Slice slice(request_bytes);

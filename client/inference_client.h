@@ -29,11 +29,27 @@ struct GenerateResult {
   v1::Usage usage;                   // from the last message
 };
 
+// How to reach a server that uses TLS and/or bearer-token auth.
+struct ConnectOptions {
+  bool tls = false;              // implied by any tls_* path
+  std::string tls_ca_path;       // PEM roots to verify the server (empty: system roots)
+  std::string tls_cert_path;     // PEM client certificate (mutual TLS), with tls_key_path
+  std::string tls_key_path;
+  std::string auth_token;        // non-empty: "authorization: Bearer <token>" on every call
+};
+
 class InferenceClient {
  public:
   explicit InferenceClient(std::shared_ptr<grpc::Channel> channel);
   // An insecure channel to "host:port".
   static std::unique_ptr<InferenceClient> Connect(const std::string& target);
+  // A channel with `options`; NOT_FOUND / INVALID_ARGUMENT when a PEM file is unreadable or a
+  // certificate comes without its key.
+  static absl::StatusOr<std::unique_ptr<InferenceClient>> Connect(const std::string& target,
+                                                                  const ConnectOptions& options);
+
+  // Sends "authorization: Bearer <token>" on every later call (empty: none).
+  void set_auth_token(std::string token) { auth_token_ = std::move(token); }
 
   using ResponseCallback = std::function<void(const v1::GenerateResponse&)>;
   // Streams one request, calling `on_response` (may be empty) for every message as it arrives.
@@ -54,7 +70,10 @@ class InferenceClient {
  private:
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Inference::Stub> stub_;
+  void AddAuth(grpc::ClientContext& context) const;
+
   absl::Duration unary_timeout_ = absl::Seconds(30);
+  std::string auth_token_;
 };
 
 }  // namespace rtgen

@@ -8,6 +8,9 @@
 //   rtgen-client info     --target HOST:PORT
 //   rtgen-client load     --target HOST:PORT
 //
+// Every subcommand also takes [--tls] [--tls-ca PEM] [--tls-cert PEM --tls-key PEM] (TLS,
+// mutual TLS) and [--auth-token TOKEN] (default: the RTGEN_AUTH_TOKEN environment variable).
+//
 // Exit status: 0 success, 1 RPC failure (or not SERVING), 2 bad usage.
 
 #include <cstdio>
@@ -44,11 +47,13 @@ constexpr char kUsage[] =
     "           [--logprobs N] [--priority N] [--request-id ID] [--timeout SECONDS]\n"
     "  health [--service NAME]      exit 0 when SERVING\n"
     "  tokenize --prompt TEXT [--chat]\n"
-    "  info | load\n";
+    "  info | load\n"
+    "common: [--tls] [--tls-ca PEM] [--tls-cert PEM --tls-key PEM]\n"
+    "        [--auth-token TOKEN]   (default: $RTGEN_AUTH_TOKEN)\n";
 
 // Flags that take no value.
 bool IsSwitch(const std::string& name) {
-  return name == "chat" || name == "ignore-eos" || name == "help";
+  return name == "chat" || name == "ignore-eos" || name == "help" || name == "tls";
 }
 
 // --name value / --name=value; repeated flags keep every value in order.
@@ -262,7 +267,20 @@ int Run(int argc, char** argv) {
     return 0;
   }
   const std::string target = args->Get("target").value_or("localhost:50051");
-  std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target);
+  ConnectOptions options;
+  options.tls = args->Has("tls");
+  options.tls_ca_path = args->Get("tls-ca").value_or("");
+  options.tls_cert_path = args->Get("tls-cert").value_or("");
+  options.tls_key_path = args->Get("tls-key").value_or("");
+  if (auto token = args->Get("auth-token")) {
+    options.auth_token = *token;
+  } else if (const char* env = std::getenv("RTGEN_AUTH_TOKEN"); env != nullptr) {
+    options.auth_token = env;
+  }
+  absl::StatusOr<std::unique_ptr<InferenceClient>> connected =
+      InferenceClient::Connect(target, options);
+  if (!connected.ok()) return UsageError(std::string(connected.status().message()));
+  std::unique_ptr<InferenceClient>& client = *connected;
   const std::string& command = args->command;
   if (command == "generate") return Generate(*args, *client);
   if (command == "health") return Health(*args, *client);
