@@ -109,6 +109,8 @@ int64_t RunRandom(uint32_t seed, int32_t block_size, int32_t num_blocks, int32_t
     EXPECT_EQ(last.usage.generated_tokens, static_cast<int32_t>(got.size()));
   }
   EXPECT_GT(lengths, static_cast<int32_t>(all.size()) / 2);
+  // Prefix sharing really happened, so the equality above covers it.
+  EXPECT_GT(bm.cached_hit_tokens(), 0);
   return d.scheduler.num_preemptions();
 }
 
