@@ -1,0 +1,261 @@
+// rtgen-bench: a gRPC load generator for rtgen-server.
+//
+//   rtgen-bench --target HOST:PORT [--concurrency N | --request-rate R]
+//               [--num-requests N] [--duration S] [--warmup N]
+//               [--input-len N] [--input-len-range R] [--output-len N] [--output-len-range R]
+//               [--shared-prefix-len N] [--prompts FILE.jsonl]
+//               [--slo-ttft-ms MS] [--slo-tpot-ms MS] [--output FILE.json]
+//               [--sweep-concurrency 1,2,4,... [--requests-per-level K] [--csv FILE.csv]
+//                [--plot FILE.png]]
+//               [--seed S] [--timeout S] [--wait-ready S] [--no-progress]
+//
+// Exit status: 0 when every measured request succeeded, 1 when some failed or the server is
+// unreachable, 2 on bad usage.
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "client/bench/bench_report.h"
+#include "client/bench/latency_plot.h"
+#include "client/bench/load_runner.h"
+#include "client/bench/prompt_source.h"
+#include "client/bench/report_format.h"
+#include "client/inference_client.h"
+
+namespace rtgen::bench {
+namespace {
+
+constexpr int kFailed = 1;
+constexpr int kUsageError = 2;
+
+constexpr char kUsage[] =
+    "usage: rtgen-bench --target HOST:PORT [--concurrency N | --request-rate R]\n"
+    "  [--num-requests N] [--duration S] [--warmup N] [--input-len N] [--input-len-range R]\n"
+    "  [--output-len N] [--output-len-range R] [--shared-prefix-len N] [--prompts FILE.jsonl]\n"
+    "  [--slo-ttft-ms MS] [--slo-tpot-ms MS] [--output FILE.json] [--seed S] [--timeout S]\n"
+    "  [--wait-ready S] [--no-progress]\n"
+    "  [--sweep-concurrency 1,2,4,8 [--requests-per-level K] [--csv FILE] [--plot FILE.png]]\n";
+
+const char* const kValueFlags[] = {
+    "target", "concurrency", "request-rate", "num-requests", "duration", "warmup", "input-len",
+    "input-len-range", "output-len", "output-len-range", "shared-prefix-len", "prompts",
+    "slo-ttft-ms", "slo-tpot-ms", "output", "sweep-concurrency", "requests-per-level", "csv",
+    "plot", "seed", "timeout", "wait-ready"};
+
+struct Flags {
+  std::map<std::string, std::string> values;
+  bool no_progress = false;
+  std::optional<std::string> Get(const std::string& name) const {
+    auto it = values.find(name);
+    return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+};
+
+absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
+  Flags flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--no-progress") {
+      flags.no_progress = true;
+      continue;
+    }
+    if (arg.rfind("--", 0) != 0) return absl::InvalidArgumentError("unexpected argument " + arg);
+    arg = arg.substr(2);
+    std::string value;
+    const size_t eq = arg.find('=');
+    if (eq != std::string::npos) {
+      value = arg.substr(eq + 1);
+      arg = arg.substr(0, eq);
+    } else if (i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--", arg, " needs a value"));
+    }
+    bool known = false;
+    for (const char* name : kValueFlags) known = known || arg == name;
+    if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", arg));
+    flags.values[arg] = value;
+  }
+  return flags;
+}
+
+// Reads number flag `name` into `out` when present.
+template <typename T>
+absl::Status NumberFlag(const Flags& flags, const std::string& name, T* out) {
+  const std::optional<std::string> text = flags.Get(name);
+  if (!text.has_value()) return absl::OkStatus();
+  bool ok;
+  if constexpr (std::is_floating_point_v<T>) {
+    ok = absl::SimpleAtod(*text, out);
+  } else {
+    ok = absl::SimpleAtoi(*text, out);
+  }
+  if (!ok) return absl::InvalidArgumentError(absl::StrCat("--", name, ": not a number: ", *text));
+  return absl::OkStatus();
+}
+
+absl::Status WriteFile(const std::string& path, const std::string& text, const char* flag) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) return absl::InternalError(absl::StrCat("--", flag, ": cannot write ", path));
+  return absl::OkStatus();
+}
+
+int Run(int argc, char** argv) {
+  absl::StatusOr<Flags> parsed = ParseFlags(argc, argv);
+  if (!parsed.ok()) {
+    std::fprintf(stderr, "rtgen-bench: %s\n%s", std::string(parsed.status().message()).c_str(),
+                 kUsage);
+    return kUsageError;
+  }
+  const Flags& flags = *parsed;
+  const std::string target = flags.Get("target").value_or("localhost:50051");
+  WorkloadConfig workload;
+  LoadConfig load;
+  SloConfig slo;
+  double rate = 0, slo_ttft = 0, slo_tpot = 0, wait_ready_s = 0;
+  int requests_per_level = 0;
+  std::vector<int> sweep;
+  absl::Status status = absl::OkStatus();
+  for (absl::Status s :
+       {NumberFlag(flags, "concurrency", &load.concurrency),
+        NumberFlag(flags, "request-rate", &rate), NumberFlag(flags, "num-requests", &load.num_requests),
+        NumberFlag(flags, "duration", &load.duration_s), NumberFlag(flags, "warmup", &load.warmup),
+        NumberFlag(flags, "input-len", &workload.input_len),
+        NumberFlag(flags, "input-len-range", &workload.input_len_range),
+        NumberFlag(flags, "output-len", &workload.output_len),
+        NumberFlag(flags, "output-len-range", &workload.output_len_range),
+        NumberFlag(flags, "shared-prefix-len", &workload.shared_prefix_len),
+        NumberFlag(flags, "slo-ttft-ms", &slo_ttft), NumberFlag(flags, "slo-tpot-ms", &slo_tpot),
+        NumberFlag(flags, "seed", &workload.seed), NumberFlag(flags, "timeout", &load.request_timeout_s),
+        NumberFlag(flags, "wait-ready", &wait_ready_s),
+        NumberFlag(flags, "requests-per-level", &requests_per_level)}) {
+    status.Update(s);
+  }
+  if (flags.Get("request-rate")) load.request_rate = rate;
+  if (flags.Get("slo-ttft-ms")) slo.ttft_ms = slo_ttft;
+  if (flags.Get("slo-tpot-ms")) slo.tpot_ms = slo_tpot;
+  workload.prompts_file = flags.Get("prompts").value_or("");
+  load.seed = workload.seed;
+  load.progress = !flags.no_progress;
+  if (auto list = flags.Get("sweep-concurrency")) {
+    for (absl::string_view item : absl::StrSplit(*list, ',', absl::SkipEmpty())) {
+      int level = 0;
+      if (!absl::SimpleAtoi(item, &level) || level < 1) {
+        status.Update(absl::InvalidArgumentError(
+            absl::StrCat("--sweep-concurrency: not a positive integer: ", item)));
+      }
+      sweep.push_back(level);
+    }
+    if (load.request_rate.has_value()) {
+      status.Update(absl::InvalidArgumentError("--sweep-concurrency and --request-rate conflict"));
+    }
+  }
+  if (flags.Get("plot") && sweep.empty()) {
+    status.Update(absl::InvalidArgumentError("--plot needs --sweep-concurrency"));
+  }
+  if (!status.ok()) {
+    std::fprintf(stderr, "rtgen-bench: %s\n%s", std::string(status.message()).c_str(), kUsage);
+    return kUsageError;
+  }
+
+  std::unique_ptr<InferenceClient> client = InferenceClient::Connect(target);
+  const absl::Time ready_deadline = absl::Now() + absl::Seconds(wait_ready_s);
+  absl::StatusOr<v1::ModelInfo> info = client->Info();
+  while (!info.ok() && absl::Now() < ready_deadline) {
+    absl::SleepFor(absl::Milliseconds(500));
+    info = client->Info();
+  }
+  if (!info.ok()) {
+    std::fprintf(stderr, "rtgen-bench: GetModelInfo on %s failed: %s\n", target.c_str(),
+                 info.status().ToString().c_str());
+    return kFailed;
+  }
+  std::fprintf(stderr, "rtgen-bench: %s (%s backend, vocab %d, context %d) at %s\n",
+               info->name().c_str(), info->backend().c_str(), info->vocab_size(),
+               info->context_length(), target.c_str());
+  const TokenRange range = TokenRangeForVocab(
+      info->vocab_size(),
+      info->has_bos_token_id() ? std::optional<int32_t>(info->bos_token_id()) : std::nullopt,
+      info->has_eos_token_id() ? std::optional<int32_t>(info->eos_token_id()) : std::nullopt);
+  absl::StatusOr<PromptSource> prompts = PromptSource::Create(workload, range);
+  if (!prompts.ok()) {
+    std::fprintf(stderr, "rtgen-bench: %s\n", std::string(prompts.status().message()).c_str());
+    return kUsageError;
+  }
+
+  bool any_failed = false;
+  if (sweep.empty()) {
+    absl::StatusOr<LoadResult> result = RunLoad(load, *client, *prompts);
+    if (!result.ok()) {
+      std::fprintf(stderr, "rtgen-bench: %s\n", std::string(result.status().message()).c_str());
+      return kUsageError;
+    }
+    const BenchReport report = ComputeReport(result->records, result->duration_s, slo);
+    std::fputs(FormatReportTable(report).c_str(), stdout);
+    any_failed = report.failed > 0;
+    if (auto path = flags.Get("output")) {
+      nlohmann::json json = ReportToJson(report);
+      json["concurrency"] = load.concurrency;
+      if (load.request_rate.has_value()) json["request_rate"] = *load.request_rate;
+      json["model"] = info->name();
+      json["backend"] = info->backend();
+      absl::Status written = WriteFile(*path, json.dump(2) + "\n", "output");
+      if (!written.ok()) {
+        std::fprintf(stderr, "rtgen-bench: %s\n", std::string(written.message()).c_str());
+        return kFailed;
+      }
+    }
+    return any_failed ? kFailed : 0;
+  }
+
+  std::vector<SweepRow> rows;
+  for (int level : sweep) {
+    LoadConfig level_load = load;
+    level_load.concurrency = level;
+    if (requests_per_level > 0) level_load.num_requests = requests_per_level * level;
+    absl::StatusOr<LoadResult> result = RunLoad(level_load, *client, *prompts);
+    if (!result.ok()) {
+      std::fprintf(stderr, "rtgen-bench: %s\n", std::string(result.status().message()).c_str());
+      return kUsageError;
+    }
+    rows.push_back({level, ComputeReport(result->records, result->duration_s, slo)});
+    any_failed = any_failed || rows.back().report.failed > 0;
+  }
+  std::fputs(FormatSweepTable(rows).c_str(), stdout);
+  const std::string output = flags.Get("output").value_or("");
+  std::string csv = flags.Get("csv").value_or("");
+  if (csv.empty() && !output.empty()) {
+    csv = absl::EndsWith(output, ".json") ? output.substr(0, output.size() - 5) + ".csv"
+                                           : output + ".csv";
+  }
+  if (csv.empty() && flags.Get("plot")) csv = *flags.Get("plot") + ".csv";
+  for (absl::Status s :
+       {output.empty() ? absl::OkStatus()
+                       : WriteFile(output, SweepToJson(rows).dump(2) + "\n", "output"),
+        csv.empty() ? absl::OkStatus() : WriteFile(csv, SweepToCsv(rows), "csv"),
+        flags.Get("plot") ? DrawLatencyPlot(csv, *flags.Get("plot")) : absl::OkStatus()}) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "rtgen-bench: %s\n", std::string(s.message()).c_str());
+      return kFailed;
+    }
+  }
+  return any_failed ? kFailed : 0;
+}
+
+}  // namespace
+}  // namespace rtgen::bench
+
+int main(int argc, char** argv) { return rtgen::bench::Run(argc, argv); }
