@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""End-to-end: starts rtgen-server (CPU backend, the real model, a free port), runs rtgen-bench
+for 10 requests at concurrency 2 with short outputs, and checks its JSON report (ctest:
+rtgen_bench_end_to_end)."""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+NUM_REQUESTS = 10
+INPUT_LEN = 24
+OUTPUT_LEN = 6
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_until_listening(port, server, timeout_s):
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if server.poll() is not None:
+            raise RuntimeError(f"rtgen-server exited early with status {server.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise RuntimeError(f"rtgen-server did not listen on {port} within {timeout_s} s")
+
+
+def check_report(report):
+    """Returns a list of what is wrong with the report."""
+    failures = []
+    def expect(condition, what):
+        if not condition:
+            failures.append(what)
+    expect(report.get("num_requests") == NUM_REQUESTS, f"num_requests != {NUM_REQUESTS}")
+    expect(report.get("completed") == NUM_REQUESTS, "not every request completed")
+    expect(report.get("failed") == 0 and report.get("errors") == {}, "errors reported")
+    expect(report.get("output_tokens") == NUM_REQUESTS * OUTPUT_LEN,
+           "output tokens are not exactly num_requests * output_len (ignore_eos + max_tokens)")
+    expect(report.get("input_tokens") == NUM_REQUESTS * INPUT_LEN, "input tokens differ")
+    duration = report.get("duration_s", 0)
+    expect(0 < duration < 600, "duration_s out of range")
+    expect(abs(report.get("requests_per_s", 0) - NUM_REQUESTS / max(duration, 1e-9)) < 1e-6,
+           "requests_per_s != completed / duration")
+    expect(report.get("output_tokens_per_s", 0) > 0, "no output throughput")
+    for metric, count in (("ttft_ms", NUM_REQUESTS), ("tpot_ms", NUM_REQUESTS),
+                          ("e2e_ms", NUM_REQUESTS), ("itl_ms", NUM_REQUESTS * (OUTPUT_LEN - 1))):
+        s = report.get(metric, {})
+        expect(s.get("count") == count, f"{metric}.count != {count}")
+        expect(0 < s.get("p50", 0) <= s.get("p90", 0) <= s.get("p99", 0) <= s.get("max", 0),
+               f"{metric} percentiles not positive and ordered")
+    ttft, e2e = report.get("ttft_ms", {}), report.get("e2e_ms", {})
+    expect(ttft.get("mean", 0) < e2e.get("mean", 0), "TTFT is not below end-to-end latency")
+    expect(report.get("good") == NUM_REQUESTS, "a generous SLO was missed")
+    return failures
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", required=True)
+    parser.add_argument("--bench", required=True)
+    parser.add_argument("--model", required=True)
+    args = parser.parse_args()
+
+    port = free_port()
+    server = subprocess.Popen(
+        [args.server, f"--model={args.model}", "--backend=cpu", "--host=127.0.0.1",
+         f"--port={port}", "--metrics-port=-1", "--max-num-seqs=4", "--max-model-len=256",
+         "--threads=2", "--log-level=warn"])
+    try:
+        wait_until_listening(port, server, timeout_s=60)
+        with tempfile.TemporaryDirectory() as tmp:
+            output = os.path.join(tmp, "report.json")
+            result = subprocess.run(
+                [args.bench, f"--target=127.0.0.1:{port}", "--wait-ready=30", "--concurrency=2",
+                 f"--num-requests={NUM_REQUESTS}", "--warmup=1", f"--input-len={INPUT_LEN}",
+                 f"--output-len={OUTPUT_LEN}", "--slo-ttft-ms=60000", "--slo-tpot-ms=60000",
+                 f"--output={output}", "--no-progress"],
+                capture_output=True, text=True, timeout=150)
+            sys.stdout.write(result.stdout)
+            sys.stderr.write(result.stderr)
+            failures = []
+            if result.returncode != 0:
+                failures.append(f"rtgen-bench exited with {result.returncode}")
+            if "TTFT" not in result.stdout or "TPOT" not in result.stdout:
+                failures.append("no table on stdout")
+            if os.path.exists(output):
+                with open(output) as f:
+                    failures += check_report(json.load(f))
+            else:
+                failures.append("--output was not written")
+        for failure in failures:
+            print(f"FAIL: {failure}", file=sys.stderr)
+        return 1 if failures else 0
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
