@@ -221,6 +221,20 @@ int Run(int argc, char** argv) {
     return any_failed ? kFailed : 0;
   }
 
+  const std::string output = flags.Get("output").value_or("");
+  std::string csv = flags.Get("csv").value_or("");
+  if (csv.empty() && !output.empty()) {
+    csv = absl::EndsWith(output, ".json") ? output.substr(0, output.size() - 5) + ".csv"
+                                           : output + ".csv";
+  }
+  if (csv.empty() && flags.Get("plot")) csv = *flags.Get("plot") + ".csv";
+  // Rewrites the JSON and CSV after every level, so a long sweep cut short keeps its rows.
+  auto write_rows = [&](const std::vector<SweepRow>& rows) {
+    absl::Status s = absl::OkStatus();
+    if (!output.empty()) s.Update(WriteFile(output, SweepToJson(rows).dump(2) + "\n", "output"));
+    if (!csv.empty()) s.Update(WriteFile(csv, SweepToCsv(rows), "csv"));
+    return s;
+  };
   std::vector<SweepRow> rows;
   for (int level : sweep) {
     LoadConfig level_load = load;
@@ -233,21 +247,14 @@ int Run(int argc, char** argv) {
     }
     rows.push_back({level, ComputeReport(result->records, result->duration_s, slo)});
     any_failed = any_failed || rows.back().report.failed > 0;
+    if (absl::Status s = write_rows(rows); !s.ok()) {
+      std::fprintf(stderr, "rtgen-bench: %s\n", std::string(s.message()).c_str());
+      return kFailed;
+    }
   }
   std::fputs(FormatSweepTable(rows).c_str(), stdout);
-  const std::string output = flags.Get("output").value_or("");
-  std::string csv = flags.Get("csv").value_or("");
-  if (csv.empty() && !output.empty()) {
-    csv = absl::EndsWith(output, ".json") ? output.substr(0, output.size() - 5) + ".csv"
-                                           : output + ".csv";
-  }
-  if (csv.empty() && flags.Get("plot")) csv = *flags.Get("plot") + ".csv";
-  for (absl::Status s :
-       {output.empty() ? absl::OkStatus()
-                       : WriteFile(output, SweepToJson(rows).dump(2) + "\n", "output"),
-        csv.empty() ? absl::OkStatus() : WriteFile(csv, SweepToCsv(rows), "csv"),
-        flags.Get("plot") ? DrawLatencyPlot(csv, *flags.Get("plot")) : absl::OkStatus()}) {
-    if (!s.ok()) {
+  if (flags.Get("plot")) {
+    if (absl::Status s = DrawLatencyPlot(csv, *flags.Get("plot")); !s.ok()) {
       std::fprintf(stderr, "rtgen-bench: %s\n", std::string(s.message()).c_str());
       return kFailed;
     }
