@@ -1,0 +1,37 @@
+#pragma once
+// A small random-weight Llama (hidden 64, 2 layers) that keeps SmolLM2's tokenizer and chat
+// template, written once per test binary into a temp dir, and in-process servers on it (CPU
+// backend, ephemeral port). Fast enough that a thousand streams fit in CI time.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "client/inference_client.h"
+#include "server/server.h"
+
+namespace rtgen::reliability {
+
+// Writes the model on first use (aborting the binary if it cannot) and returns its path.
+const std::string& SyntheticModelPath();
+
+// A server config for the synthetic model: CPU, 2 threads, 127.0.0.1:0, no /metrics port.
+ServerConfig SmallServerConfig();
+
+struct RunningServer {
+  std::unique_ptr<Server> server;
+  std::unique_ptr<InferenceClient> client;
+  std::string target;  // "127.0.0.1:PORT"
+};
+
+// Starts a server with `config` (aborting the binary if it cannot).
+RunningServer StartServer(const ServerConfig& config);
+
+// Resident set size of this process, bytes (/proc/self/statm).
+int64_t ResidentBytes();
+
+// Polls GetLoad until nothing waits or runs and every KV block is free (evictable prefix-cache
+// blocks count as free), or `timeout_s` passes. Returns the last snapshot.
+v1::Load WaitForIdle(InferenceClient& client, double timeout_s = 10.0);
+
+}  // namespace rtgen::reliability
