@@ -210,6 +210,9 @@ int Run(int argc, char** argv) {
       nlohmann::json json = ReportToJson(report);
       json["concurrency"] = load.concurrency;
       if (load.request_rate.has_value()) json["request_rate"] = *load.request_rate;
+      json["input_len"] = workload.input_len;
+      json["output_len"] = workload.output_len;
+      json["shared_prefix_len"] = workload.shared_prefix_len;
       json["model"] = info->name();
       json["backend"] = info->backend();
       absl::Status written = WriteFile(*path, json.dump(2) + "\n", "output");

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_split.h"
-#include "client/bench/latency_plot.h"
 
 namespace rtgen::bench {
 namespace {
@@ -78,18 +77,6 @@ TEST(ReportFormatTest, TablesNameTheMetrics) {
   }
   const std::string sweep = FormatSweepTable({{2, SampleReport(1)}});
   EXPECT_NE(sweep.find("ttft p50"), std::string::npos);
-}
-
-TEST(LatencyPlotTest, ScriptReadsTheCsvColumnsAndWritesThePng) {
-  const std::string script = LatencyPlotScript("/tmp/a b.csv", "/tmp/it's.png");
-  EXPECT_NE(script.find("set output '/tmp/it''s.png'"), std::string::npos) << script;
-  EXPECT_NE(script.find("'/tmp/a b.csv'"), std::string::npos);
-  for (const std::string column : {"output_tokens_per_s", "ttft_p99_ms", "tpot_p50_ms"}) {
-    bool in_csv = false;
-    for (const std::string& c : SweepCsvColumns()) in_csv = in_csv || c == column;
-    EXPECT_TRUE(in_csv) << column;
-    EXPECT_NE(script.find("'" + column + "'"), std::string::npos) << column;
-  }
 }
 
 }  // namespace
