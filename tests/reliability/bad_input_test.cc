@@ -100,9 +100,9 @@ std::vector<BadCase> BadCases(int max_model_len) {
        [](auto& r) { AddMessage(r, "user", "caf\xC3("); }},
       {"invalid UTF-8 in a stop string", absl::StatusCode::kUnimplemented, "",
        [](auto& r) { r.mutable_stopping()->add_stop("\xFF\xFE"); }},
-      // Above the server's max receive size (gRPC default, 4 MiB).
-      {"5 MiB prompt", absl::StatusCode::kResourceExhausted, "larger than max",
-       [](auto& r) { r.set_prompt(std::string(5 << 20, 'a')); }},
+      // Above the server's max receive size (ServerConfig::max_message_bytes, set to 1 MiB).
+      {"2 MiB prompt", absl::StatusCode::kResourceExhausted, "larger than max",
+       [](auto& r) { r.set_prompt(std::string(2 << 20, 'a')); }},
   };
 }
 
@@ -118,6 +118,7 @@ void ExpectHealthy(InferenceClient& client, const std::string& after) {
 
 TEST(BadInputTest, EachIsRefusedWithItsCodeAndTheServerStaysHealthy) {
   ServerConfig config = SmallServerConfig();
+  config.max_message_bytes = 1 << 20;
   RunningServer server = StartServer(config);
   InferenceClient& client = *server.client;
   for (const BadCase& bad : BadCases(config.engine.max_model_len)) {
