@@ -2,6 +2,7 @@
 // (behind streams holding every sequence slot) and one that expires mid-stream. Both end with
 // DEADLINE_EXCEEDED, the engine drops them at its next step, and their KV blocks come back.
 
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
