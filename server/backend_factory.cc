@@ -5,12 +5,18 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_backend.h"
+#ifdef RTGEN_HAVE_CUDA
+#include "kernels/cuda_backend.h"
+#endif
 
 namespace rtgen {
 
 bool CudaBackendAvailable() {
-  // No CUDA backend is compiled in yet; the CUDA build adds its device probe here.
+#ifdef RTGEN_HAVE_CUDA
+  return CudaDeviceAvailable();
+#else
   return false;
+#endif
 }
 
 absl::StatusOr<std::string> ResolveBackendKind(const std::string& kind) {
@@ -47,13 +53,24 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
     if (!backend.ok()) return backend.status();
     return std::unique_ptr<Backend>(*std::move(backend));
   }
-  // "cuda": the CUDA backend is created here once it is built in.
+#ifdef RTGEN_HAVE_CUDA
+  CudaBackendOptions cuda;
+  cuda.max_num_seqs = options.max_num_seqs;
+  cuda.max_num_tokens = options.max_num_batched_tokens;
+  cuda.max_model_len = options.max_model_len;
+  cuda.enable_cuda_graphs = options.enable_cuda_graphs;
+  return CreateCudaBackend(model.config, std::move(model.weights), cuda);
+#else
   return absl::UnimplementedError(absl::StrCat("backend: '", *kind, "' is not built in"));
+#endif
 }
 
 std::vector<int32_t> GraphBuckets(const Backend& backend) {
-  // The CUDA build asks its backend (CudaBackend::graph_buckets) here once it is plugged in.
+#ifdef RTGEN_HAVE_CUDA
+  if (const auto* cuda = dynamic_cast<const CudaBackend*>(&backend)) return cuda->graph_buckets();
+#else
   (void)backend;
+#endif
   return {};
 }
 

@@ -32,6 +32,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                absl::ToDoubleSeconds(absl::Now() - load_start));
   BackendOptions backend_options = config.backend;
   backend_options.kind = backend_kind;
+  backend_options.max_num_seqs = config.engine.max_num_seqs;
+  backend_options.max_num_batched_tokens = config.engine.max_num_batched_tokens;
+  backend_options.max_model_len = config.engine.max_model_len;
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(backend_options, *model));
   const std::string backend_name = backend->name();
   const Backend* backend_view = backend.get();  // owned by the engine, which the server owns

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The full server on the GPU (issue 4): joins the SmolLM2 file carried in parts, starts
+# rtgen-server --backend cuda, streams a chat answer with rtgen-client, then measures end-to-end
+# TPOT at one stream with rtgen-bench (prompt 128, 128 new tokens, greedy) for comparison with
+# the engine benchmark's batch-1 TPOT.
+# Usage: scripts/device/server_e2e.sh BUNDLE PARTS_DIR   (PARTS_DIR holds smollm2.part* + sha256)
+set -uo pipefail
+bundle="${1:?usage: server_e2e.sh BUNDLE PARTS_DIR}"
+parts="${2:?usage: server_e2e.sh BUNDLE PARTS_DIR}"
+out="${OUT:-$(mktemp -d)}"
+# shellcheck disable=SC1091
+source "${bundle}/env.sh"
+model="${parts}/SmolLM2-135M-Instruct.Q4_1.gguf"
+cat "${parts}"/smollm2.part* > "${model}"
+want=$(awk '{print $1}' "${parts}/sha256")
+got=$(sha256sum "${model}" | awk '{print $1}')
+[[ "${want}" == "${got}" ]] || { echo "server_e2e: model checksum mismatch" >&2; exit 2; }
+port=50651
+metrics=9651
+"${bundle}/bin/rtgen-server" --model "${model}" --backend cuda --port "${port}" \
+  --metrics-port "${metrics}" --max-num-seqs 64 --max-model-len 2048 >"${out}/server.log" 2>&1 &
+server=$!
+trap 'kill -TERM ${server} 2>/dev/null; wait ${server} 2>/dev/null' EXIT
+for _ in $(seq 1 120); do
+  "${bundle}/bin/rtgen-client" health --target "127.0.0.1:${port}" >/dev/null 2>&1 && break
+  sleep 0.5
+done
+echo "== server start-up"
+cat "${out}/server.log"
+echo "== rtgen-client generate --chat (greedy)"
+"${bundle}/bin/rtgen-client" generate --target "127.0.0.1:${port}" --chat \
+  --prompt "What is the capital of France?" --temperature 0 --max-tokens 64
+echo
+echo "== rtgen-bench, one stream, prompt 128, 128 new tokens"
+"${bundle}/bin/rtgen-bench" --target "127.0.0.1:${port}" --concurrency 1 --num-requests 20 \
+  --warmup 3 --input-len 128 --output-len 128 --no-progress --output "${out}/e2e_bench.json"
+echo "== metrics (graph replays vs eager)"
+curl -s "127.0.0.1:${metrics}/metrics" 2>/dev/null | grep -E '^rtgen_(graph_replays|eager_steps)_total' ||
+  python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:${metrics}/metrics').read().decode())" |
+  grep -E '^rtgen_(graph_replays|eager_steps)_total'
