@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Builds the CPU test binaries under a sanitizer and runs them with ctest.
+#   scripts/sanitize.sh asan [ctest args]   AddressSanitizer + UBSan, every CPU test (build-asan)
+#   scripts/sanitize.sh tsan [ctest args]   ThreadSanitizer, the engine and server tests (build-tsan)
+# Environment: RTGEN_SANITIZE_JOBS (build jobs, default 2), RTGEN_TSAN_LABELS (ctest -L regex,
+# default engine|server) to sample fewer tests when CI time is short.
+# Only our code is instrumented; the Debian third-party libraries are not (see
+# tests/sanitizers/tsan.supp for what that means under TSan).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+mode=${1:-}
+shift || true
+jobs=${RTGEN_SANITIZE_JOBS:-2}
+
+case "$mode" in
+  asan)
+    build="$root/build-asan"
+    sanitize="address,undefined"
+    targets=(model_tests tokenizer_tests sampling_tests cpu_tests engine_tests golden_tests
+             server_tests)
+    labels="^(model|tokenizer|sampling|cpu|engine|golden|server)$"
+    # detect_leaks: leaks fail the run; strict_string_checks catches bad C-string reads.
+    export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
+    export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
+    # Leaks inside uninstrumented third-party libraries (gRPC's static state) are not ours.
+    export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:${LSAN_OPTIONS:-}"
+    ;;
+  tsan)
+    build="$root/build-tsan"
+    sanitize="thread"
+    targets=(engine_tests server_tests)
+    labels="^(${RTGEN_TSAN_LABELS:-engine|server})$"
+    export TSAN_OPTIONS="suppressions=$root/tests/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
+    ;;
+  *)
+    echo "usage: $0 asan|tsan [ctest args]" >&2
+    exit 2
+    ;;
+esac
+
+RTGEN_SKIP_BUILD=1 "$root/scripts/setup.sh"  # packages and the model, when missing
+
+start=$(date +%s)
+cmake -S "$root" -B "$build" -G Ninja -DRTGEN_CUDA=OFF -DRTGEN_SANITIZE="$sanitize" \
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" --target "${targets[@]}" -j"$jobs"
+built=$(date +%s)
+
+cd "$build"
+set +e
+ctest --output-on-failure --timeout 900 -j"$jobs" -L "$labels" "$@"
+rc=$?
+set -e
+end=$(date +%s)
+echo "sanitize.sh $mode ($sanitize): labels $labels; build $((built - start)) s, tests $((end - built)) s, exit $rc"
+exit $rc
