@@ -2,10 +2,11 @@
 # Builds the CPU test binaries under a sanitizer and runs them with ctest.
 #   scripts/sanitize.sh asan [ctest args]   AddressSanitizer + UBSan, every CPU test (build-asan)
 #   scripts/sanitize.sh tsan [ctest args]   ThreadSanitizer, the engine and server tests (build-tsan)
-# Environment: RTGEN_SANITIZE_JOBS (build jobs, default 2), RTGEN_TSAN_LABELS (ctest -L regex,
+# Environment: RTGEN_SANITIZE_JOBS (build jobs, default 2), RTGEN_ASAN_LABELS / RTGEN_TSAN_LABELS (ctest -L regex,
 # default engine|server) to sample fewer tests when CI time is short.
-# Only our code is instrumented; the Debian third-party libraries are not (see
-# tests/sanitizers/tsan.supp for what that means under TSan).
+# Only our code is instrumented; the Debian third-party libraries are not. Under TSan,
+# tests/sanitizers/tsan_absl_mutex.cc makes absl::Mutex visible and tests/sanitizers/tsan.supp
+# silences reports inside gRPC/abseil/protobuf only.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 mode=${1:-}
@@ -17,8 +18,8 @@ case "$mode" in
     build="$root/build-asan"
     sanitize="address,undefined"
     targets=(model_tests tokenizer_tests sampling_tests cpu_tests engine_tests golden_tests
-             server_tests)
-    labels="^(model|tokenizer|sampling|cpu|engine|golden|server)$"
+             server_tests reliability_tests bench_tests)
+    labels="^(${RTGEN_ASAN_LABELS:-model|tokenizer|sampling|cpu|engine|golden|server|reliability|bench})$"
     # detect_leaks: leaks fail the run; strict_string_checks catches bad C-string reads.
     export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
