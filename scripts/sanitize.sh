@@ -2,8 +2,9 @@
 # Builds the CPU test binaries under a sanitizer and runs them with ctest.
 #   scripts/sanitize.sh asan [ctest args]   AddressSanitizer + UBSan, every CPU test (build-asan)
 #   scripts/sanitize.sh tsan [ctest args]   ThreadSanitizer, the engine and server tests (build-tsan)
-# Environment: RTGEN_SANITIZE_JOBS (build jobs, default 2), RTGEN_ASAN_LABELS / RTGEN_TSAN_LABELS (ctest -L regex,
-# default engine|server) to sample fewer tests when CI time is short.
+# Environment: RTGEN_SANITIZE_JOBS (build jobs, default 2); RTGEN_ASAN_LABELS and
+# RTGEN_TSAN_LABELS (ctest label alternatives, e.g. "engine") sample fewer tests when CI time
+# is short.
 # Only our code is instrumented; the Debian third-party libraries are not. Under TSan,
 # tests/sanitizers/tsan_absl_mutex.cc makes absl::Mutex visible and tests/sanitizers/tsan.supp
 # silences reports inside gRPC/abseil/protobuf only.
