@@ -29,6 +29,8 @@ agg = collections.defaultdict(lambda: [0, 0.0])
 for r in rows:
     try: v = float(r[val_i].replace(",", ""))
     except ValueError: continue
+    unit = r[head.index("Metric Unit")] if "Metric Unit" in head else "nsecond"
+    v *= {"nsecond": 1, "usecond": 1e3, "msecond": 1e6}.get(unit, 1)  # to ns
     k = (r[name_i].split("(")[0][:60], r[grid_i]); agg[k][0] += 1; agg[k][1] += v
 total = sum(v for _, v in agg.values())
 print(f"{'kernel':60s} {'grid':>16s} {'launches':>8s} {'total us':>10s} {'mean us':>8s}")
