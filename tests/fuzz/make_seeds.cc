@@ -4,6 +4,7 @@
 //   safetensors/  tiny safetensors files (F32, F16, BF16, metadata, an empty tensor)
 //   tokenizer/    a few strings (ASCII, multi-byte, special-token text, invalid UTF-8)
 //   request/      serialized GenerateRequests (prompt, token ids, chat, sampling, stop strings)
+// Regression inputs that a fuzzer found (e.g. tokenizer/byte_without_token) are added by hand.
 
 #include <cstdio>
 #include <cstring>

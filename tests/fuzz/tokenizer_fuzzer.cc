@@ -3,12 +3,18 @@
 //   valid UTF-8   → Encode succeeds and Decode(Encode(text)) == text, both with and without
 //                   special-token parsing; every id is inside the vocabulary.
 // UTF-8 validity is judged by an independent checker here, not by the code under test.
+// One exception, found by this fuzzer (seed corpus/tokenizer/byte_without_token): SmolLM2's
+// vocabulary has no token for six control bytes (0x04 0x06 0x13 0x14 0x16 0x1D). Like Hugging
+// Face's BPE without an unk token, Encode drops such bytes, so the round trip is checked
+// against the text with exactly those bytes removed.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "engine/model/gguf_file.h"
@@ -70,6 +76,43 @@ const rtgen::Tokenizer& SmolTokenizer() {
   return *tokenizer;
 }
 
+// GPT-2's byte → printable code point map (the byte-level pieces in the vocabulary): printable
+// Latin-1 bytes stand for themselves, the other 68 bytes for U+0100 onwards, in byte order.
+std::string BytePiece(uint8_t byte) {
+  const auto printable = [](int b) {
+    return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+  };
+  char32_t cp = byte;
+  if (!printable(byte)) {
+    cp = 0x100;
+    for (int b = 0; b < byte; ++b) cp += printable(b) ? 0 : 1;
+  }
+  std::string out;  // UTF-8 of cp (< U+0800)
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+// `text` without the bytes that have no token of their own.
+std::string WithoutTokenlessBytes(const rtgen::Tokenizer& tokenizer, std::string_view text) {
+  static const std::array<bool, 256> has_token = [&tokenizer] {
+    std::array<bool, 256> has{};
+    for (int b = 0; b < 256; ++b) {
+      has[b] = tokenizer.TokenId(BytePiece(static_cast<uint8_t>(b))).has_value();
+    }
+    return has;
+  }();
+  std::string out;
+  for (char c : text) {
+    if (has_token[static_cast<uint8_t>(c)]) out += c;
+  }
+  return out;
+}
+
 void Fail(const char* what, std::string_view text) {
   std::fprintf(stderr, "tokenizer_fuzzer: %s for %zu input bytes\n", what, text.size());
   std::abort();
@@ -94,7 +137,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (int32_t id : *ids) {
       if (id < 0 || id >= tokenizer.vocab_size()) Fail("id outside the vocabulary", text);
     }
-    if (tokenizer.Decode(*ids) != text) Fail("Decode(Encode(text)) != text", text);
+    if (tokenizer.Decode(*ids) != WithoutTokenlessBytes(tokenizer, text)) {
+      Fail("Decode(Encode(text)) != text (less the bytes without a token)", text);
+    }
   }
   return 0;
 }
