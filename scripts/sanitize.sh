@@ -2,9 +2,9 @@
 # Builds the CPU test binaries under a sanitizer and runs them with ctest.
 #   scripts/sanitize.sh asan [ctest args]   AddressSanitizer + UBSan, every CPU test (build-asan)
 #   scripts/sanitize.sh tsan [ctest args]   ThreadSanitizer, the engine and server tests (build-tsan)
-# Environment: RTGEN_SANITIZE_JOBS (build jobs, default 2); RTGEN_ASAN_LABELS and
-# RTGEN_TSAN_LABELS (ctest label alternatives, e.g. "engine") sample fewer tests when CI time
-# is short.
+# Environment: RTGEN_SANITIZE_JOBS (build jobs, default 2); RTGEN_ASAN_AREAS and
+# RTGEN_TSAN_AREAS (space-separated test areas, e.g. "engine") build and run fewer test
+# binaries when CI time is short.
 # Only our code is instrumented; the Debian third-party libraries are not. Under TSan,
 # tests/sanitizers/tsan_absl_mutex.cc makes absl::Mutex visible and tests/sanitizers/tsan.supp
 # silences reports inside gRPC/abseil/protobuf only.
@@ -18,9 +18,7 @@ case "$mode" in
   asan)
     build="$root/build-asan"
     sanitize="address,undefined"
-    targets=(model_tests tokenizer_tests sampling_tests cpu_tests engine_tests golden_tests
-             server_tests reliability_tests bench_tests)
-    labels="^(${RTGEN_ASAN_LABELS:-model|tokenizer|sampling|cpu|engine|golden|server|reliability|bench})$"
+    areas=${RTGEN_ASAN_AREAS:-model tokenizer sampling cpu engine golden server reliability bench}
     # detect_leaks: leaks fail the run; strict_string_checks catches bad C-string reads.
     export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
@@ -30,8 +28,7 @@ case "$mode" in
   tsan)
     build="$root/build-tsan"
     sanitize="thread"
-    targets=(engine_tests server_tests)
-    labels="^(${RTGEN_TSAN_LABELS:-engine|server})$"
+    areas=${RTGEN_TSAN_AREAS:-engine server}
     export TSAN_OPTIONS="suppressions=$root/tests/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
     ;;
   *)
@@ -41,6 +38,11 @@ case "$mode" in
 esac
 
 RTGEN_SKIP_BUILD=1 "$root/scripts/setup.sh"  # packages and the model, when missing
+
+# Each test area (tests/<area>/) is one binary <area>_tests whose tests carry the label <area>.
+targets=()
+for area in $areas; do targets+=("${area}_tests"); done
+labels="^($(echo "$areas" | tr ' ' '|'))$"
 
 start=$(date +%s)
 cmake -S "$root" -B "$build" -G Ninja -DRTGEN_CUDA=OFF -DRTGEN_SANITIZE="$sanitize" \
