@@ -1,73 +1,263 @@
 #include <algorithm>
+#include <cstdint>
 
-#include "kernels/attention_common.cuh"
 #include "kernels/decode_attention.h"
+#include "kernels/device_utils.cuh"
 
 namespace rtgen::kernels {
 namespace {
 
-// grid (num_heads, num_seqs, num_splits)
-__global__ void __launch_bounds__(kAttnThreads) DecodeAttentionKernel(DecodeAttentionParams p) {
-  __shared__ AttnSmem smem;
-  const int head = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
-  const int ctx = p.context_lens[seq];
-  const int begin = p.num_splits > 1 ? split * p.partition_size : 0;
-  const int end = p.num_splits > 1 ? min(ctx, begin + p.partition_size) : ctx;
-  const int kv_head = head / (p.num_heads / p.num_kv_heads);
-  AttnState st;
-  if (begin < end) {
-    AttnLoadQuery(smem, p.q + seq * p.q_stride + head * p.head_dim, p.head_dim, p.scale);
-    AttnRange(smem, st, p.k_cache, p.v_cache, p.block_tables + seq * p.max_blocks_per_seq,
-              p.block_size, p.num_kv_heads * p.head_dim, kv_head, p.head_dim, begin, end);
-  }
-  if (p.num_splits == 1) {
-    const float inv_l = st.l > 0.0f ? 1.0f / st.l : 0.0f;
-    __nv_bfloat16* out = p.out + (static_cast<int64_t>(seq) * p.num_heads + head) * p.head_dim;
+// One block per (kv head [x query-head chunk], sequence, partition) serves every query head of
+// the GQA group, so each K/V row is read once per group. The block's threads form lane groups of
+// kLanes lanes; a lane group scores one key at a time, each lane holding 8 dims (one 16-byte load
+// of the K row and one of the V row). Lane groups stride over the keys with their own online
+// softmax (base-2: q carries scale * log2(e)); the groups are merged with warp shuffles, then the
+// warps through shared memory.
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kVec = 8;         // bf16 per 16-byte load
+constexpr int kUnroll = 4;      // keys in flight per lane group
+constexpr int kMaxHeadDim = 256;
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ void Bf16x8(const uint4& u, float (&f)[kVec]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
 #pragma unroll
-    for (int u = 0; u < kAttnDimsPerThread; ++u) {
-      const int d = threadIdx.x + u * kAttnThreads;
-      if (d < p.head_dim) out[d] = __float2bfloat16(st.acc[u] * inv_l);
-    }
-    return;
-  }
-  const int64_t part = (static_cast<int64_t>(seq) * p.num_heads + head) * p.num_splits + split;
-  float* out = p.partial_out + part * p.head_dim;
-#pragma unroll
-  for (int u = 0; u < kAttnDimsPerThread; ++u) {
-    const int d = threadIdx.x + u * kAttnThreads;
-    if (d < p.head_dim) out[d] = st.acc[u];
-  }
-  if (threadIdx.x == 0) {
-    p.partial_ml[part * 2] = st.m;
-    p.partial_ml[part * 2 + 1] = st.l;
+  for (int i = 0; i < kVec / 2; ++i) {
+    const float2 x = __bfloat1622float2(h[i]);
+    f[2 * i] = x.x;
+    f[2 * i + 1] = x.y;
   }
 }
 
-// grid (num_heads, num_seqs): merges the partitions' partial results.
+// exp2(a - b) that is 0 when a is -inf (an empty state), never NaN.
+__device__ __forceinline__ float Rescale(float a, float b) {
+  return a == -INFINITY ? 0.0f : exp2f(a - b);
+}
+
+// kLanes: lanes per key (head_dim <= 8 * kLanes). kGroup: most query heads one block serves.
+// grid (num_kv_heads * ceil(group / kGroup), num_seqs, num_splits)
+template <int kLanes, int kGroup>
+__global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentionParams p) {
+  constexpr int kKeysPerPass = kThreads / kLanes;
+  constexpr int kStep = kKeysPerPass * kUnroll;
+  __shared__ float s_m[kWarps][kGroup];
+  __shared__ float s_acc[kGroup][kLanes * kVec];
+  __shared__ float s_l[kGroup];
+
+  const int group = p.num_heads / p.num_kv_heads;
+  const int chunks = (group + kGroup - 1) / kGroup;
+  const int kv_head = blockIdx.x / chunks;
+  const int chunk = blockIdx.x % chunks;
+  const int head0 = kv_head * group + chunk * kGroup;
+  const int nh = min(kGroup, group - chunk * kGroup);
+  const int seq = blockIdx.y, split = blockIdx.z;
+  const int ctx = p.context_lens[seq];
+  const int begin = p.num_splits > 1 ? split * p.partition_size : 0;
+  const int end = p.num_splits > 1 ? min(ctx, begin + p.partition_size) : ctx;
+  // An empty partition writes nothing: the combine step only reads partitions below ctx.
+  if (p.num_splits > 1 && begin >= end) return;
+
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int sub = threadIdx.x % kLanes;        // this lane's 8 dims: [d0, d0 + 8)
+  const int key_slot = threadIdx.x / kLanes;   // lane group
+  const int hd = p.head_dim;
+  const int d0 = sub * kVec;
+  const bool dim_ok = d0 < hd;
+
+  float q[kGroup][kVec];
+  const __nv_bfloat16* qp = p.q + seq * p.q_stride + static_cast<int64_t>(head0) * hd + d0;
+  const float qscale = p.scale * kLog2e;
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      q[g][i] = (g < nh && dim_ok) ? __bfloat162float(qp[g * hd + i]) * qscale : 0.0f;
+    }
+  }
+  float m[kGroup], l[kGroup], acc[kGroup][kVec];
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) acc[g][i] = 0.0f;
+  }
+
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  const int64_t row = static_cast<int64_t>(p.num_kv_heads) * hd;  // elements per cache slot
+  const __nv_bfloat16* kbase = p.k_cache + static_cast<int64_t>(kv_head) * hd + d0;
+  const __nv_bfloat16* vbase = p.v_cache + static_cast<int64_t>(kv_head) * hd + d0;
+  const int bs = p.block_size;
+
+  // Block-uniform loop so the lane-group shuffles below never diverge.
+  for (int kb = begin; kb < end; kb += kStep) {
+    uint4 kr[kUnroll], vr[kUnroll];
+    bool ok[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int key = kb + key_slot + u * kKeysPerPass;
+      ok[u] = key < end;
+      kr[u] = make_uint4(0, 0, 0, 0);
+      vr[u] = make_uint4(0, 0, 0, 0);
+      if (ok[u] && dim_ok) {
+        const int64_t slot = static_cast<int64_t>(table[key / bs]) * bs + key % bs;
+        kr[u] = *reinterpret_cast<const uint4*>(kbase + slot * row);
+        vr[u] = *reinterpret_cast<const uint4*>(vbase + slot * row);
+      }
+    }
+    float s[kUnroll][kGroup];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float kf[kVec];
+      Bf16x8(kr[u], kf);
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) dot = fmaf(q[g][i], kf[i], dot);
+#pragma unroll
+        for (int o = kLanes / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(kFullMask, dot, o);
+        s[u][g] = ok[u] ? dot : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      float mx = s[0][g];
+#pragma unroll
+      for (int u = 1; u < kUnroll; ++u) mx = fmaxf(mx, s[u][g]);
+      const float mn = fmaxf(m[g], mx);
+      const float alpha = mn == -INFINITY ? 1.0f : Rescale(m[g], mn);
+      l[g] *= alpha;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) acc[g][i] *= alpha;
+      m[g] = mn;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      float vf[kVec];
+      Bf16x8(vr[u], vf);
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        const float pr = ok[u] ? exp2f(s[u][g] - m[g]) : 0.0f;
+        l[g] += pr;
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) acc[g][i] = fmaf(pr, vf[i], acc[g][i]);
+      }
+    }
+  }
+
+  // Merge the lane groups of each warp (lanes with the same `sub` hold the same dims).
+#pragma unroll
+  for (int o = kLanes; o < 32; o <<= 1) {
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      const float mo = __shfl_xor_sync(kFullMask, m[g], o);
+      const float lo = __shfl_xor_sync(kFullMask, l[g], o);
+      const float mn = fmaxf(m[g], mo);
+      const float a = Rescale(m[g], mn), b = Rescale(mo, mn);
+      l[g] = l[g] * a + lo * b;
+#pragma unroll
+      for (int i = 0; i < kVec; ++i) {
+        acc[g][i] = acc[g][i] * a + __shfl_xor_sync(kFullMask, acc[g][i], o) * b;
+      }
+      m[g] = mn;
+    }
+  }
+  // Merge the warps: rescale to the block max, then add in shared memory one warp after the
+  // other (a fixed order, so a graph replay is bitwise equal to an eager run).
+  if (lane == 0) {
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) s_m[warp][g] = m[g];
+  }
+  __syncthreads();
+  float f[kGroup];
+#pragma unroll
+  for (int g = 0; g < kGroup; ++g) {
+    float bm = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][g]);
+    f[g] = Rescale(m[g], bm);
+  }
+  for (int w = 0; w < kWarps; ++w) {
+    if (warp == w && lane < kLanes) {
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g) {
+        if (g >= nh) break;
+        if (dim_ok) {
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) {
+            const float prev = w == 0 ? 0.0f : s_acc[g][d0 + i];
+            s_acc[g][d0 + i] = prev + acc[g][i] * f[g];
+          }
+        }
+        if (lane == 0) s_l[g] = (w == 0 ? 0.0f : s_l[g]) + l[g] * f[g];
+      }
+    }
+    __syncthreads();
+  }
+
+  for (int idx = threadIdx.x; idx < nh * hd; idx += kThreads) {
+    const int g = idx / hd, d = idx % hd;
+    const int64_t head = head0 + g;
+    const float lg = s_l[g];
+    if (p.num_splits == 1) {
+      const float v = lg > 0.0f ? s_acc[g][d] / lg : 0.0f;
+      p.out[(seq * p.num_heads + head) * hd + d] = __float2bfloat16(v);
+      continue;
+    }
+    const int64_t part = (seq * p.num_heads + head) * p.num_splits + split;
+    p.partial_out[part * hd + d] = s_acc[g][d];
+    if (d == 0) {
+      float bm = -INFINITY;
+      for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][g]);
+      p.partial_ml[part * 2] = bm;  // base-2 max of the partition's scores
+      p.partial_ml[part * 2 + 1] = lg;
+    }
+  }
+}
+
+// grid (num_heads, num_seqs); dynamic shared memory: num_splits floats. Merges the partitions
+// that hold keys (those below the sequence's context length; a context of 0 gives zeros).
 __global__ void DecodeCombineKernel(DecodeAttentionParams p) {
+  extern __shared__ float s_w[];
+  __shared__ float s_inv_l;
   const int head = blockIdx.x, seq = blockIdx.y;
+  const int ctx = p.context_lens[seq];
+  const int n = min(p.num_splits, (ctx + p.partition_size - 1) / p.partition_size);
   const int64_t first = (static_cast<int64_t>(seq) * p.num_heads + head) * p.num_splits;
-  float m = -INFINITY;
-  for (int s = 0; s < p.num_splits; ++s) {
-    if (p.partial_ml[(first + s) * 2 + 1] > 0.0f) m = fmaxf(m, p.partial_ml[(first + s) * 2]);
+  const float* ml = p.partial_ml + first * 2;
+  if (threadIdx.x < 32) {
+    float m = -INFINITY;
+    for (int s = threadIdx.x; s < n; s += 32) m = fmaxf(m, ml[2 * s]);
+    m = WarpMax(m);
+    float l = 0.0f;
+    for (int s = threadIdx.x; s < n; s += 32) {
+      const float w = exp2f(ml[2 * s] - m);
+      s_w[s] = w;
+      l += w * ml[2 * s + 1];
+    }
+    l = WarpSum(l);
+    if (threadIdx.x == 0) s_inv_l = l > 0.0f ? 1.0f / l : 0.0f;
   }
-  float l = 0.0f;
-  for (int s = 0; s < p.num_splits; ++s) {
-    const float ls = p.partial_ml[(first + s) * 2 + 1];
-    if (ls > 0.0f) l += ls * expf(p.partial_ml[(first + s) * 2] - m);
-  }
-  const float inv_l = l > 0.0f ? 1.0f / l : 0.0f;
+  __syncthreads();
+  const float* po = p.partial_out + first * p.head_dim;
   __nv_bfloat16* out = p.out + (static_cast<int64_t>(seq) * p.num_heads + head) * p.head_dim;
   for (int d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
     float acc = 0.0f;
-    for (int s = 0; s < p.num_splits; ++s) {
-      const float ls = p.partial_ml[(first + s) * 2 + 1];
-      if (ls > 0.0f) {
-        acc += p.partial_out[(first + s) * p.head_dim + d] *
-               expf(p.partial_ml[(first + s) * 2] - m);
-      }
-    }
-    out[d] = __float2bfloat16(acc * inv_l);
+    for (int s = 0; s < n; ++s) acc = fmaf(s_w[s], po[s * p.head_dim + d], acc);
+    out[d] = __float2bfloat16(acc * s_inv_l);
+  }
+}
+
+template <int kLanes>
+void LaunchAttention(const DecodeAttentionParams& p, int group, cudaStream_t stream) {
+  if (group <= 4) {
+    const dim3 grid(p.num_kv_heads, p.num_seqs, p.num_splits);
+    DecodeAttentionKernel<kLanes, 4><<<grid, kThreads, 0, stream>>>(p);
+  } else {
+    const dim3 grid(p.num_kv_heads * ((group + 7) / 8), p.num_seqs, p.num_splits);
+    DecodeAttentionKernel<kLanes, 8><<<grid, kThreads, 0, stream>>>(p);
   }
 }
 
@@ -75,34 +265,48 @@ __global__ void DecodeCombineKernel(DecodeAttentionParams p) {
 
 cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
   if (p.num_seqs <= 0) return cudaSuccess;
-  if (p.head_dim > kAttnMaxHeadDim || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 ||
-      p.num_splits < 1 || (p.num_splits > 1 && p.partition_size <= 0)) {
+  const auto misaligned = [](const void* ptr) {
+    return reinterpret_cast<uintptr_t>(ptr) % 16 != 0;
+  };
+  if (p.head_dim <= 0 || p.head_dim > kMaxHeadDim || p.head_dim % kVec != 0 ||
+      p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || p.num_splits < 1 ||
+      (p.num_splits > 1 && p.partition_size <= 0) || p.block_size <= 0 ||
+      misaligned(p.k_cache) || misaligned(p.v_cache)) {
     return cudaErrorInvalidValue;
   }
-  const dim3 grid(p.num_heads, p.num_seqs, p.num_splits);
-  DecodeAttentionKernel<<<grid, kAttnThreads, 0, stream>>>(p);
+  const int group = p.num_heads / p.num_kv_heads;
+  if (p.head_dim <= 32) {
+    LaunchAttention<4>(p, group, stream);
+  } else if (p.head_dim <= 64) {
+    LaunchAttention<8>(p, group, stream);
+  } else if (p.head_dim <= 128) {
+    LaunchAttention<16>(p, group, stream);
+  } else {
+    LaunchAttention<32>(p, group, stream);
+  }
   if (p.num_splits > 1) {
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    DecodeCombineKernel<<<dim3(p.num_heads, p.num_seqs), 128, 0, stream>>>(p);
+    const int threads = std::min(256, (p.head_dim + 31) / 32 * 32);
+    DecodeCombineKernel<<<dim3(p.num_heads, p.num_seqs), threads,
+                          p.num_splits * sizeof(float), stream>>>(p);
   }
   return cudaGetLastError();
 }
 
-DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_heads, int32_t max_context,
+DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context,
                                  int32_t num_sms) {
-  constexpr int32_t kPartition = 512;  // tokens per partition
+  // Partitions of at least kMinPartition keys, and only as many as it takes to give the GPU
+  // about one block per SM: a batch that already covers the SMs is not split.
+  constexpr int32_t kMinPartition = 256;
   DecodeSplitPlan plan;
-  const int64_t blocks = int64_t{num_seqs} * num_heads;
-  if (max_context <= kPartition || blocks >= 2 * int64_t{num_sms}) return plan;
-  // Enough partitions to give each SM about two blocks, never more than the context needs.
-  const int32_t want = static_cast<int32_t>((2 * int64_t{num_sms} + blocks - 1) / blocks);
-  const int32_t most = (max_context + kPartition - 1) / kPartition;
-  plan.num_splits = std::max(1, std::min(want, most));
-  if (plan.num_splits > 1) plan.partition_size = (max_context + plan.num_splits - 1) / plan.num_splits;
-  // Round partitions up to whole key chunks.
+  const int64_t units = std::max<int64_t>(1, int64_t{num_seqs} * num_kv_heads);
+  if (max_context <= kMinPartition) return plan;
+  const int64_t want = num_sms / units;
+  const int64_t most = (max_context + kMinPartition - 1) / kMinPartition;
+  plan.num_splits = static_cast<int32_t>(std::max<int64_t>(1, std::min(want, most)));
   if (plan.num_splits > 1) {
-    plan.partition_size = (plan.partition_size + kAttnKeyChunk - 1) / kAttnKeyChunk * kAttnKeyChunk;
+    plan.partition_size = (max_context + plan.num_splits - 1) / plan.num_splits;
   }
   return plan;
 }

@@ -3,7 +3,10 @@
 // h / (num_heads / num_kv_heads)). Sequence s attends to its first context_lens[s] positions
 // (read from device memory, so one launch configuration serves every length; 0 gives zeros).
 // With num_splits > 1 the key range is cut into partitions of partition_size tokens, each
-// written as a partial (max, sum, unnormalised output) to the workspace, then combined.
+// written as a partial (max, sum, unnormalised output) to the workspace, then combined; only the
+// partitions below a sequence's context length are written and combined.
+// Requires head_dim % 8 == 0 and 16-byte aligned k_cache / v_cache (K/V rows are read with
+// 16-byte loads); one block serves all query heads of a kv head, so K/V are read once per group.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -23,25 +26,26 @@ struct DecodeAttentionParams {
   int32_t num_seqs = 0;
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
-  int32_t head_dim = 0;                    // <= 256
+  int32_t head_dim = 0;                    // <= 256, a multiple of 8
   int32_t block_size = 0;
   int32_t max_blocks_per_seq = 0;
   float scale = 1.0f;                      // softmax scale, usually 1 / sqrt(head_dim)
   int32_t num_splits = 1;                  // partitions per sequence (grid size; fixed per graph)
   int32_t partition_size = 0;              // tokens per partition when num_splits > 1
   float* partial_out = nullptr;            // [num_seqs, num_heads, num_splits, head_dim]
-  float* partial_ml = nullptr;             // [num_seqs, num_heads, num_splits, 2]
+  float* partial_ml = nullptr;             // [num_seqs, num_heads, num_splits, 2] (base-2 max, sum)
 };
 
 cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream);
 
 // Split plan: how many partitions to use for `num_seqs` sequences of up to `max_context`
-// tokens on a device with `num_sms` multiprocessors (1 when the batch alone fills the GPU).
+// tokens with `num_kv_heads` kv heads on a device with `num_sms` multiprocessors: partitions of
+// at least 256 tokens, about one block per SM, 1 when num_seqs * num_kv_heads fills the GPU.
 struct DecodeSplitPlan {
   int32_t num_splits = 1;
   int32_t partition_size = 0;
 };
-DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_heads, int32_t max_context,
+DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context,
                                  int32_t num_sms);
 
 }  // namespace rtgen::kernels

@@ -51,7 +51,7 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   size_t parts = 1;
   for (int32_t n = 1; n <= capacity.max_seqs; ++n) {
     const kernels::DecodeSplitPlan plan =
-        kernels::PlanDecodeSplits(n, config.num_heads, max_context, num_sms);
+        kernels::PlanDecodeSplits(n, config.num_kv_heads, max_context, num_sms);
     parts = std::max(parts, size_t{1} * n * config.num_heads * plan.num_splits);
   }
   ASSIGN_OR_RETURN(f->split_out_,
@@ -91,7 +91,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::KvStore(store, stream));
   if (shape.decode_only) {
     const kernels::DecodeSplitPlan plan =
-        kernels::PlanDecodeSplits(shape.num_seqs, c.num_heads, max_context_, num_sms_);
+        kernels::PlanDecodeSplits(shape.num_seqs, c.num_kv_heads, max_context_, num_sms_);
     kernels::DecodeAttentionParams a;
     a.q = qkv;
     a.q_stride = qkv_dim;
