@@ -253,9 +253,9 @@ TEST_F(EngineTest, SameSeedSameSampledStream) {
 }
 
 TEST_F(EngineTest, DuplicateLiveIdIsRejected) {
+  Stream a;  // outlives the engine, whose shutdown still finishes "dup" through a's sink
   auto engine = Make();
   backend_->SetStepDelay(absl::Milliseconds(5));
-  Stream a;
   ASSERT_TRUE(engine->Submit(MakeRequest("dup", Range(1, 4), 100), a.Sink()).ok());
   EXPECT_EQ(engine->Submit(MakeRequest("dup", Range(1, 4), 100), [](StreamChunk) {}).code(),
             absl::StatusCode::kAlreadyExists);
