@@ -9,56 +9,10 @@
 namespace rtgen {
 namespace {
 
-absl::Status CheckMatrix(const Matrix& m, int64_t rows, int64_t cols, const std::string& name) {
-  if (m.rows != rows || m.cols != cols || static_cast<int64_t>(m.data.size()) != rows * cols) {
-    return absl::InvalidArgumentError(absl::StrCat("weight ", name, " is [", m.rows, ", ", m.cols,
-                                                   "] with ", m.data.size(), " values; expected [",
-                                                   rows, ", ", cols, "]"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckVector(const std::vector<float>& v, int64_t n, const std::string& name) {
-  if (static_cast<int64_t>(v.size()) != n) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("weight ", name, " has ", v.size(), " values; expected ", n));
-  }
-  return absl::OkStatus();
-}
-
-// The shapes the forward pass indexes by (so a bad model fails here, not out of bounds).
+// The shared checks of the model layer: config fields, then every tensor's shape.
 absl::Status CheckModel(const ModelConfig& c, const ModelWeights& w) {
-  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
-      c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 ||
-      c.num_heads % c.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model config is not a valid Llama shape (vocab ", c.vocab_size, ", hidden ",
-        c.hidden_size, ", ffn ", c.intermediate_size, ", layers ", c.num_layers, ", heads ",
-        c.num_heads, ", kv heads ", c.num_kv_heads, ", head_dim ", c.head_dim, ")"));
-  }
-  const int64_t h = c.hidden_size, q = int64_t{c.num_heads} * c.head_dim;
-  const int64_t kv = int64_t{c.num_kv_heads} * c.head_dim, f = c.intermediate_size;
-  RETURN_IF_ERROR(CheckMatrix(w.token_embedding, c.vocab_size, h, "token_embedding"));
-  if (!w.lm_head.empty()) RETURN_IF_ERROR(CheckMatrix(w.lm_head, c.vocab_size, h, "lm_head"));
-  RETURN_IF_ERROR(CheckVector(w.final_norm, h, "final_norm"));
-  if (static_cast<int>(w.layers.size()) != c.num_layers) {
-    return absl::InvalidArgumentError(absl::StrCat("weights have ", w.layers.size(),
-                                                   " layers; config says ", c.num_layers));
-  }
-  for (int i = 0; i < c.num_layers; ++i) {
-    const LayerWeights& l = w.layers[i];
-    const std::string p = absl::StrCat("layers.", i, ".");
-    RETURN_IF_ERROR(CheckVector(l.attn_norm, h, p + "attn_norm"));
-    RETURN_IF_ERROR(CheckVector(l.ffn_norm, h, p + "ffn_norm"));
-    RETURN_IF_ERROR(CheckMatrix(l.wq, q, h, p + "wq"));
-    RETURN_IF_ERROR(CheckMatrix(l.wk, kv, h, p + "wk"));
-    RETURN_IF_ERROR(CheckMatrix(l.wv, kv, h, p + "wv"));
-    RETURN_IF_ERROR(CheckMatrix(l.wo, h, q, p + "wo"));
-    RETURN_IF_ERROR(CheckMatrix(l.w_gate, f, h, p + "w_gate"));
-    RETURN_IF_ERROR(CheckMatrix(l.w_up, f, h, p + "w_up"));
-    RETURN_IF_ERROR(CheckMatrix(l.w_down, h, f, p + "w_down"));
-  }
-  return absl::OkStatus();
+  RETURN_IF_ERROR(c.Validate());
+  return w.CheckShapes(c);
 }
 
 }  // namespace

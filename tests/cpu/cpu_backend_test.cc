@@ -221,7 +221,7 @@ TEST(CpuBackendTest, RejectsBadSteps) {
   bad.layers[1].w_up.rows -= 1;
   auto r = CpuBackend::Create(c, std::move(bad), {});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("layers.1.w_up"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find("layers[1].w_up"), std::string::npos) << r.status();
 }
 
 }  // namespace
