@@ -3,7 +3,6 @@
 #include <exception>
 
 #include <prometheus/counter.h>
-#include <prometheus/exposer.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
@@ -113,16 +112,11 @@ Metrics::Metrics(const std::vector<double>& latency) {
 Metrics::~Metrics() = default;
 
 absl::Status Metrics::StartExposer(const std::string& host, int port) {
-  const std::string address = absl::StrCat(host, ":", port);
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(address, /*num_threads=*/1);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(
-        absl::StrCat("metrics-port: cannot serve /metrics on ", address, ": ", e.what()));
-  }
-  exposer_->RegisterCollectable(registry_);
-  const std::vector<int> ports = exposer_->GetListeningPorts();
-  exposer_port_ = ports.empty() ? port : ports.front();
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server =
+      MetricsHttpServer::Start(host, port, [this] { return Render(); });
+  if (!server.ok()) return server.status();
+  exposer_ = *std::move(server);
+  exposer_port_ = exposer_->port();
   return absl::OkStatus();
 }
 

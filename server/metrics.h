@@ -8,16 +8,16 @@
 #include <atomic>
 #include <memory>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "engine/engine.h"
+#include "server/metrics_http_server.h"
 
 namespace prometheus {
 class Counter;
-class Exposer;
 class Gauge;
 class Histogram;
 class Registry;
@@ -63,7 +63,7 @@ class Metrics : public EngineObserver {
   static constexpr int kMaxCachedBucket = 1024;  // graph buckets above this are looked up
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsHttpServer> exposer_;
   int exposer_port_ = 0;
 
   prometheus::Histogram* ttft_ = nullptr;

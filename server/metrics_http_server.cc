@@ -1,0 +1,118 @@
+#include "server/metrics_http_server.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace rtgen {
+namespace {
+
+constexpr int kPollMs = 200;          // how often the thread checks for shutdown
+constexpr int kReadTimeoutMs = 2000;  // a client must send its request line within this
+constexpr size_t kMaxRequestBytes = 8192;
+
+void SendAll(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+std::string Response(const char* status, const char* type, const std::string& body) {
+  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
+                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const std::string& host,
+                                                                             int port,
+                                                                             RenderFn render) {
+  const std::string where = absl::StrCat(host, ":", port);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* addrs = nullptr;
+  const std::string port_text = absl::StrCat(port);
+  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &addrs) != 0 ||
+      addrs == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("metrics-port: cannot resolve ", where));
+  }
+  int fd = socket(addrs->ai_family, addrs->ai_socktype | SOCK_CLOEXEC, addrs->ai_protocol);
+  const int one = 1;
+  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (fd < 0 || bind(fd, addrs->ai_addr, addrs->ai_addrlen) != 0 || listen(fd, 64) != 0) {
+    const std::string error = std::strerror(errno);
+    if (fd >= 0) close(fd);
+    freeaddrinfo(addrs);
+    return absl::UnavailableError(
+        absl::StrCat("metrics-port: cannot serve /metrics on ", where, ": ", error));
+  }
+  freeaddrinfo(addrs);
+  sockaddr_storage bound{};
+  socklen_t len = sizeof(bound);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+  const int bound_port = bound.ss_family == AF_INET6
+                             ? ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port)
+                             : ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+  return std::unique_ptr<MetricsHttpServer>(
+      new MetricsHttpServer(fd, bound_port, std::move(render)));
+}
+
+MetricsHttpServer::MetricsHttpServer(int fd, int port, RenderFn render)
+    : fd_(fd), port_(port), render_(std::move(render)) {
+  thread_ = std::thread([this] { Serve(); });
+}
+
+MetricsHttpServer::~MetricsHttpServer() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  close(fd_);
+}
+
+void MetricsHttpServer::Serve() {
+  while (!stop_) {
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, kPollMs) <= 0) continue;
+    const int client = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0) continue;
+    HandleConnection(client);
+    close(client);
+  }
+}
+
+void MetricsHttpServer::HandleConnection(int client) const {
+  std::string request;
+  char buf[1024];
+  while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
+    pollfd p{client, POLLIN, 0};
+    if (poll(&p, 1, kReadTimeoutMs) <= 0) return;
+    const ssize_t n = recv(client, buf, sizeof(buf), 0);
+    if (n <= 0) return;
+    request.append(buf, static_cast<size_t>(n));
+  }
+  if (!absl::StartsWith(request, "GET ") && !absl::StartsWith(request, "HEAD ")) {
+    SendAll(client, Response("405 Method Not Allowed", "text/plain", "only GET\n"));
+    return;
+  }
+  const size_t path_start = request.find(' ') + 1;
+  const std::string path = request.substr(path_start, request.find(' ', path_start) - path_start);
+  if (path != "/metrics" && !absl::StartsWith(path, "/metrics?")) {
+    SendAll(client, Response("404 Not Found", "text/plain", "see /metrics\n"));
+    return;
+  }
+  SendAll(client, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render_()));
+}
+
+}  // namespace rtgen
