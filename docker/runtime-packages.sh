@@ -4,7 +4,8 @@
 # this list and the runtime stage installs exactly it, so no release-specific runtime package
 # names (libgrpc++1.51 vs libgrpc++1.51t64, ...) are hard-coded anywhere.
 # Fails when a library is missing or has no owning package, except the CUDA driver libraries,
-# which the NVIDIA container runtime mounts into the container at run time.
+# which the NVIDIA container runtime mounts into the container at run time, and the CUDA toolkit
+# libraries under /usr/local/cuda*, which the nvidia/cuda runtime base image already holds.
 set -euo pipefail
 [ $# -ge 1 ] || { echo "usage: $0 BINARY..." >&2; exit 2; }
 
@@ -31,6 +32,9 @@ for binary in "$@"; do
       status=1
       continue
     fi
+    case $(readlink -f "$path") in
+      /usr/local/cuda*) continue ;;  # cudart, cuBLAS(Lt): in the nvidia/cuda runtime image
+    esac
     package=$(owner "$path")
     if [ -z "$package" ]; then
       echo "runtime-packages: no Debian package owns $path (needed by $binary)" >&2
