@@ -15,6 +15,7 @@
 
 #include "absl/base/options.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 
 #define RTGEN_STR2(x) #x
@@ -22,11 +23,12 @@
 
 namespace {
 
-// Itanium mangling of absl::<inline namespace>::`rest` (e.g. "5Mutex4LockEv").
+// Itanium mangling of absl::<inline namespace>::`rest` (e.g. "5Mutex4LockEv"); `prefix` is
+// "_ZNK" for const member functions.
 template <typename Fn>
-Fn Real(const char* rest) {
+Fn Real(const char* rest, const char* prefix = "_ZN") {
   const std::string ns = RTGEN_STR(ABSL_OPTION_INLINE_NAMESPACE_NAME);
-  const std::string name = "_ZN4absl" + std::to_string(ns.size()) + ns + rest;
+  const std::string name = std::string(prefix) + "4absl" + std::to_string(ns.size()) + ns + rest;
   void* fn = dlsym(RTLD_NEXT, name.c_str());
   if (fn == nullptr) {
     std::fprintf(stderr, "tsan_absl_mutex: %s not found\n", name.c_str());
@@ -110,6 +112,36 @@ bool CondVar::WaitWithDeadline(Mutex* mu, Time deadline) {
   bool timed_out = real(this, mu, deadline);
   __tsan_acquire(mu);
   return timed_out;
+}
+
+// Notification: Notify publishes everything before it to whoever returns from a wait.
+void Notification::Notify() {
+  using Fn = void (*)(Notification*);
+  static const Fn real = Real<Fn>("12Notification6NotifyEv");
+  __tsan_release(this);
+  real(this);
+}
+void Notification::WaitForNotification() const {
+  using Fn = void (*)(const Notification*);
+  static const Fn real = Real<Fn>("12Notification19WaitForNotificationEv", "_ZNK");
+  real(this);
+  __tsan_acquire(const_cast<Notification*>(this));
+}
+bool Notification::WaitForNotificationWithTimeout(Duration timeout) const {
+  using Fn = bool (*)(const Notification*, Duration);
+  static const Fn real =
+      Real<Fn>("12Notification30WaitForNotificationWithTimeoutENS0_8DurationE", "_ZNK");
+  const bool notified = real(this, timeout);
+  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  return notified;
+}
+bool Notification::WaitForNotificationWithDeadline(Time deadline) const {
+  using Fn = bool (*)(const Notification*, Time);
+  static const Fn real =
+      Real<Fn>("12Notification31WaitForNotificationWithDeadlineENS0_4TimeE", "_ZNK");
+  const bool notified = real(this, deadline);
+  if (notified) __tsan_acquire(const_cast<Notification*>(this));
+  return notified;
 }
 
 ABSL_NAMESPACE_END
