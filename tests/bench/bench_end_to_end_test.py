@@ -6,33 +6,16 @@ rtgen_bench_end_to_end)."""
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ops"))
+import ops_harness  # noqa: E402  (shared: free ports, server start, cleanup at exit)
 import tempfile
-import time
 
 NUM_REQUESTS = 10
 INPUT_LEN = 24
 OUTPUT_LEN = 6
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_until_listening(port, server, timeout_s):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"rtgen-server exited early with status {server.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"rtgen-server did not listen on {port} within {timeout_s} s")
 
 
 def check_report(report):
@@ -71,13 +54,10 @@ def main():
     parser.add_argument("--model", required=True)
     args = parser.parse_args()
 
-    port = free_port()
-    server = subprocess.Popen(
-        [args.server, f"--model={args.model}", "--backend=cpu", "--host=127.0.0.1",
-         f"--port={port}", "--metrics-port=-1", "--max-num-seqs=4", "--max-model-len=256",
-         "--threads=2", "--log-level=warn"])
+    server, port, _ = ops_harness.start_server(
+        args.server, model=args.model,
+        extra_args=["--max-num-seqs=4", "--max-model-len=256", "--log-level=warn"])
     try:
-        wait_until_listening(port, server, timeout_s=60)
         with tempfile.TemporaryDirectory() as tmp:
             output = os.path.join(tmp, "report.json")
             result = subprocess.run(

@@ -3,32 +3,12 @@
 client/python/example_client.py streams a chat answer from it (ctest: python_example_client)."""
 
 import argparse
-import socket
+import os
 import subprocess
 import sys
-import time
 
-
-def free_port():
-    """A port the kernel just handed out (avoiding the 19464-19466 range used elsewhere)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if not 19464 <= port <= 19466:
-            return port
-
-
-def wait_until_listening(port, server, timeout_s):
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        if server.poll() is not None:
-            raise RuntimeError(f"rtgen-server exited early with status {server.returncode}")
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(f"rtgen-server did not listen on {port} within {timeout_s} s")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ops"))
+import ops_harness  # noqa: E402  (shared: free ports, server start, cleanup at exit)
 
 
 def main():
@@ -38,13 +18,10 @@ def main():
     parser.add_argument("--client", required=True)
     args = parser.parse_args()
 
-    port = free_port()
-    server = subprocess.Popen(
-        [args.server, f"--model={args.model}", "--backend=cpu", "--host=127.0.0.1",
-         f"--port={port}", "--metrics-port=-1", "--max-num-seqs=4", "--max-model-len=512",
-         "--num-kv-blocks=64", "--threads=2", "--log-format=json"])
+    server, port, _ = ops_harness.start_server(
+        args.server, model=args.model,
+        extra_args=["--max-num-seqs=4", "--num-kv-blocks=64", "--log-format=json"])
     try:
-        wait_until_listening(port, server, timeout_s=60)
         result = subprocess.run(
             [sys.executable, args.client, f"--target=127.0.0.1:{port}",
              "--prompt=What is the capital of France?", "--max-tokens=16", "--temperature=0",
