@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "absl/flags/flag.h"
+#include "engine/common/flag_names.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/status/status.h"
@@ -57,22 +58,6 @@ ABSL_FLAG(int32_t, max_stop_string_bytes, 256, "bytes per stop string");
 
 namespace {
 
-// absl flags are spelled with underscores; accept the documented --metrics-port spelling too by
-// rewriting the name part of every "--flag[=value]" argument (values are left alone).
-std::vector<std::string> DashesToUnderscores(int argc, char** argv) {
-  std::vector<std::string> args(argv, argv + argc);
-  for (size_t i = 1; i < args.size(); ++i) {
-    std::string& arg = args[i];
-    if (arg == "--") break;  // everything after is positional
-    if (arg.rfind("--", 0) != 0) continue;
-    const size_t end = std::min(arg.find('='), arg.size());
-    for (size_t k = 2; k < end; ++k) {
-      if (arg[k] == '-') arg[k] = '_';
-    }
-  }
-  return args;
-}
-
 int Fail(const absl::Status& status) {
   spdlog::critical("{}", status.ToString());
   std::fprintf(stderr, "rtgen-server: %s\n", std::string(status.message()).c_str());
@@ -85,10 +70,8 @@ int main(int argc, char** argv) {
   rtgen::BlockTerminationSignals();
   absl::SetProgramUsageMessage("rtgen-server: gRPC LLM inference server (rtgen.v1.Inference). Flags may be "
                            "spelled with dashes or underscores (--metrics-port, --metrics_port).");
-  std::vector<std::string> args = DashesToUnderscores(argc, argv);
-  std::vector<char*> arg_pointers;
-  for (std::string& arg : args) arg_pointers.push_back(arg.data());
-  absl::ParseCommandLine(static_cast<int>(arg_pointers.size()), arg_pointers.data());
+  rtgen::DashedFlagNamesToUnderscores(argc, argv);
+  absl::ParseCommandLine(argc, argv);
 
   if (absl::Status s = rtgen::ConfigureLogging(absl::GetFlag(FLAGS_log_level),
                                                absl::GetFlag(FLAGS_log_format));

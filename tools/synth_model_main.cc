@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "engine/common/flag_names.h"
 #include "absl/flags/parse.h"
 #include "engine/model/gguf_file.h"
 #include "engine/model/gguf_writer.h"
@@ -36,21 +37,10 @@ int Fail(const std::string& msg) {
   return 1;
 }
 
-// Accepts --kv-heads as well as absl's --kv_heads: dashes in a flag name become underscores.
-void NormalizeFlagNames(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    char* a = argv[i];
-    if (a[0] != '-' || a[1] != '-') continue;
-    for (char* p = a + 2; *p != '\0' && *p != '='; ++p) {
-      if (*p == '-') *p = '_';
-    }
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  NormalizeFlagNames(argc, argv);
+  rtgen::DashedFlagNamesToUnderscores(argc, argv);
   absl::ParseCommandLine(argc, argv);
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return Fail("--out is required");
