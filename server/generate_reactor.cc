@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "server/raw_message.h"
 #include "server/response_conversion.h"
 #include "server/status_conversion.h"
 
@@ -86,7 +87,8 @@ void GenerateReactor::MaybeStartWrite() {
   pending_.pop_front();
   in_flight_is_final_ = in_flight_.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
   write_in_flight_ = true;
-  StartWrite(&in_flight_);
+  in_flight_bytes_ = SerializeToByteBuffer(in_flight_);
+  StartWrite(&in_flight_bytes_);
 }
 
 void GenerateReactor::FinishOnce(grpc::Status status) {

@@ -18,7 +18,9 @@
 
 namespace rtgen {
 
-class GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+// Writes serialized v1::GenerateResponse messages (Generate is a raw method: see
+// server/raw_message.h).
+class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
   // `engine_id` is unique among live requests; `client_id` is echoed in every response.
   GenerateReactor(Engine* engine, Metrics* metrics, std::string engine_id, std::string client_id);
@@ -57,6 +59,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<v1::GenerateResponse> {
   // Guarded by outbox_->mu (not annotated: the lock lives in another object).
   std::deque<v1::GenerateResponse> pending_;  // not yet written; only the back may be final
   v1::GenerateResponse in_flight_;            // the message of the write in flight
+  grpc::ByteBuffer in_flight_bytes_;          // in_flight_ serialized, alive until OnWriteDone
   bool write_in_flight_ = false;
   bool in_flight_is_final_ = false;
   bool final_received_ = false;               // the engine sent its last chunk

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "server/generate_reactor.h"
+#include "server/raw_message.h"
 #include "server/status_conversion.h"
 #include "server/utf8.h"
 
@@ -50,12 +51,14 @@ InferenceService::InferenceService(Engine* engine, ServedModel model, Metrics* m
       metrics_(metrics),
       limits_(MakeLimits(engine->config(), model_)) {}
 
-grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
-    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::Generate(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire) {
   const absl::Time arrival = absl::Now();
   const uint64_t number = next_request_number_.fetch_add(1, std::memory_order_relaxed);
+  v1::GenerateRequest request;
+  const absl::Status parsed = ParseAllowingInvalidUtf8(*wire, request);
   std::string client_id =
-      request->request_id().empty() ? absl::StrCat("req-", number) : request->request_id();
+      request.request_id().empty() ? absl::StrCat("req-", number) : request.request_id();
   // Client ids need not be unique; the engine's id must be among live requests.
   std::string engine_id = absl::StrCat(client_id, "#", number);
   auto* reactor = new GenerateReactor(engine_, metrics_, std::move(engine_id),
@@ -71,7 +74,11 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
     reactor->Reject(absl::UnavailableError("server is draining; retry on another replica"));
     return reactor;
   }
-  absl::StatusOr<Request> converted = ToEngineRequest(*request, limits_);
+  if (!parsed.ok()) {
+    reactor->Reject(parsed);
+    return reactor;
+  }
+  absl::StatusOr<Request> converted = ToEngineRequest(request, limits_);
   if (!converted.ok()) {
     reactor->Reject(converted.status());
     return reactor;
@@ -83,20 +90,23 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* InferenceService::Generate(
 }
 
 grpc::ServerUnaryReactor* InferenceService::Tokenize(grpc::CallbackServerContext* context,
-                                                     const v1::TokenizeRequest* request,
-                                                     v1::TokenizeResponse* response) {
+                                                     const grpc::ByteBuffer* wire,
+                                                     grpc::ByteBuffer* wire_response) {
   if (grpc::Status auth = Authenticate(*context); !auth.ok()) return FinishNow(context, auth);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<TokenizedPrompt> tokenized = TokenizeRequestInput(*request, limits_);
-  if (!tokenized.ok()) {
-    reactor->Finish(ToGrpcStatus(tokenized.status()));
-    return reactor;
+  v1::TokenizeRequest request;
+  if (absl::Status parsed = ParseAllowingInvalidUtf8(*wire, request); !parsed.ok()) {
+    return FinishNow(context, ToGrpcStatus(parsed));
   }
+  absl::StatusOr<TokenizedPrompt> tokenized = TokenizeRequestInput(request, limits_);
+  if (!tokenized.ok()) return FinishNow(context, ToGrpcStatus(tokenized.status()));
+  v1::TokenizeResponse response;
   for (int32_t id : tokenized->token_ids) {
-    response->add_token_ids(id);
-    response->add_pieces(SanitizeUtf8(model_.tokenizer->TokenBytes(id)));
+    response.add_token_ids(id);
+    response.add_pieces(SanitizeUtf8(model_.tokenizer->TokenBytes(id)));
   }
-  response->set_rendered_prompt(std::move(tokenized->rendered_prompt));
+  response.set_rendered_prompt(std::move(tokenized->rendered_prompt));
+  *wire_response = SerializeToByteBuffer(response);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(grpc::Status::OK);
   return reactor;
 }

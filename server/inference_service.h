@@ -3,6 +3,9 @@
 // Tokenize, GetModelInfo and GetLoad. Validation errors and engine refusals become gRPC statuses
 // here, once. Every handler first checks the bearer token (when auth is on) and, while the
 // server drains, refuses new Generate calls with UNAVAILABLE.
+// Generate and Tokenize carry free text, so they are raw methods: the request arrives as bytes and
+// is parsed by server/raw_message.h, which lets invalid UTF-8 through to validation (named field,
+// INVALID_ARGUMENT) instead of gRPC's bare UNIMPLEMENTED.
 
 #include <atomic>
 #include <cstdint>
@@ -27,7 +30,12 @@ struct ServedModel {
   const ChatTemplate* chat_template = nullptr;  // null: the model has none
 };
 
-class InferenceService final : public v1::Inference::CallbackService {
+// The callback service with Generate and Tokenize taking and returning serialized messages.
+using InferenceServiceBase = v1::Inference::WithRawCallbackMethod_Generate<
+    v1::Inference::WithRawCallbackMethod_Tokenize<v1::Inference::WithCallbackMethod_GetModelInfo<
+        v1::Inference::WithCallbackMethod_GetLoad<v1::Inference::Service>>>>;
+
+class InferenceService final : public InferenceServiceBase {
  public:
   // `engine` must outlive the service; `metrics` may be null.
   InferenceService(Engine* engine, ServedModel model, Metrics* metrics);
@@ -39,11 +47,13 @@ class InferenceService final : public v1::Inference::CallbackService {
   // Generate streams whose reactor has not finished yet.
   int active_streams() const { return active_streams_.load(std::memory_order_acquire); }
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* context, const v1::GenerateRequest* request) override;
+  // `request` is a serialized v1::GenerateRequest; the stream writes v1::GenerateResponse.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request) override;
+  // `request` is a serialized v1::TokenizeRequest; `response` gets a v1::TokenizeResponse.
   grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* context,
-                                     const v1::TokenizeRequest* request,
-                                     v1::TokenizeResponse* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* context,
                                          const v1::GetModelInfoRequest* request,
                                          v1::ModelInfo* response) override;

@@ -154,6 +154,7 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
   if (request.request_id().size() > kMaxRequestIdBytes) {
     return Invalid("request_id", absl::StrFormat("longer than %d bytes", kMaxRequestIdBytes));
   }
+  if (!IsValidUtf8(request.request_id())) return Invalid("request_id", "is not valid UTF-8");
   if (request.logprobs() < 0 || request.logprobs() > kMaxLogprobs) {
     return Invalid("logprobs", absl::StrFormat("%d is out of range [0, %d]", request.logprobs(),
                                                kMaxLogprobs));

@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/utf8.h"
 
 namespace rtgen {
 namespace {
@@ -21,41 +22,6 @@ absl::Status CheckIntRange(const char* field, int64_t value, int64_t lo, int64_t
   if (value >= lo && value <= hi) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(field, " must be in [", lo, ", ", hi, "], got ", value));
-}
-
-// True when `s` is well-formed UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
-bool IsValidUtf8(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    int len = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2;
-      cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3;
-      cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4;
-      cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > s.size()) return false;
-    for (int k = 1; k < len; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMinForLen[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMinForLen[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
 }
 
 }  // namespace
@@ -106,7 +72,7 @@ absl::Status StoppingParams::Validate(int32_t vocab_size, int32_t max_stop_strin
                                                      " bytes, at most ", max_stop_string_bytes,
                                                      " allowed"));
     }
-    if (!IsValidUtf8(s)) {
+    if (FindInvalidUtf8(s).has_value()) {
       return absl::InvalidArgumentError(absl::StrCat("stopping.stop[", i, "] is not valid UTF-8"));
     }
   }

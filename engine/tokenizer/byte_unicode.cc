@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "engine/tokenizer/utf8.h"
+#include "engine/common/utf8.h"
 
 namespace rtgen {
 namespace {

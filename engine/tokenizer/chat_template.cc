@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/unicode_category.h"
-#include "engine/tokenizer/utf8.h"
+#include "engine/common/utf8.h"
 
 namespace rtgen {
 namespace {

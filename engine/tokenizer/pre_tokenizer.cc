@@ -3,7 +3,7 @@
 #include <cstddef>
 
 #include "engine/tokenizer/unicode_category.h"
-#include "engine/tokenizer/utf8.h"
+#include "engine/common/utf8.h"
 
 namespace rtgen {
 namespace {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/tokenizer/bpe_merge.h"
-#include "engine/tokenizer/utf8.h"
+#include "engine/common/utf8.h"
 
 namespace rtgen {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "engine/tokenizer/utf8.h"
+#include "engine/common/utf8.h"
 
 namespace rtgen {
 namespace {

@@ -1,6 +1,7 @@
-// libFuzzer target: a GenerateRequest parsed from arbitrary bytes (protobuf wire format), then
-// ToEngineRequest with the real SmolLM2 tokenizer and chat template. Any status is fine; a
-// crash, a sanitizer report, or an accepted request that breaks the limits is a finding.
+// libFuzzer target: a GenerateRequest parsed from arbitrary bytes as the server parses it
+// (server/raw_message.h: text fields may hold invalid UTF-8), then ToEngineRequest with the real
+// SmolLM2 tokenizer and chat template. Any status is fine; a crash, a sanitizer report, or an
+// accepted request that breaks the limits or carries invalid UTF-8 is a finding.
 
 #include <cstddef>
 #include <cstdint>
@@ -9,9 +10,11 @@
 #include <memory>
 #include <optional>
 
+#include "engine/common/utf8.h"
 #include "engine/model/gguf_file.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "server/raw_message.h"
 #include "server/request_validation.h"
 #include "tests/fuzz/fuzz_file.h"
 
@@ -58,7 +61,8 @@ const Model& SmolModel() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Model& model = SmolModel();
   rtgen::v1::GenerateRequest request;
-  if (!request.ParseFromArray(data, static_cast<int>(size))) return 0;
+  grpc::Slice slice(data, size);
+  if (!rtgen::ParseAllowingInvalidUtf8(grpc::ByteBuffer(&slice, 1), request).ok()) return 0;
   absl::StatusOr<rtgen::Request> engine_request = rtgen::ToEngineRequest(request, model.limits);
   if (!engine_request.ok()) {
     if (engine_request.status().message().empty()) Die("error without a message", {});
@@ -72,5 +76,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int32_t id : prompt) {
     if (id < 0 || id >= model.tokenizer->vocab_size()) Die("accepted id out of range", {});
   }
+  // Every text an accepted request carries is valid UTF-8.
+  bool valid = !rtgen::FindInvalidUtf8(request.prompt()).has_value() &&
+               !rtgen::FindInvalidUtf8(request.request_id()).has_value();
+  for (const auto& m : request.messages().messages()) {
+    valid = valid && !rtgen::FindInvalidUtf8(m.content()).has_value();
+  }
+  for (const std::string& stop : request.stopping().stop()) {
+    valid = valid && !rtgen::FindInvalidUtf8(stop).has_value();
+  }
+  if (!valid) Die("accepted invalid UTF-8", {});
   return 0;
 }

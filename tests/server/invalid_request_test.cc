@@ -119,18 +119,50 @@ TEST(InvalidRequestTest, BadTokenizeInputIsInvalidArgument) {
 namespace rtgen {
 namespace {
 
-// proto3 string fields must be UTF-8: the transport refuses such a request before our code sees
-// it, and the server keeps serving. (The field-naming message for it is checked in request_validation_test.)
-TEST(InvalidRequestTest, InvalidUtf8PromptIsRefusedAndTheServerKeepsServing) {
+// Invalid UTF-8 in any text field reaches our validation (Generate and Tokenize are raw methods:
+// server/raw_message.h) and is answered INVALID_ARGUMENT naming the field; the server keeps serving.
+void ExpectInvalidUtf8Named(const absl::Status& status, const std::string& field) {
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find(field), absl::string_view::npos) << status;
+  EXPECT_NE(status.message().find("UTF-8"), absl::string_view::npos) << status;
+}
+
+TEST(InvalidRequestTest, InvalidUtf8IsInvalidArgumentNamingTheField) {
   auto& client = *testing::SharedServer().client;
   v1::GenerateRequest request;
   request.set_prompt("caf\xC3(");
   request.mutable_stopping()->set_max_tokens(2);
-  absl::StatusOr<GenerateResult> result = client.Generate(request);
-  // gRPC 1.51 answers a request it cannot parse with a bare UNIMPLEMENTED.
-  ASSERT_FALSE(result.ok());
+  ExpectInvalidUtf8Named(client.Generate(request).status(), "prompt");
+
+  v1::GenerateRequest chat;
+  chat.mutable_stopping()->set_max_tokens(2);
+  auto* first = chat.mutable_messages()->add_messages();
+  first->set_role("system");
+  first->set_content("be brief");
+  auto* second = chat.mutable_messages()->add_messages();
+  second->set_role("user");
+  second->set_content("overlong \xC0\xAF");
+  ExpectInvalidUtf8Named(client.Generate(chat).status(), "messages[1].content");
+
+  v1::GenerateRequest stop = request;
+  stop.set_prompt("hello");
+  stop.mutable_stopping()->add_stop("ok");
+  stop.mutable_stopping()->add_stop("\xFF\xFE");
+  ExpectInvalidUtf8Named(client.Generate(stop).status(), "stopping.stop[1]");
+
+  v1::GenerateRequest id = request;
+  id.set_prompt("hello");
+  id.set_request_id("surrogate \xED\xA0\x80");
+  ExpectInvalidUtf8Named(client.Generate(id).status(), "request_id");
+
+  v1::TokenizeRequest tokenize;
+  tokenize.set_prompt("\xE2\x82");
+  ExpectInvalidUtf8Named(client.Tokenize(tokenize).status(), "prompt");
+
   request.set_prompt("caf\xC3\xA9");
   EXPECT_TRUE(client.Generate(request).ok());
+  tokenize.set_prompt("caf\xC3\xA9");
+  EXPECT_TRUE(client.Tokenize(tokenize).ok());
 }
 
 }  // namespace

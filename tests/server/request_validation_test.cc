@@ -1,5 +1,5 @@
-// ToEngineRequest / TokenizePrompt directly, with a byte-level tokenizer: the checks that cannot
-// go over the wire (proto3 refuses invalid UTF-8 before our code sees it) and BOS handling.
+// ToEngineRequest / TokenizePrompt directly, with a byte-level tokenizer: UTF-8 checks of every
+// text field and BOS handling (tests/server/invalid_request_test.cc sends the same over the wire).
 
 #include "server/request_validation.h"
 

@@ -2,7 +2,7 @@
 #include <vector>
 
 #include "engine/tokenizer/tokenizer.h"
-#include "engine/tokenizer/utf8.h"
+#include "engine/common/utf8.h"
 #include "gtest/gtest.h"
 #include "tests/tokenizer/test_data.h"
 
