@@ -1,78 +1,257 @@
-#include <cstdint>
+// Decode GEMV on tensor cores (see gemv.h).
+//
+// One block owns a tile of 8 output features (weight rows n0..n0+7). Per mma.m16n8k16 the
+// "A" operand (16 x 16) is the batch: row b = input row b (rows >= m are zero), the "B" operand
+// (16 x 8) is the weight tile, and D (16 x 8, fp32) accumulates y[b][n0 + j]. The reduction
+// index k only has to be the same permutation in A and B, so each thread feeds the mma straight
+// from its own 16-byte loads: thread (g = lane / 4, t = lane % 4) loads 8 consecutive k of weight
+// row n0 + g and of input rows g and g + 8 at chunk c; elements 0-3 form the fragment of one
+// mma (fragment k 2t, 2t+1, 2t+8, 2t+9), elements 4-7 that of a second. A warp therefore reads
+// 64 contiguous bytes of each of its 8 weight rows per step, `unroll` steps back to back (loads
+// first, then the mmas), and the block's warps take interleaved groups of steps over k and add
+// their partial tiles in shared memory in warp order (deterministic).
 
-#include "kernels/device_utils.cuh"
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
 #include "kernels/gemv.h"
 
 namespace rtgen::kernels {
 namespace {
 
-constexpr int kWarpsPerBlock = 4;
+constexpr int kTileRows = 8;  // output features per block (the mma's n)
 
-template <int M>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) GemvKernel(GemvParams p) {
+// Predicated 16-byte loads, zero when !pred (no access). The asm is volatile so that the
+// compiler keeps every load of a group ahead of the group's mmas (all of them in flight at once)
+// instead of sinking each next to its use. Weights are streamed (each byte used once): they skip
+// L1 allocation, so the input rows, which every block re-reads, stay in L1.
+#define RTGEN_GEMV_LOAD(NAME, QUALIFIERS)                                                   \
+  __device__ __forceinline__ uint4 NAME(const uint4* p, bool pred) {                       \
+    uint4 v;                                                                               \
+    asm volatile(                                                                          \
+        "{\n\t.reg .pred p;\n\t"                                                          \
+        "setp.ne.b32 p, %5, 0;\n\t"                                                        \
+        "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"         \
+        "@p ld.global.nc" QUALIFIERS ".v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"                \
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                                       \
+        : "l"(p), "r"(static_cast<int>(pred)));                                            \
+    return v;                                                                              \
+  }
+RTGEN_GEMV_LOAD(LoadWeights, ".L1::no_allocate")
+RTGEN_GEMV_LOAD(LoadInput, "")
+#undef RTGEN_GEMV_LOAD
+
+// d += A * B with A = {a_lo: (row g, k 2t..2t+1), a_hi8: (row g+8, same k), a_lo2: (row g,
+// k 2t+8..2t+9), a_hi82: (row g+8, same)} and B = {b0: (k 2t..2t+1, col g), b1: (k 2t+8.., g)}.
+__device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                    uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void Store(const GemvParams& p, int row, int col, float v) {
+  const int64_t o = static_cast<int64_t>(row) * p.n + col;
+  if (p.y_f32) {
+    static_cast<float*>(p.y)[o] = v;
+  } else {
+    static_cast<__nv_bfloat16*>(p.y)[o] = __float2bfloat16(v);
+  }
+}
+
+// Unpredicated streamed weight load (full groups). Volatile: stays where it is written, so the
+// next group's loads are issued before this group's mmas.
+__device__ __forceinline__ uint4 LoadWeightsFull(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint4 Select(bool keep, uint4 v) {
+  return keep ? v : make_uint4(0, 0, 0, 0);
+}
+
+// kHi: m > 8 (input rows 8..15 feed the mma's upper half; otherwise it is zero).
+template <int W, int U, bool kHi>
+__global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
   const int lane = threadIdx.x & 31;
-  const int n = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5);
-  if (n >= p.n) return;
-  const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(n) * p.k);
-  const int chunks = p.k / 8;  // 8 bf16 per 16-byte chunk
-  float acc[M] = {};
-  for (int c = lane; c < chunks; c += 32) {
-    const uint4 wv = w[c];
-    const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv);
+  const int warp = threadIdx.x >> 5;
+  const int g = lane >> 2, t = lane & 3;
+  const int n0 = blockIdx.x * kTileRows;
+  // Rows past n load the last row again (in bounds); their results are not stored.
+  const int wrow = min(n0 + g, p.n - 1);
+  const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(wrow) * p.k) + t;
+  // Input rows past m read row 0 (an L1 hit shared with the threads of row 0) and use zeros.
+  const bool has_x0 = g < p.m, has_x1 = kHi && g + 8 < p.m;
+  const uint4* x0 =
+      reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(has_x0 ? g : 0) * p.k) + t;
+  const uint4* x1 =
+      reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(has_x1 ? g + 8 : 0) * p.k) + t;
+  const int chunks = p.k >> 3;  // 16-byte chunks per row
+  constexpr int kGroup = 4 * U;  // chunks per row per group
+  const int full_groups = chunks / kGroup;
+
+  float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // Full groups, software-pipelined: the weights of this warp's next group are requested before
+  // the mmas of the current one, so U 16-byte loads per thread are always in flight.
+  uint4 wv[U];
+  int grp = warp;
+  if (grp < full_groups) {
 #pragma unroll
-    for (int r = 0; r < M; ++r) {
-      const uint4 xv = reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(r) * p.k)[c];
-      const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&xv);
+    for (int u = 0; u < U; ++u) wv[u] = LoadWeightsFull(w + grp * kGroup + 4 * u);
+  }
+  // Launched as a programmatic dependent (see Launch): the weights above do not depend on the
+  // previous kernel, so their loads overlap its tail; the input rows are read only after it has
+  // completed and its writes are visible. A no-op for an ordinary launch.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  for (; grp < full_groups; grp += W) {
+    const int next = grp + W;
+    uint4 wn[U];
+    if (next < full_groups) {
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const float2 a = __bfloat1622float2(w2[j]);
-        const float2 b = __bfloat1622float2(x2[j]);
-        acc[r] += a.x * b.x + a.y * b.y;
-      }
+      for (int u = 0; u < U; ++u) wn[u] = LoadWeightsFull(w + next * kGroup + 4 * u);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const uint4 xa = Select(has_x0, __ldg(x0 + grp * kGroup + 4 * u));
+      const uint4 xb = kHi ? Select(has_x1, __ldg(x1 + grp * kGroup + 4 * u)) : uint4{0, 0, 0, 0};
+      Mma(d, xa.x, xb.x, xa.y, xb.y, wv[u].x, wv[u].y);
+      Mma(d, xa.z, xb.z, xa.w, xb.w, wv[u].z, wv[u].w);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) wv[u] = wn[u];
+  }
+  // The partial last group (chunks % kGroup != 0), predicated, by the warp whose turn it is.
+  if (full_groups * kGroup < chunks && warp == full_groups % W) {
+    const int base = full_groups * kGroup;
+    uint4 wt[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) wt[u] = LoadWeights(w + base + 4 * u, base + 4 * u + t < chunks);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const bool in = base + 4 * u + t < chunks;
+      const uint4 xa = LoadInput(x0 + base + 4 * u, in && has_x0);
+      const uint4 xb = kHi ? LoadInput(x1 + base + 4 * u, in && has_x1) : uint4{0, 0, 0, 0};
+      Mma(d, xa.x, xb.x, xa.y, xb.y, wt[u].x, wt[u].y);
+      Mma(d, xa.z, xb.z, xa.w, xb.w, wt[u].z, wt[u].w);
     }
   }
+  // d[0], d[1]: y[g][n0 + 2t + {0, 1}]; d[2], d[3]: y[g + 8][same].
+  if constexpr (W == 1) {
 #pragma unroll
-  for (int r = 0; r < M; ++r) {
-    const float v = WarpSum(acc[r]);
-    if (lane == 0) {
-      const int64_t o = static_cast<int64_t>(r) * p.n + n;
-      if (p.y_f32) {
-        static_cast<float*>(p.y)[o] = v;
-      } else {
-        static_cast<__nv_bfloat16*>(p.y)[o] = __float2bfloat16(v);
-      }
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + (i >> 1) * 8, col = n0 + 2 * t + (i & 1);
+      if (row < p.m && col < p.n) Store(p, row, col, d[i]);
+    }
+  } else {
+    __shared__ float partial[W][16][kTileRows];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) partial[warp][g + (i >> 1) * 8][2 * t + (i & 1)] = d[i];
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
+      const int row = idx / kTileRows, j = idx % kTileRows;
+      if (n0 + j >= p.n) continue;
+      float s = partial[0][row][j];
+#pragma unroll
+      for (int v = 1; v < W; ++v) s += partial[v][row][j];
+      Store(p, row, n0 + j, s);
     }
   }
 }
 
-template <int M>
-void Launch(const GemvParams& p, cudaStream_t stream) {
-  const int blocks = (p.n + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  GemvKernel<M><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(p);
+bool UsePdl() {
+  static const bool use = [] {
+    const char* v = std::getenv("RTGEN_GEMV_PDL");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return use;
+}
+
+template <int W, int U, bool kHi>
+cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3((p.n + kTileRows - 1) / kTileRows);
+  cfg.blockDim = dim3(W * 32);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = UsePdl() ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, GemvKernel<W, U, kHi>, p);
+}
+
+template <int W, bool kHi>
+cudaError_t LaunchW(const GemvParams& p, int unroll, cudaStream_t stream) {
+  switch (unroll) {
+    case 2: return Launch<W, 2, kHi>(p, stream);
+    case 4: return Launch<W, 4, kHi>(p, stream);
+    case 8: return Launch<W, 8, kHi>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <bool kHi>
+cudaError_t LaunchHi(const GemvParams& p, GemvTuning tuning, cudaStream_t stream) {
+  switch (tuning.warps) {
+    case 1: return LaunchW<1, kHi>(p, tuning.unroll, stream);
+    case 2: return LaunchW<2, kHi>(p, tuning.unroll, stream);
+    case 4: return LaunchW<4, kHi>(p, tuning.unroll, stream);
+    case 8: return LaunchW<8, kHi>(p, tuning.unroll, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace
 
 bool GemvSupported(const GemvParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  return p.m >= 1 && p.m <= kGemvMaxRows && p.k % 8 == 0 && p.n > 0 && aligned(p.x) &&
-         aligned(p.w);
+  return p.m >= 1 && p.m <= kGemvMaxRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
+         aligned(p.x) && aligned(p.w);
+}
+
+GemvTuning GemvDefaultTuning(const GemvParams& p) {
+  // From rtgen-gemv-bench --sweep on the H200 (docs/perf/gpu_notes.md, 2026-11-30 GEMV section).
+  // Registers allow ~16 resident warps per SM at unroll 8 (~24 at 4, ~32 at 2); the best launch
+  // puts all ceil(n / 8) tiles in one wave with as many warps per tile as fit, and the unroll that
+  // needs the fewest rounds of groups per warp (the smaller on a tie). More tiles than one wave
+  // holds: 2 warps per tile. Batch rows 8..15 cost registers: unroll 2 for long rows then.
+  constexpr int kSms = 132;
+  const int tiles = (p.n + kTileRows - 1) / kTileRows;
+  const int chunks = p.k / 8;
+  const bool hi = p.m > 8;
+  const auto resident_warps = [](int unroll) {
+    return kSms * (unroll == 8 ? 16 : unroll == 4 ? 24 : 32);
+  };
+  const auto best_unroll = [&](int warps) {
+    if (hi && chunks >= 256) return 2;
+    int best = 2, best_rounds = 1 << 30;
+    for (int u : {2, 4, 8}) {
+      const int groups = (chunks + 4 * u - 1) / (4 * u);
+      const int rounds = (groups + warps - 1) / warps;
+      if (rounds < best_rounds) best = u, best_rounds = rounds;
+    }
+    return best;
+  };
+  for (int warps : {8, 4, 2, 1}) {
+    const int unroll = best_unroll(warps);
+    if (tiles * warps <= resident_warps(unroll)) return {warps, unroll};
+  }
+  return {2, hi || chunks < 256 ? 2 : 8};
+}
+
+cudaError_t GemvTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
+  if (!GemvSupported(p)) return cudaErrorInvalidValue;
+  return p.m > 8 ? LaunchHi<true>(p, tuning, stream) : LaunchHi<false>(p, tuning, stream);
 }
 
 cudaError_t Gemv(GemvParams p, cudaStream_t stream) {
-  if (!GemvSupported(p)) return cudaErrorInvalidValue;
-  switch (p.m) {
-    case 1: Launch<1>(p, stream); break;
-    case 2: Launch<2>(p, stream); break;
-    case 3: Launch<3>(p, stream); break;
-    case 4: Launch<4>(p, stream); break;
-    case 5: Launch<5>(p, stream); break;
-    case 6: Launch<6>(p, stream); break;
-    case 7: Launch<7>(p, stream); break;
-    case 8: Launch<8>(p, stream); break;
-    default: return cudaErrorInvalidValue;
-  }
-  return cudaGetLastError();
+  return GemvTuned(p, GemvDefaultTuning(p), stream);
 }
 
 }  // namespace rtgen::kernels

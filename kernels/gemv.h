@@ -1,7 +1,10 @@
 #pragma once
 // Small-batch bf16 matrix-vector product for decode: y[m, n] = sum_k x[m, k] * w[n, k] for
-// m <= kGemvMaxRows, fp32 accumulation. One warp per output feature streams its weight row once
-// with 16-byte loads and applies it to every input row.
+// m <= kGemvMaxRows, fp32 accumulation. Weight-streaming kernel: each weight element is read once
+// from memory (16-byte loads, several in flight per thread) and applied to every input row with
+// one tensor-core mma (m16n8k16, the batch rows as the 16-row operand, 8 weight rows as the
+// 8-column one). A block owns 8 output features; its warps split k and add their partial sums in
+// a fixed order, so results are deterministic and independent of stream or graph capture.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -10,7 +13,7 @@
 
 namespace rtgen::kernels {
 
-constexpr int kGemvMaxRows = 8;
+constexpr int kGemvMaxRows = 16;
 
 struct GemvParams {
   const __nv_bfloat16* x = nullptr;  // [m, k] row-major, 16-byte aligned rows
@@ -22,8 +25,20 @@ struct GemvParams {
   int32_t k = 0;                     // multiple of 8
 };
 
+// Launch shape: `warps` per block (1, 2, 4 or 8) split k; each thread keeps `unroll` (2, 4 or 8)
+// 16-byte weight loads in flight. {0, 0} picks the default for the shape.
+struct GemvTuning {
+  int warps = 0;
+  int unroll = 0;
+};
+
 // True when `p`'s shape and alignment suit the kernel.
 bool GemvSupported(const GemvParams& p);
+// The tuning Gemv() uses for `p`.
+GemvTuning GemvDefaultTuning(const GemvParams& p);
 cudaError_t Gemv(GemvParams p, cudaStream_t stream);
+// Same with an explicit launch shape (benchmarks and tests); cudaErrorInvalidValue for a tuning
+// outside the lists above.
+cudaError_t GemvTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream);
 
 }  // namespace rtgen::kernels

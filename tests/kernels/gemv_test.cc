@@ -1,0 +1,156 @@
+// The decode GEMV (kernels/gemv.h) at its tile edges against a CPU reference: n not a multiple of
+// the 8-feature tile, every m from 1 to kGemvMaxRows (both halves of the mma's batch operand), k a
+// multiple of 8 but not of the 32-element step or of a whole group, every launch shape; outputs
+// are poisoned first and the elements past y[m, n] must stay untouched. Also: the same call twice
+// and its graph replay give bitwise equal results.
+
+#include <cmath>
+#include <cstring>
+
+#include "gtest/gtest.h"
+#include "kernels/gemv.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace rtgen::testing_gpu {
+namespace {
+
+struct GemvCase {
+  int n, k;
+};
+
+constexpr int kGuard = 64;  // elements past the output that must keep their poison
+
+// y[i][j] = sum_k x[i][k] w[j][k] in fp64 over the bf16 inputs.
+std::vector<double> Reference(const std::vector<uint16_t>& x, const std::vector<uint16_t>& w,
+                              int m, int n, int k) {
+  std::vector<float> xf = FromBf16(x), wf = FromBf16(w);
+  std::vector<double> out(static_cast<size_t>(m) * n);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double acc = 0.0;
+      const float* xr = &xf[static_cast<size_t>(i) * k];
+      const float* wr = &wf[static_cast<size_t>(j) * k];
+      for (int kk = 0; kk < k; ++kk) acc += double{xr[kk]} * wr[kk];
+      out[static_cast<size_t>(i) * n + j] = acc;
+    }
+  }
+  return out;
+}
+
+class GemvEdgeTest : public ::testing::TestWithParam<GemvCase> {};
+
+TEST_P(GemvEdgeTest, EveryRowCountAndLaunchShapeMatchesReference) {
+  const GemvCase c = GetParam();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int max_m = kernels::kGemvMaxRows;
+  const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * max_m * c.k, 1.0f, rng));
+  const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * c.n * c.k, 0.05f, rng));
+  DeviceArray<uint16_t> d_x(x), d_w(w);
+  std::vector<kernels::GemvTuning> tunings = {{0, 0}};
+  for (int warps : {1, 2, 4, 8}) {
+    for (int unroll : {2, 4, 8}) tunings.push_back({warps, unroll});
+  }
+  for (int m = 1; m <= max_m; ++m) {
+    SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << c.n << " k=" << c.k);
+    // The reference for the first m rows (x is row-major: a prefix of it is x[:m]).
+    const std::vector<uint16_t> xm(x.begin(), x.begin() + static_cast<size_t>(m) * c.k);
+    const std::vector<double> want = Reference(xm, w, m, c.n, c.k);
+    const size_t count = static_cast<size_t>(m) * c.n;
+    for (const bool f32 : {false, true}) {
+      for (const kernels::GemvTuning& t : tunings) {
+        SCOPED_TRACE(::testing::Message() << "f32=" << f32 << " warps=" << t.warps
+                                          << " unroll=" << t.unroll);
+        DeviceArray<float> d_yf(count + kGuard);
+        DeviceArray<uint16_t> d_yb(count + kGuard);
+        void* y = f32 ? static_cast<void*>(d_yf.get()) : static_cast<void*>(d_yb.get());
+        const kernels::GemvParams p{d_x.bf16(), d_w.bf16(), y, f32, m, c.n, c.k};
+        ASSERT_TRUE(kernels::GemvSupported(p));
+        const cudaError_t err =
+            t.warps == 0 ? kernels::Gemv(p, nullptr) : kernels::GemvTuned(p, t, nullptr);
+        ASSERT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
+        std::vector<float> out;
+        if (f32) {
+          std::vector<float> all = d_yf.ToHost();
+          for (size_t i = count; i < all.size(); ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, &all[i], 4);
+            ASSERT_EQ(bits, 0xffffffffu) << "wrote past the output at " << i;
+          }
+          out.assign(all.begin(), all.begin() + count);
+        } else {
+          std::vector<uint16_t> all = d_yb.ToHost();
+          for (size_t i = count; i < all.size(); ++i) {
+            ASSERT_EQ(all[i], 0xffff) << "wrote past the output at " << i;
+          }
+          out = FromBf16(std::vector<uint16_t>(all.begin(), all.begin() + count));
+        }
+        // fp32 accumulation of bf16 products: fp32 output far under 1e-3; bf16 output ~ 2^-9.
+        // RelL2 is +inf when an element was left unwritten (poison is NaN).
+        EXPECT_LE(RelL2(out, want), f32 ? 1e-4 : 1e-2);
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemvEdgeTest,
+                         ::testing::Values(GemvCase{1, 8}, GemvCase{7, 40}, GemvCase{9, 72},
+                                           GemvCase{130, 520}, GemvCase{33, 1544},
+                                           GemvCase{1000, 4104}, GemvCase{576, 576}));
+
+TEST(GemvTest, RejectsUnsupportedShapes) {
+  DeviceArray<uint16_t> buf(4096);
+  const auto* x = buf.bf16();
+  kernels::GemvParams p{x, x, buf.get(), false, 1, 8, 64};
+  EXPECT_TRUE(kernels::GemvSupported(p));
+  for (int m : {0, kernels::kGemvMaxRows + 1}) {
+    kernels::GemvParams q = p;
+    q.m = m;
+    EXPECT_FALSE(kernels::GemvSupported(q)) << m;
+  }
+  kernels::GemvParams q = p;
+  q.k = 60;
+  EXPECT_FALSE(kernels::GemvSupported(q));
+  q = p;
+  q.x = x + 1;  // 2-byte aligned
+  EXPECT_FALSE(kernels::GemvSupported(q));
+  EXPECT_EQ(kernels::Gemv(q, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::GemvTuned(p, {3, 4}, nullptr), cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::GemvTuned(p, {4, 16}, nullptr), cudaErrorInvalidValue);
+}
+
+TEST(GemvTest, RepeatedAndGraphReplayedCallsAreBitwiseEqual) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int m = 8, n = 4100, k = 4096;
+  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
+  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+  DeviceArray<float> y0(size_t{1} * m * n), y1(size_t{1} * m * n), y2(size_t{1} * m * n);
+  cudaStream_t stream;
+  GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), y0.get(), true, m, n, k};
+  ASSERT_EQ(kernels::Gemv(p, stream), cudaSuccess);
+  p.y = y1.get();
+  ASSERT_EQ(kernels::Gemv(p, stream), cudaSuccess);
+  p.y = y2.get();
+  cudaGraph_t graph;
+  GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  ASSERT_EQ(kernels::Gemv(p, stream), cudaSuccess);
+  GPU_CHECK(cudaStreamEndCapture(stream, &graph));
+  cudaGraphExec_t exec;
+  GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  GPU_CHECK(cudaGraphLaunch(exec, stream));
+  GPU_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<float> a = y0.ToHost(), b = y1.ToHost(), c = y2.ToHost();
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(a.data(), c.data(), a.size() * 4), 0);
+  for (float v : a) ASSERT_TRUE(std::isfinite(v));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace rtgen::testing_gpu
