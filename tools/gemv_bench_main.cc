@@ -1,0 +1,382 @@
+// rtgen-gemv-bench: the decode GEMV (kernels/gemv.h) at the real decode shapes of SmolLM2-135M
+// and Llama-3-8B, against the memory-bandwidth floor and cuBLASLt.
+//
+//   rtgen-gemv-bench [--m 1,2,4,8,16] [--models smollm2-135m,llama3-8b] [--repeats 9]
+//                    [--sweep] [--no-legacy] [--device 0]
+//
+// Per shape (n x k, the [n, k] weight of one linear layer) and batch m: random non-zero bf16
+// weights and inputs drawn on the device; the weights are replicated until the copies exceed
+// 256 MiB (several times the L2) and successive launches rotate through them, so every launch
+// reads its weights from device memory as a decode step does. Each variant is captured into a
+// CUDA graph of L launches (L so that a replay takes ~2 ms, at least 8), replayed twice to warm
+// up, then `repeats` times between CUDA events; the figure is the median replay time over L,
+// i.e. the time per launch inside a graph, launch gaps included. Bytes are the weights + inputs
+// read and outputs written once; GB/s over the device-to-device copy bandwidth (bytes read +
+// written, median of 10 copies of 1 GiB) is the % of floor.
+//
+// Variants: `legacy` (the kernel before the tensor-core rewrite, m in {1,2,4,8}), `gemv` (the
+// default tuning), with --sweep every tuning (warps x unroll), and `cublaslt` (MatmulContext with
+// the GEMV off). Every variant's output on the first weight copy is compared with cuBLASLt's
+// (relative L2); a value over 1e-2 (bf16 output) or 1e-3 (fp32) fails the run.
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "engine/common/status_macros.h"
+#include "kernels/cuda_check.h"
+#include "kernels/device_buffer.h"
+#include "kernels/gemv.h"
+#include "kernels/matmul.h"
+#include "kernels/random_fill.h"
+#include "tools/gemv_bench_legacy.h"
+
+namespace rtgen {
+namespace {
+
+struct Options {
+  std::vector<int> ms = {1, 2, 4, 8, 16};
+  std::vector<std::string> models = {"smollm2-135m", "llama3-8b"};
+  int repeats = 9;
+  bool sweep = false;
+  bool legacy = true;
+  int device = 0;
+};
+
+struct Shape {
+  std::string model, name;
+  int n, k;
+  bool y_f32;
+};
+
+std::vector<Shape> Shapes(const std::vector<std::string>& models) {
+  std::vector<Shape> out;
+  for (const std::string& m : models) {
+    if (m == "smollm2-135m") {
+      // hidden 576, 9/3 heads of 64, intermediate 1536, vocab 49152 (kernels/model_forward.cc:
+      // fused qkv, fused gate+up, tied LM head with fp32 logits).
+      out.push_back({m, "qkv", 960, 576, false});
+      out.push_back({m, "o", 576, 576, false});
+      out.push_back({m, "gate_up", 3072, 576, false});
+      out.push_back({m, "down", 576, 1536, false});
+      out.push_back({m, "lm_head", 49152, 576, true});
+    } else if (m == "llama3-8b") {
+      out.push_back({m, "qkv", 6144, 4096, false});
+      out.push_back({m, "o", 4096, 4096, false});
+      out.push_back({m, "gate_up", 28672, 4096, false});
+      out.push_back({m, "down", 4096, 14336, false});
+      out.push_back({m, "lm_head", 128256, 4096, true});
+    } else {
+      std::fprintf(stderr, "unknown model %s (smollm2-135m, llama3-8b)\n", m.c_str());
+    }
+  }
+  return out;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+absl::StatusOr<double> MeasureCopyBandwidth() {
+  const size_t bytes = size_t{1} << 30;
+  ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::Allocate(bytes));
+  ASSIGN_OR_RETURN(DeviceBuffer dst, DeviceBuffer::Allocate(bytes));
+  RTGEN_CUDA_RETURN_IF_ERROR(
+      kernels::RandomFillF32(src.as<float>(), bytes / sizeof(float), {7, 0, 0.0f, 1.0f}, nullptr));
+  cudaEvent_t a, b;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&a));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b));
+  std::vector<double> rates;
+  for (int i = 0; i < 12; ++i) {
+    float ms = 0.0f;
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(a, nullptr));
+    RTGEN_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, nullptr));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(b, nullptr));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(b));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, a, b));
+    if (i >= 2) rates.push_back(2.0 * static_cast<double>(bytes) / (ms * 1e-3));
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  return Median(rates);
+}
+
+// One launch of a variant: weights `w`, output `y`.
+using LaunchFn = std::function<absl::Status(const __nv_bfloat16* w, void* y, cudaStream_t)>;
+
+// Median time per launch (seconds) of `launches` launches rotating over `copies` weight copies,
+// captured into one graph.
+absl::StatusOr<double> TimeGraph(const LaunchFn& fn, const __nv_bfloat16* w0, size_t w_elems,
+                                 int copies, int launches, void* y, int repeats,
+                                 cudaStream_t stream) {
+  cudaGraph_t graph = nullptr;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  absl::Status st;
+  for (int i = 0; i < launches && st.ok(); ++i) st = fn(w0 + (i % copies) * w_elems, y, stream);
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+  RETURN_IF_ERROR(st);
+  RTGEN_CUDA_RETURN_IF_ERROR(end);
+  cudaGraphExec_t exec = nullptr;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&a));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b));
+  std::vector<double> times;
+  for (int r = 0; r < repeats + 2; ++r) {
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(a, stream));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(b, stream));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(b));
+    float ms = 0.0f;
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, a, b));
+    if (r >= 2) times.push_back(ms * 1e-3 / launches);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return Median(times);
+}
+
+float Bf16ToFloat(uint16_t b) {
+  const uint32_t u = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof(f));
+  return f;
+}
+
+absl::StatusOr<std::vector<double>> ReadOutput(const void* y, size_t count, bool f32) {
+  std::vector<double> out(count);
+  if (f32) {
+    std::vector<float> h(count);
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpy(h.data(), y, count * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) out[i] = h[i];
+  } else {
+    std::vector<uint16_t> h(count);
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpy(h.data(), y, count * 2, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count; ++i) out[i] = Bf16ToFloat(h[i]);
+  }
+  return out;
+}
+
+double RelL2(const std::vector<double>& a, const std::vector<double>& ref) {
+  double num = 0.0, den = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return INFINITY;
+    num += (a[i] - ref[i]) * (a[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-300));
+}
+
+struct Variant {
+  std::string name;
+  LaunchFn fn;
+};
+
+absl::Status Run(const Options& o) {
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaSetDevice(o.device));
+  cudaDeviceProp prop{};
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, o.device));
+  ASSIGN_OR_RETURN(const double bw, MeasureCopyBandwidth());
+  std::printf("device: %s, %d SMs, L2 %.0f MiB, cuBLASLt %zu\n", prop.name,
+              prop.multiProcessorCount, prop.l2CacheSize / 1048576.0,
+              static_cast<size_t>(cublasLtGetVersion()));
+  std::printf("floor: device-to-device copy bandwidth %.0f GB/s (read + written, median of 10)\n",
+              bw / 1e9);
+  const char* pdl = std::getenv("RTGEN_GEMV_PDL");
+  std::printf("GEMV launched as a programmatic dependent: %s (RTGEN_GEMV_PDL)\n",
+              pdl != nullptr && std::strcmp(pdl, "0") == 0 ? "off" : "on");
+  std::printf("time per launch inside a CUDA graph, median of %d replays; %% = achieved GB/s over "
+              "the copy bandwidth\n\n",
+              o.repeats);
+  ASSIGN_OR_RETURN(auto gemv_ctx, kernels::MatmulContext::Create(true));
+  ASSIGN_OR_RETURN(auto blas_ctx, kernels::MatmulContext::Create(false));
+  cudaStream_t stream;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+
+  std::printf("%-13s %-8s %6s %5s %2s %8s | %9s %9s %6s %6s | %9s %6s | %18s | %9s %6s | %8s\n",
+              "model", "layer", "n", "k", "m", "MB", "legacy_us", "gemv_us", "GB/s", "%bw",
+              "best_us", "%bw", "best(warps,unroll)", "cublas_us", "%bw", "max_err");
+  absl::Status failure;
+  for (const Shape& s : Shapes(o.models)) {
+    const size_t w_elems = static_cast<size_t>(s.n) * s.k;
+    const size_t w_bytes = w_elems * 2;
+    const int copies =
+        static_cast<int>(std::min<size_t>(512, (size_t{256} << 20) / w_bytes + 1));
+    ASSIGN_OR_RETURN(DeviceBuffer w, DeviceBuffer::Allocate(w_bytes * copies));
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RandomFillBf16(w.as<__nv_bfloat16>(), w_elems * copies,
+                                                       {11, 1, 0.0f, 0.05f}, stream));
+    const int max_m = *std::max_element(o.ms.begin(), o.ms.end());
+    ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(static_cast<size_t>(max_m) * s.k * 2));
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RandomFillBf16(
+        x.as<__nv_bfloat16>(), static_cast<size_t>(max_m) * s.k, {11, 2, 0.0f, 1.0f}, stream));
+    const size_t y_elem = s.y_f32 ? 4 : 2;
+    ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::Allocate(static_cast<size_t>(max_m) * s.n * y_elem));
+    ASSIGN_OR_RETURN(DeviceBuffer y_ref,
+                     DeviceBuffer::Allocate(static_cast<size_t>(max_m) * s.n * y_elem));
+
+    for (const int m : o.ms) {
+      const kernels::GemvParams base{x.as<__nv_bfloat16>(), nullptr, nullptr, s.y_f32, m, s.n, s.k};
+      std::vector<Variant> variants;
+      if (o.legacy && (m == 1 || m == 2 || m == 4 || m == 8)) {
+        variants.push_back({"legacy", [base](const __nv_bfloat16* wp, void* yp, cudaStream_t st) {
+                              kernels::GemvParams p = base;
+                              p.w = wp, p.y = yp;
+                              RTGEN_CUDA_RETURN_IF_ERROR(bench::LegacyGemv(p, st));
+                              return absl::OkStatus();
+                            }});
+      }
+      if (m <= kernels::kGemvMaxRows) {
+        variants.push_back({"gemv", [base](const __nv_bfloat16* wp, void* yp, cudaStream_t st) {
+                              kernels::GemvParams p = base;
+                              p.w = wp, p.y = yp;
+                              RTGEN_CUDA_RETURN_IF_ERROR(kernels::Gemv(p, st));
+                              return absl::OkStatus();
+                            }});
+        if (o.sweep) {
+          for (const int warps : {1, 2, 4, 8}) {
+            for (const int unroll : {2, 4, 8}) {
+              variants.push_back(
+                  {absl::StrCat(warps, ",", unroll),
+                   [base, warps, unroll](const __nv_bfloat16* wp, void* yp, cudaStream_t st) {
+                     kernels::GemvParams p = base;
+                     p.w = wp, p.y = yp;
+                     RTGEN_CUDA_RETURN_IF_ERROR(kernels::GemvTuned(p, {warps, unroll}, st));
+                     return absl::OkStatus();
+                   }});
+            }
+          }
+        }
+      }
+      kernels::MatmulContext* blas = blas_ctx.get();
+      variants.push_back(
+          {"cublaslt", [base, blas](const __nv_bfloat16* wp, void* yp, cudaStream_t st) {
+             return kernels::Matmul(*blas, {base.x, wp, yp, base.y_f32, base.m, base.n, base.k},
+                                    st);
+           }});
+
+      // Reference output (cuBLASLt on copy 0); also creates its plan before any capture.
+      const size_t y_count = static_cast<size_t>(m) * s.n;
+      RETURN_IF_ERROR(variants.back().fn(w.as<__nv_bfloat16>(), y_ref.get(), stream));
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+      ASSIGN_OR_RETURN(const std::vector<double> ref, ReadOutput(y_ref.get(), y_count, s.y_f32));
+
+      const double bytes = static_cast<double>(w_bytes) + 2.0 * m * s.k + 1.0 * y_elem * m * s.n;
+      const double est = bytes / bw + 3e-6;
+      const int launches = std::clamp(static_cast<int>(2e-3 / est), 8, 400);
+      double legacy_t = NAN, gemv_t = NAN, blas_t = NAN, best_t = INFINITY, max_err = 0.0;
+      std::string best_name = "-";
+      for (const Variant& v : variants) {
+        RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(y.get(), 0xff, y_count * y_elem, stream));
+        RETURN_IF_ERROR(v.fn(w.as<__nv_bfloat16>(), y.get(), stream));
+        RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+        ASSIGN_OR_RETURN(const std::vector<double> got, ReadOutput(y.get(), y_count, s.y_f32));
+        const double err = RelL2(got, ref);
+        max_err = std::max(max_err, err);
+        if (!(err <= (s.y_f32 ? 1e-3 : 1e-2))) {
+          failure = absl::InternalError(absl::StrCat(s.model, " ", s.name, " m=", m, " variant ",
+                                                     v.name, ": rel L2 ", err, " vs cuBLASLt"));
+          std::fprintf(stderr, "%s\n", failure.ToString().c_str());
+        }
+        ASSIGN_OR_RETURN(const double t, TimeGraph(v.fn, w.as<__nv_bfloat16>(), w_elems, copies,
+                                                   launches, y.get(), o.repeats, stream));
+        if (v.name == "legacy") {
+          legacy_t = t;
+        } else if (v.name == "gemv") {
+          gemv_t = t;
+        } else if (v.name == "cublaslt") {
+          blas_t = t;
+        }
+        if (v.name != "legacy" && v.name != "cublaslt" && t < best_t) {
+          best_t = t;
+          best_name = v.name == "gemv" ? "default" : v.name;
+        }
+      }
+      const auto pct = [&](double t) { return 100.0 * bytes / t / bw; };
+      std::printf(
+          "%-13s %-8s %6d %5d %2d %8.2f | %9.2f %9.2f %6.0f %5.1f%% | %9.2f %5.1f%% | %18s | %9.2f "
+          "%5.1f%% | %8.1e\n",
+          s.model.c_str(), s.name.c_str(), s.n, s.k, m, bytes / 1e6, legacy_t * 1e6,
+          gemv_t * 1e6, bytes / gemv_t / 1e9, pct(gemv_t), best_t * 1e6, pct(best_t),
+          best_name.c_str(), blas_t * 1e6, pct(blas_t), max_err);
+      std::fflush(stdout);
+    }
+  }
+  cudaStreamDestroy(stream);
+  return failure;
+}
+
+template <typename T>
+bool ParseList(const std::string& text, std::vector<T>* out) {
+  out->clear();
+  const std::vector<std::string> parts = absl::StrSplit(text, ',', absl::SkipEmpty());
+  for (const std::string& part : parts) {
+    if constexpr (std::is_same_v<T, int>) {
+      char* end = nullptr;
+      const long v = std::strtol(part.c_str(), &end, 10);
+      if (*end != '\0' || v <= 0) return false;
+      out->push_back(static_cast<int>(v));
+    } else {
+      out->push_back(part);
+    }
+  }
+  return !out->empty();
+}
+
+int Main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    bool ok = true;
+    if (a == "--sweep") {
+      o.sweep = true;
+    } else if (a == "--no-legacy") {
+      o.legacy = false;
+    } else if (i + 1 < argc && a == "--m") {
+      ok = ParseList(argv[++i], &o.ms);
+    } else if (i + 1 < argc && a == "--models") {
+      ok = ParseList(argv[++i], &o.models);
+    } else if (i + 1 < argc && a == "--repeats") {
+      o.repeats = std::max(1, std::atoi(argv[++i]));
+    } else if (i + 1 < argc && a == "--device") {
+      o.device = std::atoi(argv[++i]);
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr,
+                   "usage: rtgen-gemv-bench [--m 1,2,4,8,16] [--models smollm2-135m,llama3-8b] "
+                   "[--repeats 9] [--sweep] [--no-legacy] [--device 0]\n");
+      return 2;
+    }
+  }
+  const absl::Status st = Run(o);
+  if (!st.ok()) {
+    std::fprintf(stderr, "rtgen-gemv-bench: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace rtgen
+
+int main(int argc, char** argv) { return rtgen::Main(argc, argv); }
