@@ -43,10 +43,12 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
       cpu.weight_dtype = WeightDtype::kF32;
     } else if (options.cpu_weight_dtype == "bf16") {
       cpu.weight_dtype = WeightDtype::kBf16;
+    } else if (options.cpu_weight_dtype == "native") {
+      cpu.weight_dtype = WeightDtype::kNative;
     } else {
       return absl::InvalidArgumentError(absl::StrCat("cpu-weight-dtype: unknown dtype '",
                                                      options.cpu_weight_dtype,
-                                                     "' (expected f32 or bf16)"));
+                                                     "' (expected native, bf16 or f32)"));
     }
     absl::StatusOr<std::unique_ptr<CpuBackend>> backend =
         CpuBackend::Create(model.config, std::move(model.weights), cpu);

@@ -15,7 +15,7 @@ namespace rtgen {
 struct BackendOptions {
   std::string kind = "auto";             // "auto" | "cpu" | "cuda"
   int32_t threads = 0;                   // CPU worker threads; 0 = every core
-  std::string cpu_weight_dtype = "bf16";  // CPU weight storage: "bf16" | "f32"
+  std::string cpu_weight_dtype = "native";  // CPU weight storage: "native" | "bf16" | "f32"
   // Step limits the engine will use (the CUDA backend sizes its buffers and graphs from them).
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;

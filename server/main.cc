@@ -35,7 +35,9 @@ ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV cache blocks (0: enough for max-num-seq
 ABSL_FLAG(int32_t, block_size, 16, "tokens per KV block");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse KV blocks of shared prompt prefixes");
 ABSL_FLAG(int32_t, threads, 0, "CPU backend threads (0: every core)");
-ABSL_FLAG(std::string, cpu_weight_dtype, "bf16", "CPU backend weight storage: bf16 | f32");
+ABSL_FLAG(std::string, cpu_weight_dtype, "native",
+          "CPU backend weight storage: native (the file's quantized blocks where it has them, "
+          "else bf16) | bf16 | f32");
 ABSL_FLAG(std::string, log_level, "info", "trace|debug|info|warn|error|critical|off");
 ABSL_FLAG(std::string, log_format, "text", "text | json (one object per line)");
 ABSL_FLAG(std::string, latency_buckets, "",

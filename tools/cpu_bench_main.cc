@@ -1,7 +1,7 @@
 // rtgen-cpu-bench: prompt-processing and single-stream decode throughput of the CPU backend on a
 // GGUF model, next to the memory-bandwidth floor (weight bytes per token / measured bandwidth).
 //
-//   rtgen-cpu-bench [--model PATH] [--threads N] [--dtype bf16|f32] [--prompt-tokens N]
+//   rtgen-cpu-bench [--model PATH] [--threads N] [--dtype native|bf16|f32] [--prompt-tokens N]
 //                   [--decode-tokens N] [--runs N] [--json]
 
 #include <immintrin.h>
@@ -29,7 +29,7 @@ constexpr double kTargetDecodeTokensPerSecond = 40.0;
 struct Options {
   std::string model = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   int threads = 0;
-  WeightDtype dtype = WeightDtype::kBf16;
+  WeightDtype dtype = WeightDtype::kNative;
   int prompt_tokens = 128;
   int decode_tokens = 128;
   int runs = 3;
@@ -152,8 +152,11 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.model = v;
     } else if (a == "--threads" && (v = value())) {
       o.threads = std::atoi(v);
-    } else if (a == "--dtype" && (v = value()) && (!std::strcmp(v, "bf16") || !std::strcmp(v, "f32"))) {
-      o.dtype = std::strcmp(v, "f32") == 0 ? WeightDtype::kF32 : WeightDtype::kBf16;
+    } else if (a == "--dtype" && (v = value()) &&
+               (!std::strcmp(v, "native") || !std::strcmp(v, "bf16") || !std::strcmp(v, "f32"))) {
+      o.dtype = !std::strcmp(v, "f32")    ? WeightDtype::kF32
+                : !std::strcmp(v, "bf16") ? WeightDtype::kBf16
+                                          : WeightDtype::kNative;
     } else if (a == "--prompt-tokens" && (v = value())) {
       o.prompt_tokens = std::max(1, std::atoi(v));
     } else if (a == "--decode-tokens" && (v = value())) {
@@ -162,7 +165,7 @@ bool ParseArgs(int argc, char** argv, Options& o) {
       o.runs = std::max(1, std::atoi(v));
     } else {
       std::fprintf(stderr,
-                   "usage: rtgen-cpu-bench [--model PATH] [--threads N] [--dtype bf16|f32] "
+                   "usage: rtgen-cpu-bench [--model PATH] [--threads N] [--dtype native|bf16|f32] "
                    "[--prompt-tokens N] [--decode-tokens N] [--runs N] [--json]\n");
       return false;
     }

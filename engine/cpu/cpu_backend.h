@@ -1,6 +1,7 @@
 #pragma once
 // The CPU backend: an fp32-activation Llama forward pass over a paged KV cache, with weights
-// stored in fp32 (exact) or bf16 (half the memory traffic; the serving default). Matmuls split
+// stored in the model file's own ggml blocks where it has them (exact, fewest bytes; the
+// serving default), bf16 (half the memory traffic of fp32) or fp32 (exact). Matmuls split
 // rows across a persistent thread pool and use AVX2/FMA; prefill processes several tokens per
 // pass over each weight row.
 
@@ -20,7 +21,7 @@ namespace rtgen {
 
 struct CpuBackendOptions {
   int num_threads = 0;                            // 0: all hardware threads
-  WeightDtype weight_dtype = WeightDtype::kBf16;  // kF32 for exactness tests
+  WeightDtype weight_dtype = WeightDtype::kNative;  // see packed_matrix.h
 };
 
 class CpuBackend : public Backend {

@@ -3,6 +3,9 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <vector>
+
+#include "engine/cpu/block_gemv.h"
 
 namespace rtgen {
 namespace {
@@ -104,16 +107,41 @@ void LinearRows(const WT* w, int64_t cols, int64_t r0, int64_t r1, const float* 
   }
 }
 
+// Rows [r0, r1) of a matrix held as ggml blocks. Decode multiplies on the blocks; prefill
+// widens kRowBlock rows at a time to fp32 (once per call, shared by every token) and runs the
+// fp32 kernels on them.
+void BlockRows(const PackedMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t x_stride,
+               int64_t num_tokens, float* y, int64_t y_stride, bool accumulate) {
+  if (num_tokens == 1) {
+    BlockGemvRows(w.block_format(), w.blocks(), w.block_row_bytes(), w.cols(), r0, r1, x, y,
+                  accumulate);
+    return;
+  }
+  thread_local std::vector<float> rows_f32;
+  rows_f32.resize(kRowBlock * w.cols());
+  for (int64_t rb = r0; rb < r1; rb += kRowBlock) {
+    const int64_t rb_end = std::min(r1, rb + kRowBlock);
+    w.RowsToF32(rb, rb_end, rows_f32.data());
+    LinearRows(rows_f32.data(), w.cols(), 0, rb_end - rb, x, x_stride, num_tokens, y + rb,
+               y_stride, accumulate);
+  }
+}
+
 }  // namespace
 
 void Linear(const PackedMatrix& w, const float* x, int64_t x_stride, int64_t num_tokens, float* y,
             int64_t y_stride, bool accumulate, ThreadPool& pool) {
   if (num_tokens <= 0 || w.rows() == 0) return;
   pool.ParallelFor(w.rows(), kRowGrain, [&](int64_t r0, int64_t r1, int) {
-    if (w.dtype() == WeightDtype::kF32) {
-      LinearRows(w.f32(), w.cols(), r0, r1, x, x_stride, num_tokens, y, y_stride, accumulate);
-    } else {
-      LinearRows(w.bf16(), w.cols(), r0, r1, x, x_stride, num_tokens, y, y_stride, accumulate);
+    switch (w.dtype()) {
+      case WeightDtype::kF32:
+        return LinearRows(w.f32(), w.cols(), r0, r1, x, x_stride, num_tokens, y, y_stride,
+                          accumulate);
+      case WeightDtype::kBf16:
+        return LinearRows(w.bf16(), w.cols(), r0, r1, x, x_stride, num_tokens, y, y_stride,
+                          accumulate);
+      case WeightDtype::kNative:
+        return BlockRows(w, r0, r1, x, x_stride, num_tokens, y, y_stride, accumulate);
     }
   });
 }

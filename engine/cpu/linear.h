@@ -2,7 +2,8 @@
 // y = x W^T for a batch of tokens: the CPU backend's matmul. Rows of W are split across the
 // pool's threads; within a thread, blocks of W rows stay in cache while every token passes over
 // them, several tokens per weight load (so prefill reads each weight far fewer times than once
-// per token).
+// per token). Matrices held as ggml blocks are multiplied on the blocks for decode
+// (engine/cpu/block_gemv.h) and widened to fp32 a row block at a time for prefill.
 
 #include <cstdint>
 

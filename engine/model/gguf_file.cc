@@ -234,14 +234,19 @@ absl::StatusOr<std::vector<double>> GgufFile::GetFloatArray(const std::string& k
   return GetArray<double>(metadata_, key, "an array of floats");
 }
 
-absl::StatusOr<std::vector<float>> GgufFile::ReadTensorF32(const GgufTensorInfo& info) const {
+absl::StatusOr<std::span<const uint8_t>> GgufFile::TensorBytes(const GgufTensorInfo& info) const {
   ASSIGN_OR_RETURN(uint64_t bytes, GgmlTensorBytes(info));
   const uint64_t available = size_ - std::min(size_, data_offset_);
   if (info.offset > available || bytes > available - info.offset) {
     return absl::DataLossError(
         absl::StrCat("gguf: data of tensor '", info.name, "' lies outside the file"));
   }
-  const uint8_t* src = data_ + data_offset_ + info.offset;
+  return std::span<const uint8_t>(data_ + data_offset_ + info.offset, bytes);
+}
+
+absl::StatusOr<std::vector<float>> GgufFile::ReadTensorF32(const GgufTensorInfo& info) const {
+  ASSIGN_OR_RETURN(std::span<const uint8_t> stored, TensorBytes(info));
+  const uint8_t* src = stored.data();
   const uint64_t n = info.num_elements();
   std::vector<float> out(n);
   switch (static_cast<GgmlType>(info.type)) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -56,6 +57,8 @@ class GgufFile {
 
   // Dequantises one tensor to fp32 (F32, F16, BF16, Q8_0, Q4_0, Q4_1), in file order.
   absl::StatusOr<std::vector<float>> ReadTensorF32(const GgufTensorInfo& info) const;
+  // The tensor's bytes as stored (bounds-checked); valid while the file is open.
+  absl::StatusOr<std::span<const uint8_t>> TensorBytes(const GgufTensorInfo& info) const;
 
  private:
   GgufFile() = default;

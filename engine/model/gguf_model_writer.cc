@@ -60,7 +60,7 @@ absl::Status AddLlamaTensors(const ModelConfig& c, GgmlType dtype, WeightSource 
     return w->AddTensorLazy(
         name, {cols, rows}, MatrixType(dtype, cols),
         [source, name, rows, cols, permute_heads, head_dim]() -> std::vector<float> {
-          Matrix m{rows, cols, source(name, rows, cols)};
+          Matrix m{rows, cols, source(name, rows, cols), {}};
           // Cannot fail: rows == permute_heads * head_dim by construction of the config.
           if (permute_heads > 0) PermuteHfQk(permute_heads, head_dim, &m).IgnoreError();
           return std::move(m.data);

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/model/ggml_dequant.h"
 #include "engine/model/gguf_file.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/rope_permute.h"
@@ -28,13 +29,34 @@ absl::StatusOr<std::vector<float>> ReadExact(const GgufFile& file, const std::st
   return file.ReadTensorF32(*info);
 }
 
-// A linear layer of `rows` out-features by `cols` in-features: GGUF dims [cols, rows].
+BlockFormat BlockFormatOf(uint32_t ggml_type) {
+  switch (static_cast<GgmlType>(ggml_type)) {
+    case GgmlType::kQ8_0:
+      return BlockFormat::kQ8_0;
+    case GgmlType::kQ4_0:
+      return BlockFormat::kQ4_0;
+    case GgmlType::kQ4_1:
+      return BlockFormat::kQ4_1;
+    default:
+      return BlockFormat::kNone;
+  }
+}
+
+// A linear layer of `rows` out-features by `cols` in-features: GGUF dims [cols, rows]. A matrix
+// stored in a block format keeps its blocks too (see Matrix::quantized).
 absl::StatusOr<Matrix> ReadMatrix(const GgufFile& file, const std::string& name, int64_t rows,
                                   int64_t cols) {
   Matrix m;
   m.rows = rows;
   m.cols = cols;
   ASSIGN_OR_RETURN(m.data, ReadExact(file, name, {cols, rows}));
+  const GgufTensorInfo& info = *file.FindTensor(name);  // ReadExact found it
+  const BlockFormat format = BlockFormatOf(info.type);
+  if (format != BlockFormat::kNone && cols % kGgmlBlockSize == 0) {
+    ASSIGN_OR_RETURN(std::span<const uint8_t> stored, file.TensorBytes(info));
+    m.quantized.format = format;
+    m.quantized.bytes.assign(stored.begin(), stored.end());
+  }
   return m;
 }
 

@@ -3,6 +3,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/model/ggml_dequant.h"
 
 namespace rtgen {
 
@@ -14,6 +15,23 @@ absl::Status CheckMatrix(const std::string& name, const Matrix& m, int64_t rows,
     return absl::InvalidArgumentError(absl::StrCat("weights: ", name, " is [", m.rows, ", ",
                                                    m.cols, "] with ", m.data.size(),
                                                    " values, want [", rows, ", ", cols, "]"));
+  }
+  const QuantizedRows& q = m.quantized;
+  if (q.format == BlockFormat::kNone) {
+    if (!q.bytes.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weights: ", name, " has quantized bytes but no block format"));
+    }
+    return absl::OkStatus();
+  }
+  const int64_t want_bytes =
+      cols % kGgmlBlockSize == 0
+          ? rows * (cols / kGgmlBlockSize) * static_cast<int64_t>(BlockFormatBytes(q.format))
+          : -1;
+  if (static_cast<int64_t>(q.bytes.size()) != want_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "weights: ", name, " has ", q.bytes.size(), " bytes of ", BlockFormatName(q.format),
+        " blocks, want ", want_bytes < 0 ? "cols a multiple of 32" : absl::StrCat(want_bytes)));
   }
   return absl::OkStatus();
 }
@@ -27,6 +45,34 @@ absl::Status CheckVector(const std::string& name, const std::vector<float>& v, i
 }
 
 }  // namespace
+
+size_t BlockFormatBytes(BlockFormat format) {
+  switch (format) {
+    case BlockFormat::kQ8_0:
+      return kQ8_0BlockBytes;
+    case BlockFormat::kQ4_0:
+      return kQ4_0BlockBytes;
+    case BlockFormat::kQ4_1:
+      return kQ4_1BlockBytes;
+    case BlockFormat::kNone:
+      break;
+  }
+  return 0;
+}
+
+const char* BlockFormatName(BlockFormat format) {
+  switch (format) {
+    case BlockFormat::kQ8_0:
+      return "q8_0";
+    case BlockFormat::kQ4_0:
+      return "q4_0";
+    case BlockFormat::kQ4_1:
+      return "q4_1";
+    case BlockFormat::kNone:
+      break;
+  }
+  return "none";
+}
 
 absl::Status ModelWeights::CheckShapes(const ModelConfig& config) const {
   const int64_t hidden = config.hidden_size;

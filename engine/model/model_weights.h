@@ -9,6 +9,7 @@
 //    that permutation on load.
 //  - lm_head is empty when the config ties word embeddings; use token_embedding then.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,10 +19,27 @@
 
 namespace rtgen {
 
+// A ggml block format (engine/model/ggml_dequant.h) a matrix was stored in.
+enum class BlockFormat { kNone, kQ8_0, kQ4_0, kQ4_1 };
+
+// Bytes of one 32-element block of `format` (0 for kNone).
+size_t BlockFormatBytes(BlockFormat format);
+const char* BlockFormatName(BlockFormat format);
+
+// A matrix's blocks as the file stored them: row r's cols / 32 blocks at r * row_bytes.
+struct QuantizedRows {
+  BlockFormat format = BlockFormat::kNone;
+  std::vector<uint8_t> bytes;  // rows * cols / 32 blocks; empty when format is kNone
+};
+
 struct Matrix {
   int64_t rows = 0;
   int64_t cols = 0;
   std::vector<float> data;  // rows * cols values
+  // Set when the file stored this matrix in a block format (cols a multiple of 32). Invariant:
+  // dequantising `quantized` gives `data` exactly, rows in the same order; a backend may compute
+  // on the blocks directly (fewer bytes per step) with the same weights.
+  QuantizedRows quantized;
   bool empty() const { return data.empty(); }
   const float* row(int64_t r) const { return data.data() + r * cols; }
 };

@@ -20,7 +20,11 @@ absl::Status Reorder(int n_heads, int head_dim, bool to_hf, Matrix* m) {
   }
   const int half = head_dim / 2;
   const int64_t cols = m->cols;
+  // The file's blocks (if kept) move with their rows: a row's blocks are contiguous.
+  const bool blocks = m->quantized.format != BlockFormat::kNone;
+  const int64_t row_bytes = blocks ? static_cast<int64_t>(m->quantized.bytes.size()) / m->rows : 0;
   std::vector<float> out(m->data.size());
+  std::vector<uint8_t> out_blocks(m->quantized.bytes.size());
   for (int h = 0; h < n_heads; ++h) {
     const int64_t base = static_cast<int64_t>(h) * head_dim;
     for (int i = 0; i < half; ++i) {
@@ -30,10 +34,13 @@ absl::Status Reorder(int n_heads, int head_dim, bool to_hf, Matrix* m) {
         const int64_t src = to_hf ? gguf_row : hf_row;
         const int64_t dst = to_hf ? hf_row : gguf_row;
         std::copy_n(m->data.begin() + src * cols, cols, out.begin() + dst * cols);
+        std::copy_n(m->quantized.bytes.begin() + src * row_bytes, row_bytes,
+                    out_blocks.begin() + dst * row_bytes);
       }
     }
   }
   m->data = std::move(out);
+  m->quantized.bytes = std::move(out_blocks);
   return absl::OkStatus();
 }
 

@@ -156,7 +156,7 @@ TEST(CpuBackendTest, GqaEqualsMhaWithRepeatedKvHeads) {
   for (size_t i = 0; i < w.layers.size(); ++i) {
     for (auto [src, dst] : {std::pair{&w.layers[i].wk, &w_mha.layers[i].wk},
                             std::pair{&w.layers[i].wv, &w_mha.layers[i].wv}}) {
-      *dst = Matrix{mha.num_heads * hd, h, {}};
+      *dst = Matrix{mha.num_heads * hd, h, {}, {}};
       for (int qh = 0; qh < mha.num_heads; ++qh) {
         const int kvh = qh / (gqa.num_heads / gqa.num_kv_heads);
         dst->data.insert(dst->data.end(), src->data.begin() + kvh * hd * h,

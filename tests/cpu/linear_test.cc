@@ -1,10 +1,13 @@
 #include "engine/cpu/linear.h"
 
 #include <atomic>
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "engine/model/ggml_dequant.h"
+#include "engine/model/ggml_quant.h"
 #include "gtest/gtest.h"
 
 namespace rtgen {
@@ -41,7 +44,7 @@ TEST(LinearTest, MatchesDoubleReferenceForAllShapes) {
   for (WeightDtype dtype : {WeightDtype::kF32, WeightDtype::kBf16}) {
     for (int64_t cols : {8, 37, 64}) {
       const int64_t rows = 67;
-      Matrix m{rows, cols, std::vector<float>(rows * cols)};
+      Matrix m{rows, cols, std::vector<float>(rows * cols), {}};
       for (float& v : m.data) v = n(rng);
       PackedMatrix w = PackedMatrix::From(m, dtype);
       for (int64_t tokens : {1, 2, 3, 4, 5, 9}) {
@@ -66,6 +69,94 @@ TEST(LinearTest, MatchesDoubleReferenceForAllShapes) {
       }
     }
   }
+}
+
+
+// A matrix quantised to `format` with its blocks kept, as the GGUF loader produces it.
+Matrix QuantizedMatrix(BlockFormat format, int64_t rows, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> n(0, 1);
+  Matrix m{rows, cols, std::vector<float>(rows * cols), {}};
+  std::vector<float> source(rows * cols);
+  for (float& v : source) v = n(rng);
+  const int64_t n_blocks = rows * cols / kGgmlBlockSize;
+  m.quantized.format = format;
+  m.quantized.bytes.resize(n_blocks * BlockFormatBytes(format));
+  uint8_t* q = m.quantized.bytes.data();
+  switch (format) {
+    case BlockFormat::kQ8_0:
+      QuantizeQ8_0(source.data(), n_blocks, q);
+      DequantizeQ8_0(q, n_blocks, m.data.data());
+      break;
+    case BlockFormat::kQ4_0:
+      QuantizeQ4_0(source.data(), n_blocks, q);
+      DequantizeQ4_0(q, n_blocks, m.data.data());
+      break;
+    default:
+      QuantizeQ4_1(source.data(), n_blocks, q);
+      DequantizeQ4_1(q, n_blocks, m.data.data());
+      break;
+  }
+  return m;
+}
+
+// Native (block) weights: the decode kernel on the blocks and the prefill path that widens row
+// blocks to fp32 both equal the fp32 matmul of the dequantised weights (summation order aside).
+TEST(LinearTest, NativeBlocksMatchDequantizedReference) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> n(0, 1);
+  ThreadPool pool(2);
+  for (BlockFormat format : {BlockFormat::kQ8_0, BlockFormat::kQ4_0, BlockFormat::kQ4_1}) {
+    for (int64_t cols : {32, 96, 576}) {
+      const int64_t rows = 71;  // 4-row passes plus a tail, 32-row prefill blocks plus a tail
+      const Matrix m = QuantizedMatrix(format, rows, cols, rng);
+      const PackedMatrix w = PackedMatrix::From(m, WeightDtype::kNative);
+      ASSERT_EQ(w.dtype(), WeightDtype::kNative);
+      ASSERT_EQ(w.block_format(), format);
+      EXPECT_EQ(w.bytes(), static_cast<int64_t>(m.quantized.bytes.size()));
+      std::vector<float> row(cols);
+      w.RowToF32(rows - 1, row.data());
+      EXPECT_TRUE(std::equal(row.begin(), row.end(), m.data.end() - cols));
+      for (int64_t tokens : {1, 2, 5}) {
+        for (bool accumulate : {false, true}) {
+          std::vector<float> x(tokens * cols);
+          for (float& v : x) v = n(rng);
+          const int64_t y_stride = rows + 2;
+          std::vector<float> y(tokens * y_stride, 0.25f);
+          Linear(w, x.data(), cols, tokens, y.data(), y_stride, accumulate, pool);
+          for (int64_t t = 0; t < tokens; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              double ref = accumulate ? 0.25 : 0.0;
+              double scale = 1.0;
+              for (int64_t k = 0; k < cols; ++k) {
+                const double p = double(m.data[r * cols + k]) * x[t * cols + k];
+                ref += p;
+                scale += std::abs(p);
+              }
+              ASSERT_NEAR(y[t * y_stride + r], ref, 2e-6 * scale)
+                  << BlockFormatName(format) << " cols " << cols << " tokens " << tokens
+                  << " row " << r;
+            }
+            for (int64_t r = rows; r < y_stride; ++r) ASSERT_EQ(y[t * y_stride + r], 0.25f);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LinearTest, NativeFallsBackToBf16WithoutCommonBlocks) {
+  std::mt19937 rng(3);
+  const Matrix q4 = QuantizedMatrix(BlockFormat::kQ4_1, 8, 64, rng);
+  const Matrix q8 = QuantizedMatrix(BlockFormat::kQ8_0, 8, 64, rng);
+  Matrix plain = q4;
+  plain.quantized = {};
+  const Matrix* mixed[] = {&q4, &q8};
+  EXPECT_EQ(PackedMatrix::FromRows(mixed, WeightDtype::kNative).dtype(), WeightDtype::kBf16);
+  EXPECT_EQ(PackedMatrix::From(plain, WeightDtype::kNative).dtype(), WeightDtype::kBf16);
+  const Matrix* same[] = {&q4, &q4};
+  const PackedMatrix stacked = PackedMatrix::FromRows(same, WeightDtype::kNative);
+  EXPECT_EQ(stacked.block_format(), BlockFormat::kQ4_1);
+  EXPECT_EQ(stacked.rows(), 16);
 }
 
 }  // namespace

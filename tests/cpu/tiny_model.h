@@ -33,7 +33,7 @@ inline ModelConfig TinyConfig() {
 
 inline Matrix RandomMatrix(int64_t rows, int64_t cols, std::mt19937& rng, float scale) {
   std::normal_distribution<float> n(0.0f, scale);
-  Matrix m{rows, cols, std::vector<float>(rows * cols)};
+  Matrix m{rows, cols, std::vector<float>(rows * cols), {}};
   for (float& v : m.data) v = n(rng);
   return m;
 }

@@ -121,7 +121,7 @@ TEST_F(GoldenTest, F32LogitsMatchTransformers) {
   }
 }
 
-// bf16-stored weights (the serving default): rounding every weight to 8 mantissa bits.
+// bf16-stored weights: rounding every weight to 8 mantissa bits.
 // Tolerance: relative L2 ≤ 2e-2; the top token is identical for these prompts.
 TEST_F(GoldenTest, Bf16LogitsCloseToTransformers) {
   auto backend = MakeBackend(WeightDtype::kBf16);
@@ -138,21 +138,28 @@ TEST_F(GoldenTest, Bf16LogitsCloseToTransformers) {
   }
 }
 
-// Greedy 32-token continuations through the whole engine (scheduler, paged KV, sampling,
-// all prompts batched together) equal transformers' generate(do_sample=False).
-TEST_F(GoldenTest, F32GreedyContinuationsMatchTransformersThroughTheEngine) {
+// Greedy continuations of every golden prompt through the whole engine (scheduler, paged KV,
+// sampling) with `dtype` weights. With `max_num_seqs` 1 the prompts run one after another, so
+// every decode step is a single token (the CPU backend's one-token matmul path); otherwise they
+// are batched.
+std::vector<std::vector<int32_t>> GreedyThroughEngine(const std::vector<GoldenCase>& cases,
+                                                      std::unique_ptr<CpuBackend> backend,
+                                                      const Tokenizer* tokenizer,
+                                                      int32_t max_num_seqs) {
   EngineConfig config;
   config.max_model_len = 256;
   config.num_kv_blocks = 128;
-  auto engine = Engine::Create(config, MakeBackend(WeightDtype::kF32), model_->tokenizer.get());
-  ASSERT_TRUE(engine.ok()) << engine.status();
+  config.max_num_seqs = max_num_seqs;
+  auto engine = Engine::Create(config, std::move(backend), tokenizer);
+  EXPECT_TRUE(engine.ok()) << engine.status();
+  if (!engine.ok()) return {};
   struct Out {
     std::vector<int32_t> ids;
     absl::Notification done;
   };
   std::vector<std::unique_ptr<Out>> outs;
-  for (size_t i = 0; i < cases_->size(); ++i) {
-    const GoldenCase& c = (*cases_)[i];
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const GoldenCase& c = cases[i];
     Request r;
     r.id = "golden-" + std::to_string(i);
     r.prompt_tokens = c.prompt_ids;
@@ -161,7 +168,7 @@ TEST_F(GoldenTest, F32GreedyContinuationsMatchTransformersThroughTheEngine) {
     r.stopping.ignore_eos = true;
     outs.push_back(std::make_unique<Out>());
     Out* out = outs.back().get();
-    ASSERT_TRUE((*engine)
+    EXPECT_TRUE((*engine)
                     ->Submit(std::move(r),
                              [out](StreamChunk chunk) {
                                out->ids.insert(out->ids.end(), chunk.token_ids.begin(),
@@ -170,11 +177,52 @@ TEST_F(GoldenTest, F32GreedyContinuationsMatchTransformersThroughTheEngine) {
                              })
                     .ok());
   }
-  for (size_t i = 0; i < cases_->size(); ++i) {
-    ASSERT_TRUE(outs[i]->done.WaitForNotificationWithTimeout(absl::Seconds(120)));
-    EXPECT_EQ(outs[i]->ids, (*cases_)[i].greedy_ids) << (*cases_)[i].prompt;
+  std::vector<std::vector<int32_t>> ids;
+  for (auto& out : outs) {
+    EXPECT_TRUE(out->done.WaitForNotificationWithTimeout(absl::Seconds(120)));
+    ids.push_back(out->ids);
   }
   (*engine)->Shutdown();
+  return ids;
+}
+
+// Greedy 32-token continuations, all prompts batched, fp32 weights: equal to transformers'
+// generate(do_sample=False).
+TEST_F(GoldenTest, F32GreedyContinuationsMatchTransformersThroughTheEngine) {
+  const auto ids = GreedyThroughEngine(*cases_, MakeBackend(WeightDtype::kF32),
+                                       model_->tokenizer.get(), /*max_num_seqs=*/64);
+  ASSERT_EQ(ids.size(), cases_->size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(ids[i], (*cases_)[i].greedy_ids) << (*cases_)[i].prompt;
+  }
+}
+
+// The serving default: the file's Q4_1/Q8_0 blocks multiplied directly. The weights are exactly
+// transformers' dequantised ones, so the fp32 tolerances apply (seen: like f32).
+TEST_F(GoldenTest, NativeBlockLogitsMatchTransformers) {
+  auto backend = MakeBackend(WeightDtype::kNative);
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  for (const GoldenCase& c : *cases_) {
+    auto logits = backend->ComputeLogits(PrefillStep(c.prompt_ids, greedy));
+    ASSERT_TRUE(logits.ok()) << logits.status();
+    const Diff d = Compare(*logits, c.logits);
+    EXPECT_LE(d.rel_l2, 1e-5) << c.prompt;
+    EXPECT_LE(d.max_abs, 5e-4) << c.prompt;
+    EXPECT_EQ(Argmax(*logits), Argmax(c.logits)) << c.prompt;
+    std::printf("[golden native] case %zu rel_l2 %.2e max_abs %.2e\n",
+                static_cast<size_t>(&c - cases_->data()), d.rel_l2, d.max_abs);
+  }
+}
+
+// One prompt at a time, so every decode step multiplies on the blocks (one-token path).
+TEST_F(GoldenTest, NativeBlockGreedyDecodeMatchesTransformers) {
+  const auto ids = GreedyThroughEngine(*cases_, MakeBackend(WeightDtype::kNative),
+                                       model_->tokenizer.get(), /*max_num_seqs=*/1);
+  ASSERT_EQ(ids.size(), cases_->size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(ids[i], (*cases_)[i].greedy_ids) << (*cases_)[i].prompt;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "engine/model/ggml_dequant.h"
 #include "engine/model/gguf_file.h"
 #include "engine/model/gguf_model_writer.h"
 #include "engine/model/gguf_writer.h"
@@ -20,7 +21,7 @@ using ::rtgen::testing::WriteTempFile;
 
 TEST(RopePermuteTest, HandBuiltTensor) {
   // 2 heads of head_dim 4, one column holding the HF row index.
-  Matrix hf{8, 1, {0, 1, 2, 3, 4, 5, 6, 7}};
+  Matrix hf{8, 1, {0, 1, 2, 3, 4, 5, 6, 7}, {}};
   Matrix gguf = hf;
   ASSERT_TRUE(PermuteHfQk(2, 4, &gguf).ok());
   // GGUF row 2i + j holds HF row j*2 + i: rows (0,2,1,3) per head.
@@ -28,10 +29,10 @@ TEST(RopePermuteTest, HandBuiltTensor) {
   ASSERT_TRUE(UnpermuteGgufQk(2, 4, &gguf).ok());
   EXPECT_EQ(gguf.data, hf.data);
   // head_dim 6, 2 columns: GGUF rows are HF rows (0,3,1,4,2,5).
-  Matrix g6{6, 2, {0, 10, 3, 13, 1, 11, 4, 14, 2, 12, 5, 15}};
+  Matrix g6{6, 2, {0, 10, 3, 13, 1, 11, 4, 14, 2, 12, 5, 15}, {}};
   ASSERT_TRUE(UnpermuteGgufQk(1, 6, &g6).ok());
   EXPECT_EQ(g6.data, (std::vector<float>{0, 10, 1, 11, 2, 12, 3, 13, 4, 14, 5, 15}));
-  Matrix bad{5, 1, {0, 1, 2, 3, 4}};
+  Matrix bad{5, 1, {0, 1, 2, 3, 4}, {}};
   EXPECT_FALSE(UnpermuteGgufQk(1, 4, &bad).ok());
 }
 
@@ -50,7 +51,7 @@ ModelConfig TinyConfig(bool tied) {
 }
 
 Matrix RandomMatrix(uint64_t seed, const std::string& name, int64_t rows, int64_t cols) {
-  return Matrix{rows, cols, SyntheticTensor(seed, name, rows * cols, false)};
+  return Matrix{rows, cols, SyntheticTensor(seed, name, rows * cols, false), {}};
 }
 
 ModelWeights RandomWeights(const ModelConfig& c) {
@@ -131,6 +132,65 @@ TEST(ModelWeightsTest, GgufRoundTripEveryDtype) {
       ExpectNear(a.w_gate.data, b.w_gate.data, tc.tol, t + " w_gate");
       ExpectNear(a.w_up.data, b.w_up.data, tc.tol, t + " w_up");
       ExpectNear(a.w_down.data, b.w_down.data, tc.tol, t + " w_down");
+    }
+  }
+}
+
+// A matrix stored in a block format keeps its blocks, and they dequantise to exactly the fp32
+// data the loader produced: rows in the same order, also after the q/k un-permutation.
+void ExpectBlocksMatchData(const Matrix& m, BlockFormat want, const std::string& what) {
+  ASSERT_EQ(m.quantized.format, want) << what;
+  if (want == BlockFormat::kNone) {
+    EXPECT_TRUE(m.quantized.bytes.empty()) << what;
+    return;
+  }
+  std::vector<float> back(m.data.size());
+  const int64_t n_blocks = static_cast<int64_t>(m.data.size()) / kGgmlBlockSize;
+  switch (want) {
+    case BlockFormat::kQ8_0:
+      DequantizeQ8_0(m.quantized.bytes.data(), n_blocks, back.data());
+      break;
+    case BlockFormat::kQ4_0:
+      DequantizeQ4_0(m.quantized.bytes.data(), n_blocks, back.data());
+      break;
+    default:
+      DequantizeQ4_1(m.quantized.bytes.data(), n_blocks, back.data());
+      break;
+  }
+  ASSERT_EQ(back, m.data) << what;
+}
+
+TEST(ModelWeightsTest, GgufBlockFormatsAreKeptAndMatchTheData) {
+  const ModelConfig c = TinyConfig(false);
+  const ModelWeights w = RandomWeights(c);
+  const struct {
+    GgmlType type;
+    BlockFormat format;
+  } cases[] = {{GgmlType::kQ8_0, BlockFormat::kQ8_0},
+               {GgmlType::kQ4_0, BlockFormat::kQ4_0},
+               {GgmlType::kQ4_1, BlockFormat::kQ4_1},
+               {GgmlType::kBF16, BlockFormat::kNone}};
+  for (const auto& tc : cases) {
+    GgufWriter writer;
+    AddLlamaMetadata(c, &writer);
+    ASSERT_TRUE(AddLlamaWeights(c, w, tc.type, &writer).ok());
+    auto file = GgufFile::Open(WriteTempFile("blocks.gguf", *writer.Serialize()));
+    ASSERT_TRUE(file.ok()) << file.status();
+    auto got = LoadGgufWeights(**file, c);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::string t = BlockFormatName(tc.format);
+    ExpectBlocksMatchData(got->token_embedding, tc.format, t + " embedding");
+    ExpectBlocksMatchData(got->lm_head, tc.format, t + " lm_head");
+    for (const LayerWeights& l : got->layers) {
+      for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+        ExpectBlocksMatchData(*m, tc.format, t + " layer matrix");
+      }
+    }
+    // Wrong byte counts are refused, naming the tensor.
+    ModelWeights broken = *got;
+    if (tc.format != BlockFormat::kNone) {
+      broken.layers[1].wv.quantized.bytes.pop_back();
+      EXPECT_TRUE(absl::StrContains(broken.CheckShapes(c).message(), "layers[1].wv")) << t;
     }
   }
 }
