@@ -65,7 +65,13 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(int32_t m, int
 
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
   if (p.m <= 0) return absl::OkStatus();
-  if (ctx.use_gemv_) {
+  // The GEMV for small batches, except where cuBLASLt measured faster on the H200
+  // (rtgen-gemv-bench, docs/perf/gpu_notes.md): many output features (n > 16384: LM heads,
+  // Llama-3-8B's gate+up; there cuBLASLt streams at 4.1-4.2 TB/s against the GEMV's 3.9-4.1)
+  // and 9..16 rows of a weight over 4 Mi elements.
+  const bool gemv_shape = p.m <= 8 ? p.n <= 16384
+                                   : int64_t{p.n} * p.k <= (int64_t{4} << 20);
+  if (ctx.use_gemv_ && gemv_shape) {
     GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
     if (GemvSupported(g)) {
       RTGEN_CUDA_RETURN_IF_ERROR(Gemv(g, stream));

@@ -1,6 +1,7 @@
 #pragma once
 // Linear layers: y[m, n] = x[m, k] * w[n, k]^T with bf16 operands, fp32 accumulation, bf16 or fp32
-// output. cuBLASLt for general shapes; the custom GEMV (gemv.h) for m <= 8 when enabled.
+// output. cuBLASLt for general shapes; the custom GEMV (gemv.h) for small m when enabled (see
+// Matmul for the exact routing).
 // The context owns the cuBLASLt handle, a fixed workspace (so calls can be graph-captured) and a
 // per-shape cache of the chosen algorithm (so a shape always runs the same algorithm: eager and
 // replayed steps give bitwise equal results).
@@ -32,7 +33,7 @@ struct MatmulParams {
 class MatmulContext {
  public:
   static constexpr size_t kWorkspaceBytes = 32u << 20;
-  // use_gemv: route m <= 8 to the custom GEMV kernel.
+  // use_gemv: route small batches (m <= 8, or <= 16 on small weights) to the custom GEMV.
   static absl::StatusOr<std::unique_ptr<MatmulContext>> Create(bool use_gemv);
   ~MatmulContext();
   MatmulContext(const MatmulContext&) = delete;
