@@ -107,14 +107,14 @@ void LinearRows(const WT* w, int64_t cols, int64_t r0, int64_t r1, const float* 
   }
 }
 
-// Rows [r0, r1) of a matrix held as ggml blocks. Decode multiplies on the blocks; prefill
-// widens kRowBlock rows at a time to fp32 (once per call, shared by every token) and runs the
-// fp32 kernels on them.
+// Rows [r0, r1) of a matrix held as ggml blocks. Decode steps (a few tokens) multiply on the
+// blocks; prefill widens kRowBlock rows at a time to fp32 (once per call, shared by every token)
+// and runs the fp32 kernels on them.
 void BlockRows(const PackedMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t x_stride,
                int64_t num_tokens, float* y, int64_t y_stride, bool accumulate) {
-  if (num_tokens == 1) {
-    BlockGemvRows(w.block_format(), w.blocks(), w.block_row_bytes(), w.cols(), r0, r1, x, y,
-                  accumulate);
+  if (num_tokens <= kBlockGemvMaxTokens) {
+    BlockGemvRows(w.block_format(), w.blocks(), w.block_row_bytes(), w.cols(), r0, r1, x,
+                  x_stride, num_tokens, y, y_stride, accumulate);
     return;
   }
   thread_local std::vector<float> rows_f32;

@@ -99,8 +99,8 @@ Matrix QuantizedMatrix(BlockFormat format, int64_t rows, int64_t cols, std::mt19
   return m;
 }
 
-// Native (block) weights: the decode kernel on the blocks and the prefill path that widens row
-// blocks to fp32 both equal the fp32 matmul of the dequantised weights (summation order aside).
+// Native (block) weights: the few-token kernel on the blocks (1..8 tokens, 4 per pass plus tails)
+// and the prefill path that widens row blocks to fp32 (9+) both equal the fp32 matmul of the dequantised weights (summation order aside).
 TEST(LinearTest, NativeBlocksMatchDequantizedReference) {
   std::mt19937 rng(7);
   std::normal_distribution<float> n(0, 1);
@@ -116,7 +116,7 @@ TEST(LinearTest, NativeBlocksMatchDequantizedReference) {
       std::vector<float> row(cols);
       w.RowToF32(rows - 1, row.data());
       EXPECT_TRUE(std::equal(row.begin(), row.end(), m.data.end() - cols));
-      for (int64_t tokens : {1, 2, 5}) {
+      for (int64_t tokens : {1, 2, 3, 4, 5, 8, 9, 12}) {
         for (bool accumulate : {false, true}) {
           std::vector<float> x(tokens * cols);
           for (float& v : x) v = n(rng);

@@ -215,13 +215,17 @@ TEST_F(GoldenTest, NativeBlockLogitsMatchTransformers) {
   }
 }
 
-// One prompt at a time, so every decode step multiplies on the blocks (one-token path).
+// Decode steps multiply on the blocks: one prompt at a time (one token per step), then all
+// batched (7 tokens per step, the few-token path).
 TEST_F(GoldenTest, NativeBlockGreedyDecodeMatchesTransformers) {
-  const auto ids = GreedyThroughEngine(*cases_, MakeBackend(WeightDtype::kNative),
-                                       model_->tokenizer.get(), /*max_num_seqs=*/1);
-  ASSERT_EQ(ids.size(), cases_->size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    EXPECT_EQ(ids[i], (*cases_)[i].greedy_ids) << (*cases_)[i].prompt;
+  for (int32_t max_num_seqs : {1, 64}) {
+    const auto ids = GreedyThroughEngine(*cases_, MakeBackend(WeightDtype::kNative),
+                                         model_->tokenizer.get(), max_num_seqs);
+    ASSERT_EQ(ids.size(), cases_->size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      EXPECT_EQ(ids[i], (*cases_)[i].greedy_ids)
+          << (*cases_)[i].prompt << " (max_num_seqs " << max_num_seqs << ")";
+    }
   }
 }
 
