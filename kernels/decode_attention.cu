@@ -3,6 +3,7 @@
 
 #include "kernels/decode_attention.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/launch.h"
 
 namespace rtgen::kernels {
 namespace {
@@ -44,6 +45,8 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
   __shared__ float s_m[kWarps][kGroup];
   __shared__ float s_acc[kGroup][kLanes * kVec];
   __shared__ float s_l[kGroup];
+  PdlWait();  // before the early return below (see launch.h)
+  PdlLaunchDependents();
 
   const int group = p.num_heads / p.num_kv_heads;
   const int chunks = (group + kGroup - 1) / kGroup;
@@ -222,6 +225,8 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
 __global__ void DecodeCombineKernel(DecodeAttentionParams p) {
   extern __shared__ float s_w[];
   __shared__ float s_inv_l;
+  PdlWait();
+  PdlLaunchDependents();
   const int head = blockIdx.x, seq = blockIdx.y;
   const int ctx = p.context_lens[seq];
   const int n = min(p.num_splits, (ctx + p.partition_size - 1) / p.partition_size);
@@ -251,14 +256,13 @@ __global__ void DecodeCombineKernel(DecodeAttentionParams p) {
 }
 
 template <int kLanes>
-void LaunchAttention(const DecodeAttentionParams& p, int group, cudaStream_t stream) {
+cudaError_t LaunchAttention(const DecodeAttentionParams& p, int group, cudaStream_t stream) {
   if (group <= 4) {
     const dim3 grid(p.num_kv_heads, p.num_seqs, p.num_splits);
-    DecodeAttentionKernel<kLanes, 4><<<grid, kThreads, 0, stream>>>(p);
-  } else {
-    const dim3 grid(p.num_kv_heads * ((group + 7) / 8), p.num_seqs, p.num_splits);
-    DecodeAttentionKernel<kLanes, 8><<<grid, kThreads, 0, stream>>>(p);
+    return LaunchKernel(DecodeAttentionKernel<kLanes, 4>, grid, kThreads, 0, stream, p);
   }
+  const dim3 grid(p.num_kv_heads * ((group + 7) / 8), p.num_seqs, p.num_splits);
+  return LaunchKernel(DecodeAttentionKernel<kLanes, 8>, grid, kThreads, 0, stream, p);
 }
 
 }  // namespace
@@ -275,23 +279,20 @@ cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   }
   const int group = p.num_heads / p.num_kv_heads;
+  cudaError_t err;
   if (p.head_dim <= 32) {
-    LaunchAttention<4>(p, group, stream);
+    err = LaunchAttention<4>(p, group, stream);
   } else if (p.head_dim <= 64) {
-    LaunchAttention<8>(p, group, stream);
+    err = LaunchAttention<8>(p, group, stream);
   } else if (p.head_dim <= 128) {
-    LaunchAttention<16>(p, group, stream);
+    err = LaunchAttention<16>(p, group, stream);
   } else {
-    LaunchAttention<32>(p, group, stream);
+    err = LaunchAttention<32>(p, group, stream);
   }
-  if (p.num_splits > 1) {
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    const int threads = std::min(256, (p.head_dim + 31) / 32 * 32);
-    DecodeCombineKernel<<<dim3(p.num_heads, p.num_seqs), threads,
-                          p.num_splits * sizeof(float), stream>>>(p);
-  }
-  return cudaGetLastError();
+  if (err != cudaSuccess || p.num_splits == 1) return err;
+  const int threads = std::min(256, (p.head_dim + 31) / 32 * 32);
+  return LaunchKernel(DecodeCombineKernel, dim3(p.num_heads, p.num_seqs), threads,
+                      p.num_splits * sizeof(float), stream, p);
 }
 
 DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context,

@@ -1,9 +1,12 @@
 #include "kernels/embedding.h"
+#include "kernels/launch.h"
 
 namespace rtgen::kernels {
 namespace {
 
 __global__ void EmbeddingKernel(EmbeddingParams p) {
+  PdlWait();  // out (the residual stream) may still be read by the previous step's kernels
+  PdlLaunchDependents();
   const int t = blockIdx.x;
   const int32_t id = p.token_ids[t];
   float* out = p.out + static_cast<int64_t>(t) * p.hidden;
@@ -19,8 +22,7 @@ __global__ void EmbeddingKernel(EmbeddingParams p) {
 
 cudaError_t Embedding(EmbeddingParams p, cudaStream_t stream) {
   if (p.num_tokens <= 0) return cudaSuccess;
-  EmbeddingKernel<<<p.num_tokens, 256, 0, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchKernel(EmbeddingKernel, p.num_tokens, 256, 0, stream, p);
 }
 
 }  // namespace rtgen::kernels

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "kernels/gemv.h"
+#include "kernels/launch.h"
 
 namespace rtgen::kernels {
 namespace {
@@ -108,7 +109,9 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
   // Launched as a programmatic dependent (see Launch): the weights above do not depend on the
   // previous kernel, so their loads overlap its tail; the input rows are read only after it has
   // completed and its writes are visible. A no-op for an ordinary launch.
-  asm volatile("griddepcontrol.wait;" ::: "memory");
+  PdlWait();
+  // The next kernel may start its prologue once every block has got here (launch.h).
+  PdlLaunchDependents();
   for (; grp < full_groups; grp += W) {
     const int next = grp + W;
     uint4 wn[U];
@@ -164,10 +167,11 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
   }
 }
 
+// Off with RTGEN_PDL=0 (every kernel, launch.h) or RTGEN_GEMV_PDL=0 (the GEMV alone).
 bool UsePdl() {
   static const bool use = [] {
     const char* v = std::getenv("RTGEN_GEMV_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+    return PdlEnabled() && (v == nullptr || std::strcmp(v, "0") != 0);
   }();
   return use;
 }

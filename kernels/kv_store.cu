@@ -1,9 +1,12 @@
 #include "kernels/kv_store.h"
+#include "kernels/launch.h"
 
 namespace rtgen::kernels {
 namespace {
 
 __global__ void KvStoreKernel(KvStoreParams p) {
+  PdlWait();
+  PdlLaunchDependents();
   const int t = blockIdx.x;
   const int32_t slot = p.slot_mapping[t];
   if (slot < 0) return;
@@ -20,8 +23,7 @@ __global__ void KvStoreKernel(KvStoreParams p) {
 
 cudaError_t KvStore(KvStoreParams p, cudaStream_t stream) {
   if (p.num_tokens <= 0) return cudaSuccess;
-  KvStoreKernel<<<p.num_tokens, 128, 0, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchKernel(KvStoreKernel, p.num_tokens, 128, 0, stream, p);
 }
 
 }  // namespace rtgen::kernels

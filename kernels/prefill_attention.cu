@@ -1,4 +1,5 @@
 #include "kernels/attention_common.cuh"
+#include "kernels/launch.h"
 #include "kernels/prefill_attention.h"
 
 namespace rtgen::kernels {
@@ -8,6 +9,8 @@ namespace {
 // from the cache in chunks (no reuse of K/V across the query tokens of a chunk yet).
 __global__ void __launch_bounds__(kAttnThreads) PrefillAttentionKernel(PrefillAttentionParams p) {
   __shared__ AttnSmem smem;
+  PdlWait();
+  PdlLaunchDependents();
   const int head = blockIdx.x, t = blockIdx.y;
   const int seq = p.token_seq[t];
   const int end = min(p.positions[t] + 1, p.context_lens[seq]);
@@ -34,8 +37,8 @@ cudaError_t PrefillAttention(PrefillAttentionParams p, cudaStream_t stream) {
   if (p.head_dim > kAttnMaxHeadDim || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0) {
     return cudaErrorInvalidValue;
   }
-  PrefillAttentionKernel<<<dim3(p.num_heads, p.num_tokens), kAttnThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchKernel(PrefillAttentionKernel, dim3(p.num_heads, p.num_tokens), kAttnThreads, 0,
+                      stream, p);
 }
 
 }  // namespace rtgen::kernels

@@ -1,4 +1,5 @@
 #include "kernels/device_utils.cuh"
+#include "kernels/launch.h"
 #include "kernels/rms_norm.h"
 
 namespace rtgen::kernels {
@@ -8,6 +9,8 @@ constexpr int kThreads = 256;
 
 __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
   __shared__ float scratch[32];
+  PdlWait();
+  PdlLaunchDependents();
   const int i = blockIdx.x;
   const int r = p.row_index ? p.row_index[i] : i;
   float* res = p.residual + static_cast<int64_t>(r) * p.hidden;
@@ -34,8 +37,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
 
 cudaError_t RmsNorm(RmsNormParams p, cudaStream_t stream) {
   if (p.num_rows <= 0) return cudaSuccess;
-  RmsNormKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchKernel(RmsNormKernel, p.num_rows, kThreads, 0, stream, p);
 }
 
 }  // namespace rtgen::kernels

@@ -1,6 +1,7 @@
 #include <cstdint>
 
 #include "kernels/device_utils.cuh"
+#include "kernels/launch.h"
 #include "kernels/sampling.h"
 
 namespace rtgen::kernels {
@@ -170,6 +171,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   __shared__ double dscratch[32];
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
+  PdlWait();
+  PdlLaunchDependents();
   const int row = blockIdx.x;
   float* l = p.logits + row * p.row_stride;
   const SampleRowParams rp = p.rows[row];
@@ -231,6 +234,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
 
 __global__ void CounterUniformKernel(const uint64_t* seeds, const uint64_t* counters, float* out,
                                      int32_t n) {
+  PdlWait();
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = DeviceCounterUniform(seeds[i], counters[i]);
 }
@@ -240,15 +244,14 @@ __global__ void CounterUniformKernel(const uint64_t* seeds, const uint64_t* coun
 cudaError_t SampleTokens(SampleTokensParams p, cudaStream_t stream) {
   if (p.num_rows <= 0) return cudaSuccess;
   if (p.vocab <= 0 || p.row_stride < p.vocab) return cudaErrorInvalidValue;
-  SampleKernel<<<p.num_rows, kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchKernel(SampleKernel, p.num_rows, kThreads, 0, stream, p);
 }
 
 cudaError_t CounterUniformBatch(const uint64_t* seeds, const uint64_t* counters, float* out,
                                 int32_t n, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  CounterUniformKernel<<<(n + 255) / 256, 256, 0, stream>>>(seeds, counters, out, n);
-  return cudaGetLastError();
+  return LaunchKernel(CounterUniformKernel, (n + 255) / 256, 256, 0, stream, seeds, counters, out,
+                      n);
 }
 
 }  // namespace rtgen::kernels

@@ -1,9 +1,12 @@
+#include "kernels/launch.h"
 #include "kernels/silu_mul.h"
 
 namespace rtgen::kernels {
 namespace {
 
 __global__ void SiluMulKernel(SiluMulParams p) {
+  PdlWait();
+  PdlLaunchDependents();
   const int t = blockIdx.y;
   const __nv_bfloat16* gate = p.in + static_cast<int64_t>(t) * 2 * p.inter;
   const __nv_bfloat16* up = gate + p.inter;
@@ -20,8 +23,7 @@ cudaError_t SiluMul(SiluMulParams p, cudaStream_t stream) {
   if (p.num_tokens <= 0) return cudaSuccess;
   const int threads = 256;
   const dim3 grid((p.inter + threads - 1) / threads, p.num_tokens);
-  SiluMulKernel<<<grid, threads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return LaunchKernel(SiluMulKernel, grid, threads, 0, stream, p);
 }
 
 }  // namespace rtgen::kernels
