@@ -85,10 +85,9 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
       stream));
   kernels::RopeParams rope{qkv,   qkv + q_dim,         qkv_dim,     step.positions,
                            weights_->inv_freq.as<float>(), n, c.num_heads, c.num_kv_heads, hd};
-  RTGEN_CUDA_RETURN_IF_ERROR(kernels::Rope(rope, stream));
   kernels::KvStoreParams store{qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, k_cache, v_cache,
                                step.slot_mapping, n, kv_dim};
-  RTGEN_CUDA_RETURN_IF_ERROR(kernels::KvStore(store, stream));
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::RopeKvStore(rope, store, stream));
   if (shape.decode_only) {
     const kernels::DecodeSplitPlan plan =
         kernels::PlanDecodeSplits(shape.num_seqs, c.num_kv_heads, max_context_, num_sms_);

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "kernels/kv_store.h"
+
 namespace rtgen::kernels {
 
 struct RopeParams {
@@ -23,5 +25,12 @@ struct RopeParams {
 };
 
 cudaError_t Rope(RopeParams p, cudaStream_t stream);
+
+// Rope(rope) then KvStore(store) in one launch, with the same results bit for bit: q and k are
+// rotated in place, and each token's rotated k and its v are written to its cache slot (slot -1
+// skipped). Requires store.k == rope.k, store.row_stride == rope.row_stride, the same
+// num_tokens, store.kv_dim == num_kv_heads * head_dim and head_dim <= 256. The angles, which
+// need only positions and inv_freq, are computed before the wait on the previous kernel (PDL).
+cudaError_t RopeKvStore(const RopeParams& rope, const KvStoreParams& store, cudaStream_t stream);
 
 }  // namespace rtgen::kernels

@@ -1,6 +1,8 @@
 // RoPE frequencies (vs the CPU backend's) and the rotate-half kernel vs an fp64 reference.
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "engine/cpu/rope.h"
 #include "gtest/gtest.h"
@@ -76,6 +78,96 @@ TEST(RopeTest, RotatesQAndKLikeReference) {
     for (int t = 0; t < s.tokens; ++t) {
       for (int j = q_dim + kv_dim; j < stride; ++j) {
         ASSERT_EQ(ToBf16(out[size_t{1} * t * stride + j]), rows[size_t{1} * t * stride + j]);
+      }
+    }
+  }
+}
+
+// The fused kernel of the forward pass: q and k rotated like the fp64 reference, rotated k and
+// v in each token's cache slot (padding slots -1 skipped, other slots untouched), and every
+// output bit for bit what Rope then KvStore give.
+TEST(RopeTest, FusedRopeKvStoreMatchesReferenceAndUnfused) {
+  struct Shape {
+    int tokens, heads, kv_heads, hd;
+    bool llama3;
+  };
+  for (Shape s : {Shape{1, 9, 3, 64, false}, Shape{1, 32, 8, 128, true},
+                  Shape{37, 32, 8, 128, true}, Shape{5, 4, 4, 256, false}}) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    const ModelConfig c = RopeConfig(s.hd, s.llama3);
+    const std::vector<float> inv_freq = kernels::RopeInvFreq(c);
+    const int q_dim = s.heads * s.hd, kv_dim = s.kv_heads * s.hd, stride = q_dim + 2 * kv_dim;
+    const int num_slots = 2 * s.tokens + 3;
+    const std::vector<uint16_t> rows = ToBf16(RandomNormal(size_t{1} * s.tokens * stride, 1.0f, rng));
+    std::vector<int32_t> pos(s.tokens), slots(num_slots);
+    std::uniform_int_distribution<int32_t> pd(0, 100000);
+    for (int32_t& p : pos) p = pd(rng);
+    std::iota(slots.begin(), slots.end(), 0);
+    std::shuffle(slots.begin(), slots.end(), rng);
+    slots.resize(s.tokens);
+    if (s.tokens > 3) slots[2] = -1;
+    const size_t cache_elems = size_t{1} * num_slots * kv_dim;
+    DeviceArray<int32_t> d_pos(pos), d_slots(slots);
+    DeviceArray<float> d_freq(inv_freq);
+    DeviceArray<uint16_t> fused_rows(rows), fused_k(cache_elems), fused_v(cache_elems);
+    DeviceArray<uint16_t> plain_rows(rows), plain_k(cache_elems), plain_v(cache_elems);
+    const auto run = [&](DeviceArray<uint16_t>& r, DeviceArray<uint16_t>& k,
+                         DeviceArray<uint16_t>& v, bool fused) {
+      const kernels::RopeParams rope{r.bf16(), r.bf16() + q_dim, stride, d_pos.get(),
+                                     d_freq.get(), s.tokens, s.heads, s.kv_heads, s.hd};
+      const kernels::KvStoreParams store{r.bf16() + q_dim, r.bf16() + q_dim + kv_dim, stride,
+                                         k.bf16(), v.bf16(), d_slots.get(), s.tokens, kv_dim};
+      if (fused) {
+        GPU_CHECK(kernels::RopeKvStore(rope, store, nullptr));
+      } else {
+        GPU_CHECK(kernels::Rope(rope, nullptr));
+        GPU_CHECK(kernels::KvStore(store, nullptr));
+      }
+    };
+    run(fused_rows, fused_k, fused_v, true);
+    run(plain_rows, plain_k, plain_v, false);
+    const std::vector<uint16_t> out_bits = fused_rows.ToHost();
+    EXPECT_EQ(out_bits, plain_rows.ToHost());
+    const std::vector<uint16_t> k = fused_k.ToHost(), v = fused_v.ToHost();
+    EXPECT_EQ(k, plain_k.ToHost());
+    EXPECT_EQ(v, plain_v.ToHost());
+
+    const std::vector<float> out = FromBf16(out_bits);
+    std::vector<double> want(out.size());
+    const int half = s.hd / 2;
+    for (int t = 0; t < s.tokens; ++t) {
+      for (int j = 0; j < stride; ++j) {
+        want[size_t{1} * t * stride + j] = FromBf16(rows[size_t{1} * t * stride + j]);
+      }
+      for (int h = 0; h < s.heads + s.kv_heads; ++h) {
+        const size_t base = size_t{1} * t * stride + size_t{1} * h * s.hd;
+        for (int i = 0; i < half; ++i) {
+          const double a = FromBf16(rows[base + i]), b = FromBf16(rows[base + i + half]);
+          const double ang = static_cast<double>(pos[t]) * inv_freq[i];
+          want[base + i] = a * std::cos(ang) - b * std::sin(ang);
+          want[base + i + half] = b * std::cos(ang) + a * std::sin(ang);
+        }
+      }
+    }
+    EXPECT_LE(RelL2(out, want), 1e-2);
+    std::vector<bool> written(num_slots, false);
+    for (int t = 0; t < s.tokens; ++t) {
+      const size_t row = size_t{1} * t * stride;
+      for (int j = q_dim + kv_dim; j < stride; ++j) ASSERT_EQ(out_bits[row + j], rows[row + j]);
+      if (slots[t] < 0) continue;
+      written[slots[t]] = true;
+      for (int i = 0; i < kv_dim; ++i) {
+        ASSERT_EQ(k[size_t{1} * slots[t] * kv_dim + i], out_bits[row + q_dim + i]);
+        ASSERT_EQ(v[size_t{1} * slots[t] * kv_dim + i], rows[row + q_dim + kv_dim + i]);
+      }
+    }
+    for (int sl = 0; sl < num_slots; ++sl) {
+      if (written[sl]) continue;
+      for (int i = 0; i < kv_dim; ++i) {
+        ASSERT_EQ(k[size_t{1} * sl * kv_dim + i], 0xffff) << "slot " << sl << " was written";
+        ASSERT_EQ(v[size_t{1} * sl * kv_dim + i], 0xffff) << "slot " << sl << " was written";
       }
     }
   }
