@@ -58,8 +58,14 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
   const int ctx = p.context_lens[seq];
   const int begin = p.num_splits > 1 ? split * p.partition_size : 0;
   const int end = p.num_splits > 1 ? min(ctx, begin + p.partition_size) : ctx;
-  // An empty partition writes nothing: the combine step only reads partitions below ctx.
-  if (p.num_splits > 1 && begin >= end) return;
+  // Partitions holding keys (those below ctx).
+  const int parts =
+      p.num_splits > 1 ? min(p.num_splits, (ctx + p.partition_size - 1) / p.partition_size) : 1;
+  // With in-kernel merging (counters), a sequence with at most one such partition is written
+  // directly by partition 0 (zeros for an empty context), as without splits.
+  const bool direct = p.num_splits == 1 || (p.counters != nullptr && parts <= 1);
+  // An empty partition writes nothing: the merge only reads partitions below ctx.
+  if (p.num_splits > 1 && begin >= end && !(direct && split == 0)) return;
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = threadIdx.x % kLanes;        // this lane's 8 dims: [d0, d0 + 8)
@@ -204,7 +210,7 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
     const int g = idx / hd, d = idx % hd;
     const int64_t head = head0 + g;
     const float lg = s_l[g];
-    if (p.num_splits == 1) {
+    if (direct) {
       const float v = lg > 0.0f ? s_acc[g][d] / lg : 0.0f;
       p.out[(seq * p.num_heads + head) * hd + d] = __float2bfloat16(v);
       continue;
@@ -217,6 +223,53 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
       p.partial_ml[part * 2] = bm;  // base-2 max of the partition's scores
       p.partial_ml[part * 2 + 1] = lg;
     }
+  }
+  if (direct || p.counters == nullptr) return;
+
+  // In-kernel merge: the last partition block of this (sequence, kv head chunk) to finish merges
+  // all partitions, with the same arithmetic and order as DecodeCombineKernel (so the result
+  // does not depend on which block finishes last), and resets the counter for the next launch.
+  __shared__ int s_last;
+  __shared__ float s_cm[kGroup], s_cinv[kGroup];
+  __threadfence();  // this block's partials are visible before its arrival is counted
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* counter = p.counters + static_cast<int64_t>(seq) * gridDim.x + blockIdx.x;
+    const int last = atomicAdd(counter, 1) == parts - 1;
+    if (last) *counter = 0;
+    s_last = last;
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  const int64_t first0 = (static_cast<int64_t>(seq) * p.num_heads + head0) * p.num_splits;
+  if (warp < nh) {  // warp g: the weights of head head0 + g (nh <= kGroup <= kWarps)
+    const float* ml = p.partial_ml + (first0 + static_cast<int64_t>(warp) * p.num_splits) * 2;
+    float mx = -INFINITY;
+    for (int s = lane; s < parts; s += 32) mx = fmaxf(mx, __ldcg(ml + 2 * s));
+    mx = WarpMax(mx);
+    float lsum = 0.0f;
+    for (int s = lane; s < parts; s += 32) {
+      lsum += exp2f(__ldcg(ml + 2 * s) - mx) * __ldcg(ml + 2 * s + 1);
+    }
+    lsum = WarpSum(lsum);
+    if (lane == 0) {
+      s_cm[warp] = mx;
+      s_cinv[warp] = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+    }
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < nh * hd; idx += kThreads) {
+    const int g = idx / hd, d = idx % hd;
+    const int64_t first = first0 + static_cast<int64_t>(g) * p.num_splits;
+    const float* ml = p.partial_ml + first * 2;
+    const float* po = p.partial_out + first * hd;
+    float acc = 0.0f;
+    for (int s = 0; s < parts; ++s) {
+      acc = fmaf(exp2f(__ldcg(ml + 2 * s) - s_cm[g]), __ldcg(po + s * hd + d), acc);
+    }
+    p.out[(static_cast<int64_t>(seq) * p.num_heads + head0 + g) * hd + d] =
+        __float2bfloat16(acc * s_cinv[g]);
   }
 }
 
@@ -289,7 +342,7 @@ cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
   } else {
     err = LaunchAttention<32>(p, group, stream);
   }
-  if (err != cudaSuccess || p.num_splits == 1) return err;
+  if (err != cudaSuccess || p.num_splits == 1 || p.counters != nullptr) return err;
   const int threads = std::min(256, (p.head_dim + 31) / 32 * 32);
   return LaunchKernel(DecodeCombineKernel, dim3(p.num_heads, p.num_seqs), threads,
                       p.num_splits * sizeof(float), stream, p);

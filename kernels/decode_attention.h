@@ -34,6 +34,11 @@ struct DecodeAttentionParams {
   int32_t partition_size = 0;              // tokens per partition when num_splits > 1
   float* partial_out = nullptr;            // [num_seqs, num_heads, num_splits, head_dim]
   float* partial_ml = nullptr;             // [num_seqs, num_heads, num_splits, 2] (base-2 max, sum)
+  // Optional, [num_seqs * num_heads] zeros before the first launch (each launch leaves them
+  // zero). When set, the partitions are merged inside the attention kernel by the last block of
+  // each (sequence, kv head) to finish, and a sequence with keys in at most one partition is
+  // written directly: no separate combine launch. Null: a combine kernel is launched.
+  int32_t* counters = nullptr;
 };
 
 cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream);

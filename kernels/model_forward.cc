@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <utility>
 
 #include "engine/common/status_macros.h"
@@ -16,6 +18,14 @@
 
 namespace rtgen {
 namespace {
+
+bool SeparateDecodeCombine() {
+  static const bool separate = [] {
+    const char* v = std::getenv("RTGEN_DECODE_COMBINE");
+    return v != nullptr && std::strcmp(v, "kernel") == 0;
+  }();
+  return separate;
+}
 
 template <typename T>
 T* At(const DeviceBuffer& b, int64_t offset = 0) {
@@ -57,6 +67,9 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   ASSIGN_OR_RETURN(f->split_out_,
                    DeviceBuffer::Allocate(parts * config.head_dim * sizeof(float)));
   ASSIGN_OR_RETURN(f->split_ml_, DeviceBuffer::Allocate(parts * 2 * sizeof(float)));
+  const size_t counters = s * config.num_heads * sizeof(int32_t);
+  ASSIGN_OR_RETURN(f->split_counters_, DeviceBuffer::Allocate(counters));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->split_counters_.get(), 0, counters));
   return f;
 }
 
@@ -110,6 +123,9 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     a.partition_size = plan.partition_size;
     a.partial_out = At<float>(split_out_);
     a.partial_ml = At<float>(split_ml_);
+    // Partitions merged inside the attention kernel (RTGEN_DECODE_COMBINE=kernel: a separate
+    // combine launch, for A/B).
+    if (!SeparateDecodeCombine()) a.counters = At<int32_t>(split_counters_);
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::DecodeAttention(a, stream));
   } else {
     kernels::PrefillAttentionParams a;

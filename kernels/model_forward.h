@@ -83,6 +83,7 @@ class ModelForward {
   DeviceBuffer logits_;        // f32 [seqs, vocab]
   DeviceBuffer split_out_;     // f32 decode attention partials
   DeviceBuffer split_ml_;      // f32 decode attention partial (max, sum)
+  DeviceBuffer split_counters_;  // i32 decode attention merge counters (zero between launches)
 };
 
 }  // namespace rtgen

@@ -126,17 +126,36 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
   p.partition_size = plan.partition_size;
   p.partial_out = d_po.get();
   p.partial_ml = d_ml.get();
-  GPU_CHECK(kernels::DecodeAttention(p, nullptr));
-  const std::vector<float> out = FromBf16(d_out.ToHost());
-  std::vector<double> want(out.size());
+  std::vector<double> want(size_t{1} * seqs * q_dim);
   for (int s = 0; s < seqs; ++s) {
     Reference(c, s, a.ctx[s], q.data() + size_t{1} * s * stride, a.heads, p.scale,
               want.data() + size_t{1} * s * q_dim);
   }
-  EXPECT_LE(RelL2(out, want), 1e-2) << "splits " << plan.num_splits;
-  for (int s = 0; s < seqs; ++s) {
-    if (a.ctx[s] != 0) continue;
-    for (int i = 0; i < q_dim; ++i) ASSERT_EQ(out[size_t{1} * s * q_dim + i], 0.0f);
+  // Separate combine launch (counters null), then the in-kernel merge, launched twice: the
+  // counters must come back to zero, and the second launch must repeat the first bit for bit.
+  const std::vector<int32_t> zeros(size_t{1} * seqs * a.heads, 0);
+  DeviceArray<int32_t> d_counters(zeros);
+  std::vector<uint16_t> merged_first;
+  for (int run = 0; run < 3; ++run) {
+    SCOPED_TRACE(run == 0 ? "combine kernel" : "in-kernel merge");
+    p.counters = run == 0 ? nullptr : d_counters.get();
+    DeviceArray<uint16_t> d_run_out(size_t{1} * seqs * q_dim);  // poisoned
+    p.out = d_run_out.bf16();
+    GPU_CHECK(kernels::DecodeAttention(p, nullptr));
+    const std::vector<uint16_t> bits = d_run_out.ToHost();
+    const std::vector<float> out = FromBf16(bits);
+    EXPECT_LE(RelL2(out, want), 1e-2) << "splits " << plan.num_splits;
+    for (int s = 0; s < seqs; ++s) {
+      if (a.ctx[s] != 0) continue;
+      for (int i = 0; i < q_dim; ++i) ASSERT_EQ(out[size_t{1} * s * q_dim + i], 0.0f);
+    }
+    if (run == 1) merged_first = bits;
+    if (run == 2) {
+      EXPECT_EQ(bits, merged_first);
+    }
+    if (run > 0) {
+      EXPECT_EQ(d_counters.ToHost(), zeros);
+    }
   }
 }
 
@@ -147,7 +166,10 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 8, 128, 16, {3000}, 0},
                       AttnShape{32, 8, 128, 32, {700, 1, 129}, 3},
                       AttnShape{4, 4, 256, 16, {100, 257}, 1},
-                      AttnShape{4, 1, 32, 8, {1500, 64, 0}, 7}));
+                      AttnShape{4, 1, 32, 8, {1500, 64, 0}, 7},
+                      // Batch 1 in the model: many partitions, keys in one (written directly).
+                      AttnShape{32, 8, 128, 16, {4096, 100}, 16},
+                      AttnShape{15, 5, 64, 16, {257, 4000, 256, 3}, 16}));
 
 TEST(PrefillAttentionTest, CausalOverChunksMatchesReference) {
   const uint64_t seed = FreshSeed();
