@@ -95,7 +95,32 @@ void ExpectNear(const std::vector<float>& a, const std::vector<float>& b, float 
   for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], tol) << what << "[" << i << "]";
 }
 
-// Every dtype through the writer and back: names, layout and the q/k permutation line up.
+// A matrix stored in a block format keeps its blocks, and they dequantise to exactly the fp32
+// data the loader produced: rows in the same order, also after the q/k un-permutation.
+void ExpectBlocksMatchData(const Matrix& m, BlockFormat want, const std::string& what) {
+  ASSERT_EQ(m.quantized.format, want) << what;
+  if (want == BlockFormat::kNone) {
+    EXPECT_TRUE(m.quantized.bytes.empty()) << what;
+    return;
+  }
+  std::vector<float> back(m.data.size());
+  const int64_t n_blocks = static_cast<int64_t>(m.data.size()) / kGgmlBlockSize;
+  switch (want) {
+    case BlockFormat::kQ8_0:
+      DequantizeQ8_0(m.quantized.bytes.data(), n_blocks, back.data());
+      break;
+    case BlockFormat::kQ4_0:
+      DequantizeQ4_0(m.quantized.bytes.data(), n_blocks, back.data());
+      break;
+    default:
+      DequantizeQ4_1(m.quantized.bytes.data(), n_blocks, back.data());
+      break;
+  }
+  ASSERT_EQ(back, m.data) << what;
+}
+
+// Every dtype through the writer and back: names, layout and the q/k permutation line up; matrices
+// stored in a block format keep their blocks.
 TEST(ModelWeightsTest, GgufRoundTripEveryDtype) {
   const ModelConfig c = TinyConfig(false);
   const ModelWeights w = RandomWeights(c);
@@ -103,8 +128,13 @@ TEST(ModelWeightsTest, GgufRoundTripEveryDtype) {
   const struct {
     GgmlType type;
     float tol;
-  } cases[] = {{GgmlType::kF32, 0.0f},     {GgmlType::kF16, 1e-4f},  {GgmlType::kBF16, 1e-3f},
-               {GgmlType::kQ8_0, 1e-3f},   {GgmlType::kQ4_0, 0.02f}, {GgmlType::kQ4_1, 0.01f}};
+    BlockFormat blocks;  // what the loader keeps
+  } cases[] = {{GgmlType::kF32, 0.0f, BlockFormat::kNone},
+               {GgmlType::kF16, 1e-4f, BlockFormat::kNone},
+               {GgmlType::kBF16, 1e-3f, BlockFormat::kNone},
+               {GgmlType::kQ8_0, 1e-3f, BlockFormat::kQ8_0},
+               {GgmlType::kQ4_0, 0.02f, BlockFormat::kQ4_0},
+               {GgmlType::kQ4_1, 0.01f, BlockFormat::kQ4_1}};
   for (const auto& tc : cases) {
     GgufWriter writer;
     AddLlamaMetadata(c, &writer);
@@ -132,63 +162,14 @@ TEST(ModelWeightsTest, GgufRoundTripEveryDtype) {
       ExpectNear(a.w_gate.data, b.w_gate.data, tc.tol, t + " w_gate");
       ExpectNear(a.w_up.data, b.w_up.data, tc.tol, t + " w_up");
       ExpectNear(a.w_down.data, b.w_down.data, tc.tol, t + " w_down");
-    }
-  }
-}
-
-// A matrix stored in a block format keeps its blocks, and they dequantise to exactly the fp32
-// data the loader produced: rows in the same order, also after the q/k un-permutation.
-void ExpectBlocksMatchData(const Matrix& m, BlockFormat want, const std::string& what) {
-  ASSERT_EQ(m.quantized.format, want) << what;
-  if (want == BlockFormat::kNone) {
-    EXPECT_TRUE(m.quantized.bytes.empty()) << what;
-    return;
-  }
-  std::vector<float> back(m.data.size());
-  const int64_t n_blocks = static_cast<int64_t>(m.data.size()) / kGgmlBlockSize;
-  switch (want) {
-    case BlockFormat::kQ8_0:
-      DequantizeQ8_0(m.quantized.bytes.data(), n_blocks, back.data());
-      break;
-    case BlockFormat::kQ4_0:
-      DequantizeQ4_0(m.quantized.bytes.data(), n_blocks, back.data());
-      break;
-    default:
-      DequantizeQ4_1(m.quantized.bytes.data(), n_blocks, back.data());
-      break;
-  }
-  ASSERT_EQ(back, m.data) << what;
-}
-
-TEST(ModelWeightsTest, GgufBlockFormatsAreKeptAndMatchTheData) {
-  const ModelConfig c = TinyConfig(false);
-  const ModelWeights w = RandomWeights(c);
-  const struct {
-    GgmlType type;
-    BlockFormat format;
-  } cases[] = {{GgmlType::kQ8_0, BlockFormat::kQ8_0},
-               {GgmlType::kQ4_0, BlockFormat::kQ4_0},
-               {GgmlType::kQ4_1, BlockFormat::kQ4_1},
-               {GgmlType::kBF16, BlockFormat::kNone}};
-  for (const auto& tc : cases) {
-    GgufWriter writer;
-    AddLlamaMetadata(c, &writer);
-    ASSERT_TRUE(AddLlamaWeights(c, w, tc.type, &writer).ok());
-    auto file = GgufFile::Open(WriteTempFile("blocks.gguf", *writer.Serialize()));
-    ASSERT_TRUE(file.ok()) << file.status();
-    auto got = LoadGgufWeights(**file, c);
-    ASSERT_TRUE(got.ok()) << got.status();
-    const std::string t = BlockFormatName(tc.format);
-    ExpectBlocksMatchData(got->token_embedding, tc.format, t + " embedding");
-    ExpectBlocksMatchData(got->lm_head, tc.format, t + " lm_head");
-    for (const LayerWeights& l : got->layers) {
-      for (const Matrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-        ExpectBlocksMatchData(*m, tc.format, t + " layer matrix");
+      for (const Matrix* m : {&a.wq, &a.wk, &a.wv, &a.wo, &a.w_gate, &a.w_up, &a.w_down}) {
+        ExpectBlocksMatchData(*m, tc.blocks, t + " layer matrix");
       }
     }
-    // Wrong byte counts are refused, naming the tensor.
-    ModelWeights broken = *got;
-    if (tc.format != BlockFormat::kNone) {
+    ExpectBlocksMatchData(got->token_embedding, tc.blocks, t + " embedding");
+    ExpectBlocksMatchData(got->lm_head, tc.blocks, t + " lm_head");
+    if (tc.blocks != BlockFormat::kNone) {  // wrong block byte counts are refused, named
+      ModelWeights broken = *got;
       broken.layers[1].wv.quantized.bytes.pop_back();
       EXPECT_TRUE(absl::StrContains(broken.CheckShapes(c).message(), "layers[1].wv")) << t;
     }
