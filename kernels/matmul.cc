@@ -1,12 +1,81 @@
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <vector>
+
+#include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
 #include "kernels/gemv.h"
+#include "kernels/l2_flush.h"
 #include "kernels/matmul.h"
 
 namespace rtgen::kernels {
+namespace {
+
+bool TuneFromEnv() {
+  const char* v = std::getenv("RTGEN_MATMUL_TUNE");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
+// Tuned algorithms of the process, by (device, m, n, k, fp32 output): every context runs the same
+// algorithm for a shape. The mutex is held while a shape is tuned (concurrent tuning would
+// disturb the timings anyway).
+struct TunedAlgo {
+  cublasLtMatmulAlgo_t algo;
+  std::string info;
+};
+std::mutex& TunedMutex() {
+  static std::mutex* mu = new std::mutex();
+  return *mu;
+}
+std::map<std::tuple<int, int32_t, int32_t, int32_t, bool>, TunedAlgo>& TunedAlgos() {
+  static auto* algos = new std::map<std::tuple<int, int32_t, int32_t, int32_t, bool>, TunedAlgo>();
+  return *algos;
+}
+
+std::string AlgoInfo(const cublasLtMatmulAlgo_t& algo) {
+  int32_t id = -1, splitk = 1;
+  uint32_t tile = 0, stages = 0, reduction = 0, swizzle = 0;
+  size_t written = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile),
+                                       &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages,
+                                       sizeof(stages), &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                       sizeof(splitk), &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+                                       sizeof(reduction), &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, &swizzle,
+                                       sizeof(swizzle), &written);
+  return absl::StrCat("algo ", id, " tile ", tile, " stages ", stages, " splitk ", splitk,
+                      " reduction ", reduction, " swizzle ", swizzle);
+}
+
+// Owns a device allocation and two events for the timing runs.
+struct TuneScratch {
+  void* flush = nullptr;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  ~TuneScratch() {
+    if (flush) cudaFree(flush);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+  }
+};
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_gemv) {
+  return Create(use_gemv, TuneFromEnv());
+}
+
+absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_gemv, bool tune) {
   std::unique_ptr<MatmulContext> ctx(new MatmulContext());
   ctx->use_gemv_ = use_gemv;
+  ctx->tune_ = tune;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&ctx->handle_));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&ctx->workspace_, kWorkspaceBytes));
   return ctx;
@@ -24,10 +93,136 @@ MatmulContext::~MatmulContext() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
+std::string MatmulContext::PlanInfo(int32_t m, int32_t n, int32_t k, bool y_f32) const {
+  const auto it = plans_.find(std::make_tuple(m, n, k, y_f32));
+  return it == plans_.end() ? std::string() : it->second.info;
+}
+
+absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Plan* plan) {
+  cublasLtMatmulPreference_t pref = nullptr;
+  RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+  const size_t ws = kWorkspaceBytes;
+  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+  constexpr int kAsk = 16;
+  cublasLtMatmulHeuristicResult_t results[kAsk] = {};
+  int found = 0;
+  if (st == CUBLAS_STATUS_SUCCESS) {
+    st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c,
+                                        pref, kAsk, results, &found);
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
+  RTGEN_CUBLAS_RETURN_IF_ERROR(st);
+  std::vector<cublasLtMatmulAlgo_t> cands;
+  for (int i = 0; i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS && results[i].workspaceSize <= ws) {
+      cands.push_back(results[i].algo);
+    }
+  }
+  if (cands.empty()) {
+    return absl::InternalError(absl::StrCat("cuBLASLt has no bf16 algorithm for m=", p.m,
+                                            " n=", p.n, " k=", p.k));
+  }
+  // Split-K variants of the heuristic's unsplit algorithms: few output tiles (small m and n)
+  // leave SMs idle; k split 2/4/8 ways (each part >= 256 long) multiplies the CTAs. Reduction in
+  // a separate pass over the workspace (fixed order) where the algorithm offers it.
+  const size_t from_heuristic = cands.size();
+  for (size_t i = 0; i < from_heuristic; ++i) {
+    int32_t splitk_support = 0, splitk = 1;
+    uint32_t schemes = 0;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoCapGetAttribute(&cands[i], CUBLASLT_ALGO_CAP_SPLITK_SUPPORT,
+                                          &splitk_support, sizeof(splitk_support),
+                                          &written) != CUBLAS_STATUS_SUCCESS ||
+        splitk_support == 0 ||
+        cublasLtMatmulAlgoCapGetAttribute(&cands[i], CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK,
+                                          &schemes, sizeof(schemes),
+                                          &written) != CUBLAS_STATUS_SUCCESS ||
+        cublasLtMatmulAlgoConfigGetAttribute(&cands[i], CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk,
+                                             sizeof(splitk), &written) != CUBLAS_STATUS_SUCCESS ||
+        splitk > 1) {
+      continue;
+    }
+    uint32_t scheme = 0;
+    for (const uint32_t s : {static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
+                             static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
+                             static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE)}) {
+      if (scheme == 0 && (schemes & s) != 0) scheme = s;
+    }
+    if (scheme == 0) continue;
+    for (const int32_t split : {2, 4, 8}) {
+      if (p.k / split < 256 || static_cast<int>(cands.size()) >= kTuneCandidates) break;
+      cublasLtMatmulAlgo_t a = cands[i];
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
+                                               sizeof(split)) == CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
+                                               sizeof(scheme)) == CUBLAS_STATUS_SUCCESS &&
+          cublasLtMatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, &a,
+                                  &check) == CUBLAS_STATUS_SUCCESS &&
+          check.workspaceSize <= ws) {
+        cands.push_back(a);
+      }
+    }
+  }
+
+  // Each candidate: one untimed run (module load), then kReps runs, each after an L2 eviction;
+  // the median decides, the earlier candidate on a tie.
+  TuneScratch scratch;
+  int device = 0, l2 = 0;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+  const size_t flush_bytes = std::max<size_t>(size_t{2} * l2, size_t{64} << 20);
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch.flush, flush_bytes));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch.flush, 0x5a, flush_bytes, stream));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&scratch.start));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&scratch.stop));
+  constexpr int kReps = 3;
+  const float alpha = 1.0f, beta = 0.0f;
+  int best = -1;
+  float best_us = std::numeric_limits<float>::infinity(), first_us = NAN;
+  for (size_t i = 0; i < cands.size(); ++i) {
+    std::vector<float> us;
+    bool ok = true;
+    for (int r = 0; r <= kReps && ok; ++r) {
+      RTGEN_CUDA_RETURN_IF_ERROR(L2FlushRead(scratch.flush, flush_bytes, stream));
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(scratch.start, stream));
+      ok = cublasLtMatmul(handle_, plan->desc, &alpha, p.w, plan->a, p.x, plan->b, &beta, p.y,
+                          plan->c, p.y, plan->c, &cands[i], workspace_, kWorkspaceBytes,
+                          stream) == CUBLAS_STATUS_SUCCESS;
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(scratch.stop, stream));
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(scratch.stop));
+      float ms = 0.0f;
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, scratch.start, scratch.stop));
+      if (r > 0) us.push_back(ms * 1e3f);
+    }
+    if (!ok) {
+      cudaGetLastError();  // a rejected candidate launched nothing; clear any launch error
+      continue;
+    }
+    std::sort(us.begin(), us.end());
+    const float median = us[us.size() / 2];
+    if (i == 0) first_us = median;
+    if (median < best_us) best = static_cast<int>(i), best_us = median;
+  }
+  if (best < 0) {
+    return absl::InternalError(absl::StrCat("cuBLASLt: no candidate ran for m=", p.m, " n=", p.n,
+                                            " k=", p.k));
+  }
+  plan->algo = cands[best];
+  plan->info = absl::StrCat(AlgoInfo(plan->algo), "; tuned: candidate ", best, " of ",
+                            cands.size(), " (", from_heuristic, " from the heuristic) ",
+                            absl::SixDigits(best_us), " us vs ", absl::SixDigits(first_us),
+                            " us for the heuristic's first");
+  return absl::OkStatus();
+}
+
 // Row-major y[m,n] = x[m,k] w[n,k]^T is column-major y^T[n,m] = (w^T)^T[n,k] x^T[k,m]:
 // A = w seen column-major as [k, n] (transposed), B = x seen column-major as [k, m].
-absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(int32_t m, int32_t n,
-                                                                  int32_t k, bool y_f32) {
+absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulParams& p,
+                                                                  cudaStream_t stream) {
+  const int32_t m = p.m, n = p.n, k = p.k;
+  const bool y_f32 = p.y_f32;
   const auto key = std::make_tuple(m, n, k, y_f32);
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   Plan plan;
@@ -42,24 +237,47 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(int32_t m, int
   RTGEN_CUBLAS_RETURN_IF_ERROR(
       cublasLtMatrixLayoutCreate(&plan.c, y_f32 ? CUDA_R_32F : CUDA_R_16BF, n, m, n));
 
-  cublasLtMatmulPreference_t pref = nullptr;
-  RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
-  const size_t ws = kWorkspaceBytes;
-  cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  if (st == CUBLAS_STATUS_SUCCESS) {
-    st = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref,
-                                        1, &result, &found);
+  bool chosen = false;
+  if (tune_ && m <= kTuneMaxRows) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamIsCapturing(stream, &capture));
+    if (capture == cudaStreamCaptureStatusNone) {
+      int device = 0;
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+      const auto tuned_key = std::make_tuple(device, m, n, k, y_f32);
+      std::lock_guard<std::mutex> lock(TunedMutex());
+      auto& tuned = TunedAlgos();
+      if (auto it = tuned.find(tuned_key); it != tuned.end()) {
+        plan.algo = it->second.algo;
+        plan.info = it->second.info;
+      } else {
+        RETURN_IF_ERROR(Tune(p, stream, &plan));
+        tuned.emplace(tuned_key, TunedAlgo{plan.algo, plan.info});
+      }
+      chosen = true;
+    }
   }
-  cublasLtMatmulPreferenceDestroy(pref);
-  RTGEN_CUBLAS_RETURN_IF_ERROR(st);
-  if (found == 0) {
-    return absl::InternalError(absl::StrCat("cuBLASLt has no bf16 algorithm for m=", m, " n=", n,
-                                            " k=", k));
+  if (!chosen) {
+    cublasLtMatmulPreference_t pref = nullptr;
+    RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
+    const size_t ws = kWorkspaceBytes;
+    cublasStatus_t st = cublasLtMatmulPreferenceSetAttribute(
+        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    if (st == CUBLAS_STATUS_SUCCESS) {
+      st = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                          pref, 1, &result, &found);
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    RTGEN_CUBLAS_RETURN_IF_ERROR(st);
+    if (found == 0) {
+      return absl::InternalError(absl::StrCat("cuBLASLt has no bf16 algorithm for m=", m, " n=",
+                                              n, " k=", k));
+    }
+    plan.algo = result.algo;
+    plan.info = absl::StrCat(AlgoInfo(plan.algo), "; the heuristic's first");
   }
-  plan.algo = result.algo;
   return &plans_.emplace(key, plan).first->second;
 }
 
@@ -78,14 +296,12 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
       return absl::OkStatus();
     }
   }
-  const auto plan_or = ctx.GetPlan(p.m, p.n, p.k, p.y_f32);
-  if (!plan_or.ok()) return plan_or.status();
-  const MatmulContext::Plan& plan = **plan_or;
+  ASSIGN_OR_RETURN(const MatmulContext::Plan* plan, ctx.GetPlan(p, stream));
   const float alpha = 1.0f, beta = 0.0f;
-  RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(ctx.handle_, plan.desc, &alpha, p.w, plan.a, p.x,
-                                              plan.b, &beta, p.y, plan.c, p.y, plan.c, &plan.algo,
-                                              ctx.workspace_, MatmulContext::kWorkspaceBytes,
-                                              stream));
+  RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(ctx.handle_, plan->desc, &alpha, p.w, plan->a, p.x,
+                                              plan->b, &beta, p.y, plan->c, p.y, plan->c,
+                                              &plan->algo, ctx.workspace_,
+                                              MatmulContext::kWorkspaceBytes, stream));
   return absl::OkStatus();
 }
 

@@ -5,6 +5,12 @@
 // The context owns the cuBLASLt handle, a fixed workspace (so calls can be graph-captured) and a
 // per-shape cache of the chosen algorithm (so a shape always runs the same algorithm: eager and
 // replayed steps give bitwise equal results).
+// Algorithm choice: for m <= kTuneMaxRows (decode batches) the first call of a shape times up to
+// kTuneCandidates cuBLASLt candidates (the heuristic's list plus split-K variants of its
+// algorithms, each within the fixed workspace) with the L2 evicted before each run, and keeps the
+// fastest; the choice is shared by every context of the process (so a graph-runner backend and an
+// eager one run the same algorithm). A first call made while its stream is being captured, larger
+// m, or RTGEN_MATMUL_TUNE=0 take the heuristic's first answer, as before.
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -13,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <tuple>
 
 #include "absl/status/status.h"
@@ -33,13 +40,21 @@ struct MatmulParams {
 class MatmulContext {
  public:
   static constexpr size_t kWorkspaceBytes = 32u << 20;
+  static constexpr int kTuneMaxRows = 256;
+  static constexpr int kTuneCandidates = 32;
   // use_gemv: route small batches (m <= 8, or <= 16 on small weights) to the custom GEMV.
+  // Tuning as RTGEN_MATMUL_TUNE says (on unless "0").
   static absl::StatusOr<std::unique_ptr<MatmulContext>> Create(bool use_gemv);
+  static absl::StatusOr<std::unique_ptr<MatmulContext>> Create(bool use_gemv, bool tune);
   ~MatmulContext();
   MatmulContext(const MatmulContext&) = delete;
   MatmulContext& operator=(const MatmulContext&) = delete;
 
   bool use_gemv() const { return use_gemv_; }
+  bool tune() const { return tune_; }
+  // The cuBLASLt algorithm this context runs for a shape ("" before its first call): ids, tile,
+  // split-K, and for a tuned shape its time against the heuristic's first answer.
+  std::string PlanInfo(int32_t m, int32_t n, int32_t k, bool y_f32) const;
 
  private:
   friend absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
@@ -47,13 +62,17 @@ class MatmulContext {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    std::string info;
   };
   MatmulContext() = default;
-  absl::StatusOr<const Plan*> GetPlan(int32_t m, int32_t n, int32_t k, bool y_f32);
+  absl::StatusOr<const Plan*> GetPlan(const MatmulParams& p, cudaStream_t stream);
+  // Times the candidates for `plan`'s shape on p's operands; sets plan->algo and plan->info.
+  absl::Status Tune(const MatmulParams& p, cudaStream_t stream, Plan* plan);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   bool use_gemv_ = false;
+  bool tune_ = true;
   std::map<std::tuple<int32_t, int32_t, int32_t, bool>, Plan> plans_;
 };
 
