@@ -1,7 +1,7 @@
 // rtgen-gemv-bench: the decode GEMV (kernels/gemv.h) at the real decode shapes of SmolLM2-135M
 // and Llama-3-8B, against the memory-bandwidth floor and cuBLASLt.
 //
-//   rtgen-gemv-bench [--m 1,2,4,8,16] [--models smollm2-135m,llama3-8b] [--repeats 9]
+//   rtgen-gemv-bench [--m 1,2,4,8,16,32,64] [--models smollm2-135m,llama3-8b] [--repeats 9]
 //                    [--sweep] [--no-legacy] [--device 0]
 //
 // Per shape (n x k, the [n, k] weight of one linear layer) and batch m: random non-zero bf16
@@ -15,9 +15,11 @@
 // written, median of 10 copies of 1 GiB) is the % of floor.
 //
 // Variants: `legacy` (the kernel before the tensor-core rewrite, m in {1,2,4,8}), `gemv` (the
-// default tuning), with --sweep every tuning (warps x unroll), and `cublaslt` (MatmulContext with
-// the GEMV off). Every variant's output on the first weight copy is compared with cuBLASLt's
-// (relative L2); a value over 1e-2 (bf16 output) or 1e-3 (fp32) fails the run.
+// default tuning), with --sweep every tuning (warps x unroll), `cublaslt` (MatmulContext with
+// the GEMV off and its algorithm tuned per shape, as the engine runs it; the chosen algorithm is
+// printed under the row) and `heur0` (the same with tuning off: the heuristic's first algorithm).
+// Every variant's output on the first weight copy is compared with cuBLASLt's (relative L2); a
+// value over 1e-2 (bf16 output) or 1e-3 (fp32) fails the run.
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -49,7 +51,7 @@ namespace rtgen {
 namespace {
 
 struct Options {
-  std::vector<int> ms = {1, 2, 4, 8, 16};
+  std::vector<int> ms = {1, 2, 4, 8, 16, 32, 64};
   std::vector<std::string> models = {"smollm2-135m", "llama3-8b"};
   int repeats = 9;
   bool sweep = false;
@@ -208,13 +210,15 @@ absl::Status Run(const Options& o) {
               "the copy bandwidth\n\n",
               o.repeats);
   ASSIGN_OR_RETURN(auto gemv_ctx, kernels::MatmulContext::Create(true));
-  ASSIGN_OR_RETURN(auto blas_ctx, kernels::MatmulContext::Create(false));
+  ASSIGN_OR_RETURN(auto blas_ctx, kernels::MatmulContext::Create(false, true));
+  ASSIGN_OR_RETURN(auto heur_ctx, kernels::MatmulContext::Create(false, false));
   cudaStream_t stream;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 
-  std::printf("%-13s %-8s %6s %5s %2s %8s | %9s %9s %6s %6s | %9s %6s | %18s | %9s %6s | %8s\n",
-              "model", "layer", "n", "k", "m", "MB", "legacy_us", "gemv_us", "GB/s", "%bw",
-              "best_us", "%bw", "best(warps,unroll)", "cublas_us", "%bw", "max_err");
+  std::printf(
+      "%-13s %-8s %6s %5s %2s %8s | %9s %9s %6s %6s | %9s %6s | %18s | %9s %6s | %9s %6s | %8s\n",
+      "model", "layer", "n", "k", "m", "MB", "legacy_us", "gemv_us", "GB/s", "%bw", "best_us",
+      "%bw", "best(warps,unroll)", "cublas_us", "%bw", "heur0_us", "%bw", "max_err");
   absl::Status failure;
   for (const Shape& s : Shapes(o.models)) {
     const size_t w_elems = static_cast<size_t>(s.n) * s.k;
@@ -266,6 +270,12 @@ absl::Status Run(const Options& o) {
           }
         }
       }
+      kernels::MatmulContext* heur = heur_ctx.get();
+      variants.push_back(
+          {"heur0", [base, heur](const __nv_bfloat16* wp, void* yp, cudaStream_t st) {
+             return kernels::Matmul(*heur, {base.x, wp, yp, base.y_f32, base.m, base.n, base.k},
+                                    st);
+           }});
       kernels::MatmulContext* blas = blas_ctx.get();
       variants.push_back(
           {"cublaslt", [base, blas](const __nv_bfloat16* wp, void* yp, cudaStream_t st) {
@@ -273,16 +283,17 @@ absl::Status Run(const Options& o) {
                                     st);
            }});
 
-      // Reference output (cuBLASLt on copy 0); also creates its plan before any capture.
+      // Reference output (cuBLASLt on copy 0); also creates (tunes) its plan before any capture.
       const size_t y_count = static_cast<size_t>(m) * s.n;
       RETURN_IF_ERROR(variants.back().fn(w.as<__nv_bfloat16>(), y_ref.get(), stream));
+      RETURN_IF_ERROR(variants[variants.size() - 2].fn(w.as<__nv_bfloat16>(), y.get(), stream));
       RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
       ASSIGN_OR_RETURN(const std::vector<double> ref, ReadOutput(y_ref.get(), y_count, s.y_f32));
 
       const double bytes = static_cast<double>(w_bytes) + 2.0 * m * s.k + 1.0 * y_elem * m * s.n;
       const double est = bytes / bw + 3e-6;
       const int launches = std::clamp(static_cast<int>(2e-3 / est), 8, 400);
-      double legacy_t = NAN, gemv_t = NAN, blas_t = NAN, best_t = INFINITY, max_err = 0.0;
+      double legacy_t = NAN, gemv_t = NAN, blas_t = NAN, heur_t = NAN, best_t = INFINITY, max_err = 0.0;
       std::string best_name = "-";
       for (const Variant& v : variants) {
         RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(y.get(), 0xff, y_count * y_elem, stream));
@@ -304,8 +315,10 @@ absl::Status Run(const Options& o) {
           gemv_t = t;
         } else if (v.name == "cublaslt") {
           blas_t = t;
+        } else if (v.name == "heur0") {
+          heur_t = t;
         }
-        if (v.name != "legacy" && v.name != "cublaslt" && t < best_t) {
+        if (v.name != "legacy" && v.name != "cublaslt" && v.name != "heur0" && t < best_t) {
           best_t = t;
           best_name = v.name == "gemv" ? "default" : v.name;
         }
@@ -313,10 +326,13 @@ absl::Status Run(const Options& o) {
       const auto pct = [&](double t) { return 100.0 * bytes / t / bw; };
       std::printf(
           "%-13s %-8s %6d %5d %2d %8.2f | %9.2f %9.2f %6.0f %5.1f%% | %9.2f %5.1f%% | %18s | %9.2f "
-          "%5.1f%% | %8.1e\n",
+          "%5.1f%% | %9.2f %5.1f%% | %8.1e\n",
           s.model.c_str(), s.name.c_str(), s.n, s.k, m, bytes / 1e6, legacy_t * 1e6,
           gemv_t * 1e6, bytes / gemv_t / 1e9, pct(gemv_t), best_t * 1e6, pct(best_t),
-          best_name.c_str(), blas_t * 1e6, pct(blas_t), max_err);
+          best_name.c_str(), blas_t * 1e6, pct(blas_t), heur_t * 1e6, pct(heur_t), max_err);
+      std::printf("    cublaslt: %s\n    heur0:    %s\n",
+                  blas->PlanInfo(m, s.n, s.k, s.y_f32).c_str(),
+                  heur->PlanInfo(m, s.n, s.k, s.y_f32).c_str());
       std::fflush(stdout);
     }
   }
@@ -363,7 +379,8 @@ int Main(int argc, char** argv) {
     }
     if (!ok) {
       std::fprintf(stderr,
-                   "usage: rtgen-gemv-bench [--m 1,2,4,8,16] [--models smollm2-135m,llama3-8b] "
+                   "usage: rtgen-gemv-bench [--m 1,2,4,8,16,32,64] "
+                   "[--models smollm2-135m,llama3-8b] "
                    "[--repeats 9] [--sweep] [--no-legacy] [--device 0]\n");
       return 2;
     }
