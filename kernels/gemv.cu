@@ -178,16 +178,8 @@ bool UsePdl() {
 
 template <int W, int U, bool kHi>
 cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3((p.n + kTileRows - 1) / kTileRows);
-  cfg.blockDim = dim3(W * 32);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = UsePdl() ? 1 : 0;
-  return cudaLaunchKernelEx(&cfg, GemvKernel<W, U, kHi>, p);
+  const dim3 grid((p.n + kTileRows - 1) / kTileRows);
+  return LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi>, grid, dim3(W * 32), 0, stream, p);
 }
 
 template <int W, bool kHi>

@@ -45,11 +45,11 @@ __device__ __forceinline__ void PdlLaunchDependents() {
 #endif
 }
 
-// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent (unless RTGEN_PDL=0).
+// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent when `pdl`.
 // Returns the launch's error (no separate cudaGetLastError needed).
 template <typename... KernelArgs, typename... Args>
-cudaError_t LaunchKernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
-                         cudaStream_t stream, Args&&... args) {
+cudaError_t LaunchKernelPdlIf(bool pdl, void (*kernel)(KernelArgs...), dim3 grid, dim3 block,
+                              size_t smem, cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -59,8 +59,16 @@ cudaError_t LaunchKernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, s
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
-  cfg.numAttrs = PdlEnabled() ? 1 : 0;
+  cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent (unless RTGEN_PDL=0).
+template <typename... KernelArgs, typename... Args>
+cudaError_t LaunchKernel(void (*kernel)(KernelArgs...), dim3 grid, dim3 block, size_t smem,
+                         cudaStream_t stream, Args&&... args) {
+  return LaunchKernelPdlIf(PdlEnabled(), kernel, grid, block, smem, stream,
+                           std::forward<Args>(args)...);
 }
 #endif  // __CUDACC__
 

@@ -4,34 +4,11 @@
 namespace rtgen::kernels {
 namespace {
 
-// One block per token; threads walk the (head, pair) grid of q then k. The angle is computed in
-// fp64 so large positions keep full precision.
-__global__ void RopeKernel(RopeParams p) {
-  PdlWait();
-  PdlLaunchDependents();
-  const int t = blockIdx.x;
-  const int half = p.head_dim / 2;
-  const double pos = static_cast<double>(p.positions[t]);
-  const int q_pairs = p.num_heads * half;
-  const int total = (p.num_heads + p.num_kv_heads) * half;
-  for (int j = threadIdx.x; j < total; j += blockDim.x) {
-    const bool is_q = j < q_pairs;
-    const int jj = is_q ? j : j - q_pairs;
-    const int head = jj / half, i = jj % half;
-    __nv_bfloat16* x = (is_q ? p.q : p.k) + t * p.row_stride + head * p.head_dim;
-    double s, c;
-    sincos(pos * static_cast<double>(p.inv_freq[i]), &s, &c);
-    const float cf = static_cast<float>(c), sf = static_cast<float>(s);
-    const float a = __bfloat162float(x[i]), b = __bfloat162float(x[i + half]);
-    x[i] = __float2bfloat16(a * cf - b * sf);
-    x[i + half] = __float2bfloat16(b * cf + a * sf);
-  }
-}
-
 constexpr int kMaxHalf = 128;  // head_dim <= 256
 
-// One block per token. Same arithmetic as RopeKernel (fp64 angle, fp32 rotation), but each
-// angle is computed once per token (in shared memory) rather than once per head.
+// One block per token; threads walk the (head, pair) grid of q then k. Each angle is computed
+// once per token, in fp64 so large positions keep full precision, then the pairs rotate in fp32.
+// With s.slot_mapping null (Rope alone) nothing is written to the cache.
 __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStoreParams s) {
   __shared__ float s_cos[kMaxHalf], s_sin[kMaxHalf];
   const int t = blockIdx.x;
@@ -48,7 +25,7 @@ __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStorePa
   __syncthreads();
   PdlWait();
   PdlLaunchDependents();
-  const int32_t slot = s.slot_mapping[t];
+  const int32_t slot = s.slot_mapping != nullptr ? s.slot_mapping[t] : -1;
   const int64_t cache_row = static_cast<int64_t>(slot) * s.kv_dim;
   const int q_pairs = r.num_heads * half;
   const int total = (r.num_heads + r.num_kv_heads) * half;
@@ -89,8 +66,12 @@ cudaError_t RopeKvStore(const RopeParams& rope, const KvStoreParams& store, cuda
 }
 
 cudaError_t Rope(RopeParams p, cudaStream_t stream) {
-  if (p.num_tokens <= 0) return cudaSuccess;
-  return LaunchKernel(RopeKernel, p.num_tokens, 128, 0, stream, p);
+  KvStoreParams no_store;  // slot_mapping null: rotate only
+  no_store.k = p.k;
+  no_store.row_stride = p.row_stride;
+  no_store.num_tokens = p.num_tokens;
+  no_store.kv_dim = p.num_kv_heads * p.head_dim;
+  return RopeKvStore(p, no_store, stream);
 }
 
 }  // namespace rtgen::kernels

@@ -24,6 +24,7 @@ struct RopeParams {
   int32_t head_dim = 0;                // even
 };
 
+// Rotates q and k in place (RopeKvStore's kernel with no cache writes; head_dim <= 256).
 cudaError_t Rope(RopeParams p, cudaStream_t stream);
 
 // Rope(rope) then KvStore(store) in one launch, with the same results bit for bit: q and k are

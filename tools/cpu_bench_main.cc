@@ -20,9 +20,12 @@
 #include "engine/cpu/huge_page_allocator.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/loader/model_loader.h"
+#include "tools/median.h"
 
 namespace rtgen {
 namespace {
+
+using tools::Median;
 
 constexpr double kTargetDecodeTokensPerSecond = 40.0;
 
@@ -46,11 +49,6 @@ double ProcessCpuSeconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 std::string CpuModel() {

@@ -39,10 +39,15 @@
 #include "kernels/cuda_check.h"
 #include "kernels/random_fill.h"
 #include "kernels/random_weights.h"
+#include "tools/copy_bandwidth.h"
+#include "tools/median.h"
 #include "nlohmann/json.hpp"
 
 namespace rtgen {
 namespace {
+
+using tools::Median;
+using tools::MeasureCopyBandwidth;
 
 using Json = nlohmann::ordered_json;
 
@@ -94,49 +99,6 @@ absl::StatusOr<ModelConfig> Shape(const std::string& name) {
 double Now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-double Median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// Device-to-device copy bandwidth in bytes/s (read + written), median of 10 timed copies of
-// 1 GiB of random (non-zero) data after 2 warm-up copies.
-absl::StatusOr<double> MeasureCopyBandwidth() {
-  const size_t bytes = size_t{1} << 30;
-  ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::Allocate(bytes));
-  ASSIGN_OR_RETURN(DeviceBuffer dst, DeviceBuffer::Allocate(bytes));
-  RTGEN_CUDA_RETURN_IF_ERROR(
-      kernels::RandomFillF32(src.as<float>(), bytes / sizeof(float), {7, 0, 0.0f, 1.0f}, nullptr));
-  cudaEvent_t a, b;
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&a));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b));
-  std::vector<double> rates;
-  absl::Status status;
-  for (int i = 0; i < 12 && status.ok(); ++i) {
-    float ms = 0.0f;
-    const cudaError_t err = [&] {
-      cudaError_t e = cudaEventRecord(a, nullptr);
-      if (e == cudaSuccess) e = cudaMemcpyAsync(dst.get(), src.get(), bytes,
-                                                cudaMemcpyDeviceToDevice, nullptr);
-      if (e == cudaSuccess) e = cudaEventRecord(b, nullptr);
-      if (e == cudaSuccess) e = cudaEventSynchronize(b);
-      if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
-      return e;
-    }();
-    if (err != cudaSuccess) {
-      status = cuda_internal::CudaError(err, "device-to-device copy", __FILE__, __LINE__);
-    } else if (i >= 2) {
-      rates.push_back(2.0 * static_cast<double>(bytes) / (ms * 1e-3));
-    }
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  RETURN_IF_ERROR(status);
-  return Median(rates);
 }
 
 absl::StatusOr<Json> DeviceInfo(int32_t device) {

@@ -45,10 +45,15 @@
 #include "kernels/gemv.h"
 #include "kernels/matmul.h"
 #include "kernels/random_fill.h"
+#include "tools/copy_bandwidth.h"
 #include "tools/gemv_bench_legacy.h"
+#include "tools/median.h"
 
 namespace rtgen {
 namespace {
+
+using tools::Median;
+using tools::MeasureCopyBandwidth;
 
 struct Options {
   std::vector<int> ms = {1, 2, 4, 8, 16, 32, 64};
@@ -87,37 +92,6 @@ std::vector<Shape> Shapes(const std::vector<std::string>& models) {
     }
   }
   return out;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-absl::StatusOr<double> MeasureCopyBandwidth() {
-  const size_t bytes = size_t{1} << 30;
-  ASSIGN_OR_RETURN(DeviceBuffer src, DeviceBuffer::Allocate(bytes));
-  ASSIGN_OR_RETURN(DeviceBuffer dst, DeviceBuffer::Allocate(bytes));
-  RTGEN_CUDA_RETURN_IF_ERROR(
-      kernels::RandomFillF32(src.as<float>(), bytes / sizeof(float), {7, 0, 0.0f, 1.0f}, nullptr));
-  cudaEvent_t a, b;
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&a));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b));
-  std::vector<double> rates;
-  for (int i = 0; i < 12; ++i) {
-    float ms = 0.0f;
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(a, nullptr));
-    RTGEN_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice, nullptr));
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(b, nullptr));
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(b));
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, a, b));
-    if (i >= 2) rates.push_back(2.0 * static_cast<double>(bytes) / (ms * 1e-3));
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return Median(rates);
 }
 
 // One launch of a variant: weights `w`, output `y`.

@@ -17,6 +17,7 @@
 #include "engine/cpu/cpu_backend.h"
 #include "engine/engine.h"
 #include "engine/loader/model_loader.h"
+#include "tools/median.h"
 
 ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf", "GGUF model or HF dir");
 ABSL_FLAG(int32_t, rounds, 3, "system prompts (one cold request each)");
@@ -26,6 +27,8 @@ ABSL_FLAG(int32_t, threads, 2, "CPU backend threads");
 
 namespace rtgen {
 namespace {
+
+using tools::Median;
 
 constexpr char kSystemPrompt[] =
     "You are Brannoc, the blacksmith of Emberfall, a mountain village in a fantasy role-playing "
@@ -77,12 +80,6 @@ absl::StatusOr<Timing> RunOne(Engine& engine, const std::string& id, std::vector
   RETURN_IF_ERROR(error);
   return Timing{absl::ToDoubleMilliseconds(usage.time_to_first_token), usage.cached_tokens,
                 usage.prompt_tokens};
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 absl::Status Run() {

@@ -33,6 +33,28 @@ TEST(RopeTest, InvFreqMatchesCpuBackend) {
   }
 }
 
+// The fp64 reference: every row of `rows` (bf16 bits, [tokens][stride]) with q and k (heads
+// then kv_heads heads of hd elements from the row start) rotated by pos[t] * inv_freq[i].
+std::vector<double> RotatedReference(const std::vector<uint16_t>& rows, int stride, int heads,
+                                     int kv_heads, int hd, const std::vector<int32_t>& pos,
+                                     const std::vector<float>& inv_freq) {
+  std::vector<double> want(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) want[i] = FromBf16(rows[i]);
+  const int half = hd / 2;
+  for (size_t t = 0; t < pos.size(); ++t) {
+    for (int h = 0; h < heads + kv_heads; ++h) {
+      const size_t base = t * stride + size_t{1} * h * hd;
+      for (int i = 0; i < half; ++i) {
+        const double a = FromBf16(rows[base + i]), b = FromBf16(rows[base + i + half]);
+        const double ang = static_cast<double>(pos[t]) * inv_freq[i];
+        want[base + i] = a * std::cos(ang) - b * std::sin(ang);
+        want[base + i + half] = b * std::cos(ang) + a * std::sin(ang);
+      }
+    }
+  }
+  return want;
+}
+
 TEST(RopeTest, RotatesQAndKLikeReference) {
   struct Shape {
     int tokens, heads, kv_heads, hd;
@@ -56,23 +78,8 @@ TEST(RopeTest, RotatesQAndKLikeReference) {
                              d_freq.get(), s.tokens, s.heads, s.kv_heads, s.hd},
                             nullptr));
     const std::vector<float> out = FromBf16(d_rows.ToHost());
-    std::vector<double> want(out.size());
-    const int half = s.hd / 2;
-    for (int t = 0; t < s.tokens; ++t) {
-      for (int j = 0; j < stride; ++j) {
-        want[size_t{1} * t * stride + j] = FromBf16(rows[size_t{1} * t * stride + j]);
-      }
-      for (int h = 0; h < s.heads + s.kv_heads; ++h) {
-        if (h >= s.heads + s.kv_heads) break;
-        const size_t base = size_t{1} * t * stride + size_t{1} * h * s.hd;
-        for (int i = 0; i < half; ++i) {
-          const double a = FromBf16(rows[base + i]), b = FromBf16(rows[base + i + half]);
-          const double ang = static_cast<double>(pos[t]) * inv_freq[i];
-          want[base + i] = a * std::cos(ang) - b * std::sin(ang);
-          want[base + i + half] = b * std::cos(ang) + a * std::sin(ang);
-        }
-      }
-    }
+    const std::vector<double> want =
+        RotatedReference(rows, stride, s.heads, s.kv_heads, s.hd, pos, inv_freq);
     EXPECT_LE(RelL2(out, want), 1e-2);
     // v (after q and k) is untouched.
     for (int t = 0; t < s.tokens; ++t) {
@@ -135,22 +142,8 @@ TEST(RopeTest, FusedRopeKvStoreMatchesReferenceAndUnfused) {
     EXPECT_EQ(v, plain_v.ToHost());
 
     const std::vector<float> out = FromBf16(out_bits);
-    std::vector<double> want(out.size());
-    const int half = s.hd / 2;
-    for (int t = 0; t < s.tokens; ++t) {
-      for (int j = 0; j < stride; ++j) {
-        want[size_t{1} * t * stride + j] = FromBf16(rows[size_t{1} * t * stride + j]);
-      }
-      for (int h = 0; h < s.heads + s.kv_heads; ++h) {
-        const size_t base = size_t{1} * t * stride + size_t{1} * h * s.hd;
-        for (int i = 0; i < half; ++i) {
-          const double a = FromBf16(rows[base + i]), b = FromBf16(rows[base + i + half]);
-          const double ang = static_cast<double>(pos[t]) * inv_freq[i];
-          want[base + i] = a * std::cos(ang) - b * std::sin(ang);
-          want[base + i + half] = b * std::cos(ang) + a * std::sin(ang);
-        }
-      }
-    }
+    const std::vector<double> want =
+        RotatedReference(rows, stride, s.heads, s.kv_heads, s.hd, pos, inv_freq);
     EXPECT_LE(RelL2(out, want), 1e-2);
     std::vector<bool> written(num_slots, false);
     for (int t = 0; t < s.tokens; ++t) {
