@@ -10,6 +10,11 @@
 // 64 contiguous bytes of each of its 8 weight rows per step, `unroll` steps back to back (loads
 // first, then the mmas), and the block's warps take interleaved groups of steps over k and add
 // their partial tiles in shared memory in warp order (deterministic).
+//
+// SwiGLU variant (GemvSiluMul): the weight is [gate; up] (2 * inter rows) and a block owns 4
+// features f0..f0+3 of both halves: tile rows 0-3 are gate rows f0.., rows 4-7 the up rows
+// inter + f0... Its epilogue rounds gate and up to bf16 (what the unfused path stores) and writes
+// act = silu(gate) * up with SiluMul's arithmetic, so the separate SiLU·mul launch goes away.
 
 #include <cstdint>
 #include <cstdlib>
@@ -78,14 +83,19 @@ __device__ __forceinline__ uint4 Select(bool keep, uint4 v) {
 }
 
 // kHi: m > 8 (input rows 8..15 feed the mma's upper half; otherwise it is zero).
-template <int W, int U, bool kHi>
+// kSwiGlu: p.n = 2 * inter weight rows [gate; up], y = act [m, inter] bf16 (see the top).
+template <int W, int U, bool kHi, bool kSwiGlu>
 __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * kTileRows;
-  // Rows past n load the last row again (in bounds); their results are not stored.
-  const int wrow = min(n0 + g, p.n - 1);
+  const int inter = p.n >> 1;
+  const int f0 = blockIdx.x * (kTileRows / 2);  // kSwiGlu: the block's first feature
+  // Rows past n (past inter for a SwiGLU half) load the last row again (in bounds); their results
+  // are not stored.
+  const int wrow = kSwiGlu ? (g < 4 ? 0 : inter) + min(f0 + (g & 3), inter - 1)
+                           : min(n0 + g, p.n - 1);
   const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(wrow) * p.k) + t;
   // Input rows past m read row 0 (an L1 hit shared with the threads of row 0) and use zeros.
   const bool has_x0 = g < p.m, has_x1 = kHi && g + 8 < p.m;
@@ -145,7 +155,7 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
     }
   }
   // d[0], d[1]: y[g][n0 + 2t + {0, 1}]; d[2], d[3]: y[g + 8][same].
-  if constexpr (W == 1) {
+  if constexpr (W == 1 && !kSwiGlu) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int row = g + (i >> 1) * 8, col = n0 + 2 * t + (i & 1);
@@ -156,13 +166,31 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) partial[warp][g + (i >> 1) * 8][2 * t + (i & 1)] = d[i];
     __syncthreads();
-    for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
-      const int row = idx / kTileRows, j = idx % kTileRows;
-      if (n0 + j >= p.n) continue;
-      float s = partial[0][row][j];
+    if constexpr (kSwiGlu) {
+      constexpr int kHalf = kTileRows / 2;
+      for (int idx = threadIdx.x; idx < p.m * kHalf; idx += W * 32) {
+        const int row = idx / kHalf, j = idx % kHalf;
+        if (f0 + j >= inter) continue;
+        float gs = partial[0][row][j], us = partial[0][row][j + kHalf];
 #pragma unroll
-      for (int v = 1; v < W; ++v) s += partial[v][row][j];
-      Store(p, row, n0 + j, s);
+        for (int v = 1; v < W; ++v) {
+          gs += partial[v][row][j];
+          us += partial[v][row][j + kHalf];
+        }
+        const float gate = __bfloat162float(__float2bfloat16(gs));
+        const float up = __bfloat162float(__float2bfloat16(us));
+        static_cast<__nv_bfloat16*>(p.y)[static_cast<int64_t>(row) * inter + f0 + j] =
+            __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
+      }
+    } else {
+      for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
+        const int row = idx / kTileRows, j = idx % kTileRows;
+        if (n0 + j >= p.n) continue;
+        float s = partial[0][row][j];
+#pragma unroll
+        for (int v = 1; v < W; ++v) s += partial[v][row][j];
+        Store(p, row, n0 + j, s);
+      }
     }
   }
 }
@@ -176,29 +204,31 @@ bool UsePdl() {
   return use;
 }
 
-template <int W, int U, bool kHi>
+template <int W, int U, bool kHi, bool kSwiGlu>
 cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
+  // A SwiGLU tile holds 4 features of each half: ceil(inter / 4) = ceil(n / 8) tiles too.
   const dim3 grid((p.n + kTileRows - 1) / kTileRows);
-  return LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi>, grid, dim3(W * 32), 0, stream, p);
+  return LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kSwiGlu>, grid, dim3(W * 32), 0,
+                           stream, p);
 }
 
-template <int W, bool kHi>
+template <int W, bool kHi, bool kSwiGlu>
 cudaError_t LaunchW(const GemvParams& p, int unroll, cudaStream_t stream) {
   switch (unroll) {
-    case 2: return Launch<W, 2, kHi>(p, stream);
-    case 4: return Launch<W, 4, kHi>(p, stream);
-    case 8: return Launch<W, 8, kHi>(p, stream);
+    case 2: return Launch<W, 2, kHi, kSwiGlu>(p, stream);
+    case 4: return Launch<W, 4, kHi, kSwiGlu>(p, stream);
+    case 8: return Launch<W, 8, kHi, kSwiGlu>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
-template <bool kHi>
+template <bool kHi, bool kSwiGlu>
 cudaError_t LaunchHi(const GemvParams& p, GemvTuning tuning, cudaStream_t stream) {
   switch (tuning.warps) {
-    case 1: return LaunchW<1, kHi>(p, tuning.unroll, stream);
-    case 2: return LaunchW<2, kHi>(p, tuning.unroll, stream);
-    case 4: return LaunchW<4, kHi>(p, tuning.unroll, stream);
-    case 8: return LaunchW<8, kHi>(p, tuning.unroll, stream);
+    case 1: return LaunchW<1, kHi, kSwiGlu>(p, tuning.unroll, stream);
+    case 2: return LaunchW<2, kHi, kSwiGlu>(p, tuning.unroll, stream);
+    case 4: return LaunchW<4, kHi, kSwiGlu>(p, tuning.unroll, stream);
+    case 8: return LaunchW<8, kHi, kSwiGlu>(p, tuning.unroll, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -243,7 +273,22 @@ GemvTuning GemvDefaultTuning(const GemvParams& p) {
 
 cudaError_t GemvTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
   if (!GemvSupported(p)) return cudaErrorInvalidValue;
-  return p.m > 8 ? LaunchHi<true>(p, tuning, stream) : LaunchHi<false>(p, tuning, stream);
+  return p.m > 8 ? LaunchHi<true, false>(p, tuning, stream)
+                 : LaunchHi<false, false>(p, tuning, stream);
+}
+
+bool GemvSiluMulSupported(const GemvParams& p) {
+  return GemvSupported(p) && p.n % 2 == 0 && !p.y_f32;
+}
+
+cudaError_t GemvSiluMulTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
+  if (!GemvSiluMulSupported(p)) return cudaErrorInvalidValue;
+  return p.m > 8 ? LaunchHi<true, true>(p, tuning, stream)
+                 : LaunchHi<false, true>(p, tuning, stream);
+}
+
+cudaError_t GemvSiluMul(GemvParams p, cudaStream_t stream) {
+  return GemvSiluMulTuned(p, GemvDefaultTuning(p), stream);
 }
 
 cudaError_t Gemv(GemvParams p, cudaStream_t stream) {

@@ -11,9 +11,30 @@
 #include "kernels/gemv.h"
 #include "kernels/l2_flush.h"
 #include "kernels/matmul.h"
+#include "kernels/silu_mul.h"
 
 namespace rtgen::kernels {
 namespace {
+
+// RTGEN_SWIGLU_GEMV: "0" never fuses gate_up with SiLU·mul (A/B), "all" also routes m <= 8 shapes
+// with n > 16384 (Llama-3-8B's gate_up) to the fused GEMV; otherwise fused where the GEMV runs.
+int SwiGluGemvMode() {
+  static const int mode = [] {
+    const char* v = std::getenv("RTGEN_SWIGLU_GEMV");
+    if (v == nullptr) return 1;
+    if (std::strcmp(v, "0") == 0) return 0;
+    return std::strcmp(v, "all") == 0 ? 2 : 1;
+  }();
+  return mode;
+}
+
+// The GEMV for small batches, except where cuBLASLt measured faster on the H200
+// (rtgen-gemv-bench, docs/perf/gpu_notes.md): many output features (n > 16384: LM heads,
+// Llama-3-8B's gate+up; there cuBLASLt streams at 4.1-4.2 TB/s against the GEMV's 3.9-4.1)
+// and 9..16 rows of a weight over 4 Mi elements.
+bool GemvShape(const MatmulParams& p, bool any_n) {
+  return p.m <= 8 ? any_n || p.n <= 16384 : int64_t{p.n} * p.k <= (int64_t{4} << 20);
+}
 
 bool TuneFromEnv() {
   const char* v = std::getenv("RTGEN_MATMUL_TUNE");
@@ -283,13 +304,7 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
 
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
   if (p.m <= 0) return absl::OkStatus();
-  // The GEMV for small batches, except where cuBLASLt measured faster on the H200
-  // (rtgen-gemv-bench, docs/perf/gpu_notes.md): many output features (n > 16384: LM heads,
-  // Llama-3-8B's gate+up; there cuBLASLt streams at 4.1-4.2 TB/s against the GEMV's 3.9-4.1)
-  // and 9..16 rows of a weight over 4 Mi elements.
-  const bool gemv_shape = p.m <= 8 ? p.n <= 16384
-                                   : int64_t{p.n} * p.k <= (int64_t{4} << 20);
-  if (ctx.use_gemv_ && gemv_shape) {
+  if (ctx.use_gemv_ && GemvShape(p, false)) {
     GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
     if (GemvSupported(g)) {
       RTGEN_CUDA_RETURN_IF_ERROR(Gemv(g, stream));
@@ -302,6 +317,23 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
                                               plan->b, &beta, p.y, plan->c, p.y, plan->c,
                                               &plan->algo, ctx.workspace_,
                                               MatmulContext::kWorkspaceBytes, stream));
+  return absl::OkStatus();
+}
+
+absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* act,
+                           cudaStream_t stream) {
+  if (p.m <= 0) return absl::OkStatus();
+  const int mode = SwiGluGemvMode();
+  if (ctx.use_gemv() && mode != 0 && !p.y_f32 && GemvShape(p, mode == 2)) {
+    GemvParams g{p.x, p.w, act, false, p.m, p.n, p.k};
+    if (GemvSiluMulSupported(g)) {
+      RTGEN_CUDA_RETURN_IF_ERROR(GemvSiluMul(g, stream));
+      return absl::OkStatus();
+    }
+  }
+  RETURN_IF_ERROR(Matmul(ctx, p, stream));
+  RTGEN_CUDA_RETURN_IF_ERROR(
+      SiluMul({static_cast<const __nv_bfloat16*>(p.y), act, p.m, p.n / 2}, stream));
   return absl::OkStatus();
 }
 

@@ -58,6 +58,14 @@ class MatmulContext {
 
  private:
   friend absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
+
+// The SwiGLU block's first half: p is the gate+up projection (w = [gate; up], n = 2 * inter, y a
+// bf16 [m, n] scratch) and act[m, inter] = silu(gate) * up (silu_mul.h). Where Matmul would take
+// the GEMV, one fused launch (gemv.h GemvSiluMul) that leaves p.y untouched; elsewhere Matmul then
+// SiluMul. RTGEN_SWIGLU_GEMV=0 never fuses (A/B); =all also fuses m <= 8 shapes with n > 16384,
+// which Matmul gives cuBLASLt.
+absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* act,
+                           cudaStream_t stream);
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -77,5 +85,13 @@ class MatmulContext {
 };
 
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
+
+// The SwiGLU block's first half: p is the gate+up projection (w = [gate; up], n = 2 * inter, y a
+// bf16 [m, n] scratch) and act[m, inter] = silu(gate) * up (silu_mul.h). Where Matmul would take
+// the GEMV, one fused launch (gemv.h GemvSiluMul) that leaves p.y untouched; elsewhere Matmul then
+// SiluMul. RTGEN_SWIGLU_GEMV=0 never fuses (A/B); =all also fuses m <= 8 shapes with n > 16384,
+// which Matmul gives cuBLASLt.
+absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* act,
+                           cudaStream_t stream);
 
 }  // namespace rtgen::kernels

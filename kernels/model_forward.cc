@@ -14,7 +14,6 @@
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
 #include "kernels/sampling.h"
-#include "kernels/silu_mul.h"
 
 namespace rtgen {
 namespace {
@@ -155,12 +154,12 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   norm = {At<float>(residual_), At<__nv_bfloat16>(proj_), nullptr, w.ffn_norm.as<float>(),
           At<__nv_bfloat16>(normed_), n, h, c.rms_norm_eps};
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
-  RETURN_IF_ERROR(kernels::Matmul(*matmul_,
-                                  {At<__nv_bfloat16>(normed_), w.w_gate_up.as<__nv_bfloat16>(),
-                                   At<__nv_bfloat16>(gate_up_), false, n, 2 * inter, h},
-                                  stream));
-  RTGEN_CUDA_RETURN_IF_ERROR(kernels::SiluMul(
-      {At<__nv_bfloat16>(gate_up_), At<__nv_bfloat16>(act_), n, inter}, stream));
+  // gate_up and SiLU·mul: one fused GEMV launch at decode batch sizes (matmul.h).
+  RETURN_IF_ERROR(kernels::MatmulSiluMul(
+      *matmul_,
+      {At<__nv_bfloat16>(normed_), w.w_gate_up.as<__nv_bfloat16>(), At<__nv_bfloat16>(gate_up_),
+       false, n, 2 * inter, h},
+      At<__nv_bfloat16>(act_), stream));
   RETURN_IF_ERROR(kernels::Matmul(*matmul_,
                                   {At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(),
                                    At<__nv_bfloat16>(proj_), false, n, h, inter},
