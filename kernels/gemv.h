@@ -43,7 +43,7 @@ cudaError_t GemvTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream);
 
 // The gate+up projection and the SwiGLU activation in one launch: w is [gate; up] ([n, k] with
 // n = 2 * inter), y is act[m, inter] bf16 with act = silu(g) * u, where g and u are the products
-// rounded to bf16 (bit for bit GEMV into a bf16 [m, n] buffer followed by SiluMul, silu_mul.h).
+// rounded to bf16 (bit for bit Gemv into a bf16 [m, n] buffer, same launch shape, then SiluMul).
 // Needs GemvSupported(p), n even and bf16 output.
 bool GemvSiluMulSupported(const GemvParams& p);
 cudaError_t GemvSiluMul(GemvParams p, cudaStream_t stream);

@@ -160,15 +160,21 @@ TEST_P(GemvSiluMulTest, EveryRowCountAndLaunchShapeMatchesReference) {
       const std::vector<uint16_t> got(all.begin(), all.begin() + count);
       // bf16 gate, up and output: a few bf16 roundings; NaN poison left unwritten is +inf.
       EXPECT_LE(RelL2(FromBf16(got), want), 1e-2);
-      for (size_t i = 0; i < count; ++i) mismatches += got[i] != unfused[i];
-      compared += count;
+      // The default launch shape is the unfused GEMV's (same warps split k the same way): same
+      // sums in the same order and the same roundings, so bit for bit the pair's output. Other
+      // launch shapes split k differently (counted for the log only).
+      size_t differ = 0;
+      for (size_t i = 0; i < count; ++i) differ += got[i] != unfused[i];
+      if (t.warps == 0) {
+        EXPECT_EQ(differ, 0u) << "default launch differs from GEMV + SiluMul";
+      } else {
+        mismatches += differ;
+        compared += count;
+      }
     }
   }
-  // Same sums in the same order and the same rounding steps: expected bit for bit, but the mma's
-  // internal order per output column is not documented, so a few last-bit differences are allowed.
-  EXPECT_LE(static_cast<double>(mismatches), 1e-3 * static_cast<double>(compared))
-      << mismatches << " of " << compared << " differ from GEMV + SiluMul";
-  std::printf("[ info ] GemvSiluMul inter=%d k=%d: %zu of %zu bitwise different from unfused\n",
+  std::printf("[ info ] GemvSiluMul inter=%d k=%d, other launch shapes: %zu of %zu bitwise "
+              "different from the default-shape GEMV + SiluMul\n",
               c.inter, c.k, mismatches, compared);
 }
 
