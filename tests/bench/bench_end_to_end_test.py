@@ -57,36 +57,26 @@ def main():
     server, port, _ = ops_harness.start_server(
         args.server, model=args.model,
         extra_args=["--max-num-seqs=4", "--max-model-len=256", "--log-level=warn"])
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            output = os.path.join(tmp, "report.json")
-            result = subprocess.run(
-                [args.bench, f"--target=127.0.0.1:{port}", "--wait-ready=30", "--concurrency=2",
-                 f"--num-requests={NUM_REQUESTS}", "--warmup=1", f"--input-len={INPUT_LEN}",
-                 f"--output-len={OUTPUT_LEN}", "--slo-ttft-ms=60000", "--slo-tpot-ms=60000",
-                 f"--output={output}", "--no-progress"],
-                capture_output=True, text=True, timeout=150)
-            sys.stdout.write(result.stdout)
-            sys.stderr.write(result.stderr)
-            failures = []
-            if result.returncode != 0:
-                failures.append(f"rtgen-bench exited with {result.returncode}")
-            if "TTFT" not in result.stdout or "TPOT" not in result.stdout:
-                failures.append("no table on stdout")
-            if os.path.exists(output):
-                with open(output) as f:
-                    failures += check_report(json.load(f))
-            else:
-                failures.append("--output was not written")
-        for failure in failures:
-            print(f"FAIL: {failure}", file=sys.stderr)
-        return 1 if failures else 0
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    f = ops_harness.Failures()
+    with tempfile.TemporaryDirectory() as tmp:
+        output = os.path.join(tmp, "report.json")
+        result = subprocess.run(
+            [args.bench, f"--target=127.0.0.1:{port}", "--wait-ready=30", "--concurrency=2",
+             f"--num-requests={NUM_REQUESTS}", "--warmup=1", f"--input-len={INPUT_LEN}",
+             f"--output-len={OUTPUT_LEN}", "--slo-ttft-ms=60000", "--slo-tpot-ms=60000",
+             f"--output={output}", "--no-progress"],
+            capture_output=True, text=True, timeout=150)
+        sys.stdout.write(result.stdout)
+        sys.stderr.write(result.stderr)
+        f.check(result.returncode == 0, f"rtgen-bench exited with {result.returncode}")
+        f.check("TTFT" in result.stdout and "TPOT" in result.stdout, "a table on stdout")
+        if f.check(os.path.exists(output), "--output was written"):
+            with open(output) as out:
+                for failure in check_report(json.load(out)):
+                    f.check(False, failure)
+    if f.items:
+        ops_harness.dump_log(server)
+    return f.report()  # the server is killed at exit (ops_harness)
 
 
 if __name__ == "__main__":

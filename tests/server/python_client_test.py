@@ -21,30 +21,21 @@ def main():
     server, port, _ = ops_harness.start_server(
         args.server, model=args.model,
         extra_args=["--max-num-seqs=4", "--num-kv-blocks=64", "--log-format=json"])
-    try:
-        result = subprocess.run(
-            [sys.executable, args.client, f"--target=127.0.0.1:{port}",
-             "--prompt=What is the capital of France?", "--max-tokens=16", "--temperature=0",
-             "--timeout=60"],
-            capture_output=True, text=True, timeout=90)
-        sys.stdout.write(result.stdout)
-        sys.stderr.write(result.stderr)
-        failures = []
-        if result.returncode != 0:
-            failures.append(f"example_client.py exited with {result.returncode}")
-        if "Paris" not in result.stdout:
-            failures.append("the answer does not mention Paris")
-        if "finish=" not in result.stderr or "generated_tokens=" not in result.stderr:
-            failures.append("no usage line on stderr")
-        for failure in failures:
-            print(f"FAIL: {failure}", file=sys.stderr)
-        return 1 if failures else 0
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    result = subprocess.run(
+        [sys.executable, args.client, f"--target=127.0.0.1:{port}",
+         "--prompt=What is the capital of France?", "--max-tokens=16", "--temperature=0",
+         "--timeout=60"],
+        capture_output=True, text=True, timeout=90)
+    sys.stdout.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    f = ops_harness.Failures()
+    f.check(result.returncode == 0, f"example_client.py exited with {result.returncode}")
+    f.check("Paris" in result.stdout, "the answer mentions Paris")
+    f.check("finish=" in result.stderr and "generated_tokens=" in result.stderr,
+            "a usage line on stderr")
+    if f.items:
+        ops_harness.dump_log(server)
+    return f.report()  # the server is killed at exit (ops_harness)
 
 
 if __name__ == "__main__":
