@@ -187,7 +187,10 @@ absl::Status ParseAllowingInvalidUtf8(const grpc::ByteBuffer& wire, pb::Message&
 }
 
 grpc::ByteBuffer SerializeToByteBuffer(const pb::Message& message) {
-  grpc::Slice slice(message.SerializeAsString());
+  // Straight into the slice gRPC sends (no intermediate string): one copy per streamed message.
+  const size_t size = message.ByteSizeLong();
+  grpc::Slice slice(size);
+  message.SerializeWithCachedSizesToArray(const_cast<uint8_t*>(slice.begin()));
   return grpc::ByteBuffer(&slice, 1);
 }
 
