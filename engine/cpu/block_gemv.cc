@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/cpu/simd.h"
 #include "engine/model/ggml_dequant.h"
 
 namespace rtgen {
@@ -14,6 +15,8 @@ namespace {
 // Tokens sharing one widening of a block (accumulators stay in registers).
 constexpr int kTokensPerPass = 4;
 
+// fp16 → fp32 with F16C, inlined in the block loop (ggml_dequant.h's LoadFp16 is the portable,
+// out-of-line version for load-time work).
 inline float Fp16At(const uint8_t* p) {
   uint16_t h;
   std::memcpy(&h, p, 2);
@@ -28,12 +31,7 @@ inline __m256 I8ToF32(const uint8_t* p) {
       _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
 }
 
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using simd::HorizontalSum;
 
 // The 32 weights of one block as four vectors of quantised values (before scale and min).
 struct Widened {

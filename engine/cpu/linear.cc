@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/cpu/block_gemv.h"
+#include "engine/cpu/simd.h"
 
 namespace rtgen {
 namespace {
@@ -24,12 +25,7 @@ inline __m256 Load8(const uint16_t* p) {
 inline float Scalar(const float* p) { return *p; }
 inline float Scalar(const uint16_t* p) { return Bf16ToF32(*p); }
 
-inline float HorizontalSum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+using simd::HorizontalSum;
 
 // NR rows of W (stride cols) times NT tokens of x (stride x_stride): y[t][r] for the block.
 template <typename WT, int NR, int NT>

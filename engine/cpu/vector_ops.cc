@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "engine/cpu/simd.h"
+
 namespace rtgen {
 
 float Dot(const float* a, const float* b, int64_t n) {
@@ -17,11 +19,7 @@ float Dot(const float* a, const float* b, int64_t n) {
   for (; i + 8 <= n; i += 8) {
     acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
   }
-  const __m256 acc = _mm256_add_ps(acc0, acc1);
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  float sum = _mm_cvtss_f32(s);
+  float sum = simd::HorizontalSum(_mm256_add_ps(acc0, acc1));
   for (; i < n; ++i) sum += a[i] * b[i];
   return sum;
 }
