@@ -3,7 +3,6 @@
 is that old, and a client keeps working across it: it reconnects transparently, and a stream in
 flight at the age finishes within the grace period."""
 
-import argparse
 import sys
 import threading
 import time
@@ -18,11 +17,7 @@ RUN_S = 7
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--server", required=True)
-    args = parser.parse_args()
-    pb2, pb2_grpc = h.load_stubs()
-    f = h.Failures()
+    args, pb2, pb2_grpc, f = h.begin_test()
     proc, port, _ = h.start_server(args.server, [f"--max-connection-age-s={AGE_S}",
                                                  f"--max-connection-age-grace-s={GRACE_S}"])
     states = []

@@ -3,7 +3,6 @@
 finish with all their tokens, health turns NOT_SERVING at once, new Generate calls get
 UNAVAILABLE, and the process exits 0 within --drain-timeout-s."""
 
-import argparse
 import signal
 import sys
 import threading
@@ -19,11 +18,7 @@ DRAIN_TIMEOUT_S = 40
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--server", required=True)
-    args = parser.parse_args()
-    pb2, pb2_grpc = h.load_stubs()
-    f = h.Failures()
+    args, pb2, pb2_grpc, f = h.begin_test()
 
     proc, port, _ = h.start_server(args.server, [f"--drain-timeout-s={DRAIN_TIMEOUT_S}"])
     target = f"127.0.0.1:{port}"

@@ -3,7 +3,6 @@
 with `promtool check metrics`, and fails if any metric that the Grafana dashboard or the
 Prometheus rules use is not exported (tests/deploy/metric_names_test.py --print-used)."""
 
-import argparse
 import os
 import re
 import subprocess
@@ -37,11 +36,7 @@ def exported_names(exposition):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--server", required=True)
-    args = parser.parse_args()
-    pb2, pb2_grpc = h.load_stubs()
-    f = h.Failures()
+    args, pb2, pb2_grpc, f = h.begin_test()
     used = used_metric_names()
     f.check(len(used) >= 10, f"the dashboard and rules name {len(used)} metrics")
 

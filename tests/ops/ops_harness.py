@@ -2,6 +2,7 @@
 (and other processes) so that every one of them is killed when the test ends, however it ends,
 Python stubs generated from proto/ at run time, and raw grpc.health.v1 checks."""
 
+import argparse
 import atexit
 import importlib
 import os
@@ -129,6 +130,18 @@ def generate_request(pb2, prompt="Tell me a long story about a dragon.", max_tok
     request.stopping.max_tokens = max_tokens
     request.stopping.ignore_eos = True
     return request
+
+
+def begin_test(*extra_flags):
+    """The common start of an ops test: parses --server (and each of `extra_flags`, all
+    required), generates the stubs. Returns (args, pb2, pb2_grpc, Failures())."""
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--server", required=True)
+    for flag in extra_flags:
+        parser.add_argument(flag, required=True)
+    args = parser.parse_args()
+    pb2, pb2_grpc = load_stubs()
+    return args, pb2, pb2_grpc, Failures()
 
 
 class Failures:

@@ -3,7 +3,6 @@
 every second while a test load runs (20 requests, 4 at a time); the test then asks Prometheus'
 HTTP API for p99 TPOT and the queue depth and checks it gets numbers."""
 
-import argparse
 import json
 import math
 import os
@@ -52,11 +51,7 @@ def poll(prom_port, expr, accept, timeout_s):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--server", required=True)
-    args = parser.parse_args()
-    pb2, pb2_grpc = h.load_stubs()
-    f = h.Failures()
+    args, pb2, pb2_grpc, f = h.begin_test()
 
     proc, port, metrics_port = h.start_server(args.server, metrics=True)
     work = tempfile.mkdtemp(prefix="rtgen-prom-")

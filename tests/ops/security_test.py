@@ -3,7 +3,6 @@
 certificates this test makes with openssl (a CA, a server certificate for localhost/127.0.0.1,
 a client certificate). Also drives rtgen-client's --tls-ca/--auth-token flags."""
 
-import argparse
 import os
 import subprocess
 import sys
@@ -54,12 +53,7 @@ def call_code(fn):
 
 
 def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--server", required=True)
-    parser.add_argument("--client", required=True)
-    args = parser.parse_args()
-    pb2, pb2_grpc = h.load_stubs()
-    f = h.Failures()
+    args, pb2, pb2_grpc, f = h.begin_test("--client")
     d = tempfile.mkdtemp(prefix="rtgen-tls-")
     c = make_certs(d)
     token_file = os.path.join(d, "tokens.txt")
