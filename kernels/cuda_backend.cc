@@ -135,7 +135,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateWithDeviceWeight
   StepCapacity capacity{options.max_num_tokens, options.max_num_seqs, 0};
   ASSIGN_OR_RETURN(impl.forward, ModelForward::Create(config, &impl.weights, capacity,
                                                       b->max_model_len_, impl.num_sms,
-                                                      options.use_gemv));
+                                                      options.use_gemv,
+                                                      options.persistent_decode));
   return b;
 }
 
@@ -145,6 +146,8 @@ int64_t CudaBackend::KvBytesPerBlock(int32_t block_size) const {
 }
 
 int64_t CudaBackend::weight_bytes() const { return impl_->weights.bytes; }
+
+bool CudaBackend::persistent_decode() const { return impl_->forward->persistent_decode(); }
 
 std::vector<int32_t> CudaBackend::graph_buckets() const {
   return impl_->graphs ? impl_->graphs->buckets() : std::vector<int32_t>{};

@@ -30,6 +30,9 @@ struct CudaBackendOptions {
   int32_t max_graph_batch_size = 0;        // 0: max_num_seqs
   std::vector<int32_t> graph_batch_sizes;  // empty: DefaultGraphBuckets(max_graph_batch_size)
   bool use_gemv = true;            // custom GEMV for matmuls of <= 8 rows
+  // Batch-1 decode as one persistent kernel where the shapes allow (opt-in: slower than the
+  // layered kernels on the H200 so far; RTGEN_PERSISTENT_DECODE=1/0 overrides).
+  bool persistent_decode = false;
 };
 
 // True when the CUDA runtime sees at least one device.
@@ -60,6 +63,8 @@ class CudaBackend : public Backend {
   // Captured decode buckets, ascending (empty before AllocateKvCache or with graphs off).
   std::vector<int32_t> graph_buckets() const;
   int64_t weight_bytes() const;
+  // True when batch-1 decode steps run as the persistent kernel (options and shapes allow it).
+  bool persistent_decode() const;
   int32_t max_model_len() const { return max_model_len_; }
   // Start-up cost of the last graph capture (AllocateKvCache): wall seconds, and the growth of
   // the device's used memory across it (graph executables, lazily loaded modules, cuBLASLt).

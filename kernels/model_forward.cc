@@ -35,7 +35,7 @@ T* At(const DeviceBuffer& b, int64_t offset = 0) {
 
 absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
     const ModelConfig& config, const DeviceWeights* weights, const StepCapacity& capacity,
-    int32_t max_context, int32_t num_sms, bool use_gemv) {
+    int32_t max_context, int32_t num_sms, bool use_gemv, bool persistent_decode) {
   std::unique_ptr<ModelForward> f(new ModelForward());
   f->config_ = config;
   f->weights_ = weights;
@@ -69,6 +69,9 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   const size_t counters = s * config.num_heads * sizeof(int32_t);
   ASSIGN_OR_RETURN(f->split_counters_, DeviceBuffer::Allocate(counters));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->split_counters_.get(), 0, counters));
+  if (PersistentDecodeWanted(persistent_decode)) {
+    ASSIGN_OR_RETURN(f->persistent_, PersistentDecoder::CreateIfSupported(config, *weights));
+  }
   return f;
 }
 
@@ -179,6 +182,17 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
       {weights_->embedding.as<__nv_bfloat16>(), step.token_ids, At<float>(residual_),
        shape.num_tokens, c.hidden_size, c.vocab_size},
       stream));
+  // One sequence decoding one token: the whole step (layers, final norm, LM head) as one
+  // persistent kernel. Its logits row is row 0, which is what sample_rows holds for this step.
+  if (persistent_ && shape.decode_only && shape.num_seqs == 1 && shape.num_tokens == 1 &&
+      shape.num_samples <= 1) {
+    const PersistentActivations acts{At<float>(residual_), At<__nv_bfloat16>(qkv_),
+                                     At<__nv_bfloat16>(attn_), At<__nv_bfloat16>(act_),
+                                     At<float>(logits_)};
+    RETURN_IF_ERROR(persistent_->Run(step, kv, acts, stream));
+    return shape.sample && shape.num_samples == 1 ? Sample(shape, step, stream)
+                                                  : absl::OkStatus();
+  }
   for (int layer = 0; layer < c.num_layers; ++layer) {
     RETURN_IF_ERROR(Layer(layer, shape, step, kv, stream));
   }
@@ -192,10 +206,14 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
                                    At<float>(logits_), true, shape.num_samples, c.vocab_size,
                                    c.hidden_size},
                                   stream));
-  if (!shape.sample) return absl::OkStatus();
-  kernels::SampleTokensParams sp{At<float>(logits_), c.vocab_size, step.sample_params,
-                                 step.out_tokens, step.out_logprobs, shape.num_samples,
-                                 c.vocab_size};
+  return shape.sample ? Sample(shape, step, stream) : absl::OkStatus();
+}
+
+absl::Status ModelForward::Sample(const ForwardShape& shape, const StepArrays& step,
+                                  cudaStream_t stream) {
+  const int32_t vocab = config_.vocab_size;
+  kernels::SampleTokensParams sp{At<float>(logits_), vocab, step.sample_params, step.out_tokens,
+                                 step.out_logprobs, shape.num_samples, vocab};
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::SampleTokens(sp, stream));
   return absl::OkStatus();
 }

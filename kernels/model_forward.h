@@ -18,6 +18,7 @@
 #include "kernels/device_buffer.h"
 #include "kernels/device_weights.h"
 #include "kernels/matmul.h"
+#include "kernels/persistent_decoder.h"
 #include "kernels/step_buffers.h"
 
 namespace rtgen {
@@ -42,12 +43,15 @@ struct ForwardShape {
 class ModelForward {
  public:
   // max_context: the longest sequence (tokens) any step may attend to; decode attention's split
-  // plan is derived from it (and the batch size) alone.
-  static absl::StatusOr<std::unique_ptr<ModelForward>> Create(const ModelConfig& config,
-                                                              const DeviceWeights* weights,
-                                                              const StepCapacity& capacity,
-                                                              int32_t max_context,
-                                                              int32_t num_sms, bool use_gemv);
+  // plan is derived from it (and the batch size) alone. persistent_decode: run decode steps of
+  // one sequence as one persistent kernel where the shapes allow (persistent_decoder.h; the
+  // environment may override it).
+  static absl::StatusOr<std::unique_ptr<ModelForward>> Create(
+      const ModelConfig& config, const DeviceWeights* weights, const StepCapacity& capacity,
+      int32_t max_context, int32_t num_sms, bool use_gemv, bool persistent_decode);
+
+  // True when a decode step of one sequence runs as the persistent kernel.
+  bool persistent_decode() const { return persistent_ != nullptr; }
 
   absl::Status Run(const ForwardShape& shape, const StepArrays& step, const KvPool& kv,
                    cudaStream_t stream);
@@ -64,6 +68,8 @@ class ModelForward {
   ModelForward() = default;
   absl::Status Layer(int layer, const ForwardShape& shape, const StepArrays& step,
                      const KvPool& kv, cudaStream_t stream);
+  // On-device sampling of the first shape.num_samples logits rows.
+  absl::Status Sample(const ForwardShape& shape, const StepArrays& step, cudaStream_t stream);
 
   ModelConfig config_;
   const DeviceWeights* weights_ = nullptr;
@@ -71,6 +77,7 @@ class ModelForward {
   int32_t max_context_ = 0;
   int32_t num_sms_ = 0;
   std::unique_ptr<kernels::MatmulContext> matmul_;
+  std::unique_ptr<PersistentDecoder> persistent_;  // null: layered path only
   // Activations, sized for capacity_.max_tokens rows (logits: max_seqs rows).
   DeviceBuffer residual_;      // f32 [tokens, hidden]
   DeviceBuffer normed_;        // bf16 [tokens, hidden]
