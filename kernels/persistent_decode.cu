@@ -3,8 +3,8 @@
 // Phases of a layer, each followed by a grid barrier:
 //   P1 QKV rows. RoPE pairs (row i, row i + head_dim/2 of a head) end in the same warp, so the
 //      epilogue rotates q and k there and stores the new token's k and v in the paged cache.
-//   P2 one warp per (kv head, key chunk): online-softmax attention of the kv head's q heads over
-//      the chunk's keys; partial (base-2 max, sum, output) to the workspace.
+//   P2 one warp per (q head, key chunk of 16 × n keys): online-softmax attention over the
+//      chunk's keys; partial (base-2 max, sum, output) to the workspace.
 //   P3 every block merges the partials (chunk order) into the attention row, then O-proj rows,
 //      each added to the residual by the one lane that owns it.
 //   P4 gate_up rows in (gate f, up f) pairs, SiLU·mul → act (bf16).
@@ -15,8 +15,10 @@
 // its critical path where it can: a GEMV warp issues its first weight loads (and the residual
 // value it will add to) before the block builds the input vector in shared memory (RMSNorm of
 // the residual, the attention merge, or the act row: the "prologue"); attention issues the
-// block-table-resolved K and V loads of all its keys and its q loads together (the block table
-// is copied to shared memory at kernel start).
+// block-table-resolved K and V loads of a pass and its q loads together (the block table is
+// copied to shared memory at kernel start). Each warp's own instruction chain is latency too,
+// so work is cut thin: one GEMV row per warp where there are warps for it, 16 keys of one q
+// head per attention pass.
 //
 // GEMV rows are spread over all warps of the grid, consecutive row groups on different SMs
 // (warp slot = warp * gridDim.x + block). A warp keeps up to 16 16-byte weight loads per lane in
@@ -34,9 +36,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kMaxGroup = 4;                     // q heads per kv head
 constexpr int kMaxHidden = 8192;
-constexpr int kNormPerThread = kMaxHidden / kThreads;
 constexpr int kTableCache = 1024;                // block-table entries kept in shared memory
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -107,56 +107,53 @@ struct GridBarrier {
   }
 };
 
-// Shared memory: x (bf16 GEMV input), block-sum scratch, RoPE table, merge weights, block table,
-// per-warp q rows.
+// Shared memory: x (bf16 GEMV input), block-sum scratch, f32 residual staging, RoPE table,
+// merge weights, block table.
 struct SharedLayout {
-  int x_elems, cs_offset, merge_offset, table_offset, q_offset, total;
+  int x_elems, xf_offset, cs_offset, merge_offset, table_offset, total;
   __host__ __device__ SharedLayout(int hidden, int q_dim, int inter, int num_heads, int head_dim) {
     int x = hidden > q_dim ? hidden : q_dim;
     x = x > inter ? x : inter;
     x_elems = (x + 7) / 8 * 8;
-    cs_offset = x_elems * 2 + 32 * 4;  // after x and 32 floats of scratch
+    xf_offset = x_elems * 2 + 32 * 4;  // after x and 32 floats of scratch
+    cs_offset = xf_offset + x_elems * 4;
     merge_offset = cs_offset + head_dim * 4;
     table_offset = merge_offset + 2 * num_heads * kPersistentMaxChunks * 4;
-    q_offset = table_offset + kTableCache * 4;
-    total = q_offset + kWarps * kMaxGroup * head_dim * 4;
+    total = table_offset + kTableCache * 4;
   }
 };
 
 struct Shared {
   __nv_bfloat16* x;
   float* scratch;
+  float* xf;       // f32 staging of the residual [hidden]
   float* cs;       // cos [head_dim / 2], then sin
   float* merge;    // [2, num_heads, kPersistentMaxChunks]: chunk maxima (then weights), sums
   int32_t* table;  // block table row 0 (first kTableCache entries)
-  float* q;        // this warp's [kMaxGroup, head_dim]
 };
 
 // The step's key layout, read once per launch.
 struct Keys {
   int ctx;       // keys (context_lens[0]); 0: the attention row is zeros
-  int spc;       // 32-key groups per chunk
+  int spc;       // 16-key passes per chunk
   int nchunks;   // chunks per kv head
   int64_t new_row;  // element offset of the new token's cache row (slot * kv_dim), -1: none
 };
 
-// x = bf16(residual * rsqrt(mean(residual^2) + eps) * weight), computed by every block.
+// x = bf16(residual * rsqrt(mean(residual^2) + eps) * weight), computed by every block (the
+// residual is staged in xf; each thread re-reads only what it wrote).
 __device__ void NormToShared(const float* residual, const float* weight, int hidden, float eps,
                              const Shared& sh) {
-  float v[kNormPerThread];
   float sum_sq = 0.0f;
-#pragma unroll
-  for (int j = 0; j < kNormPerThread; ++j) {
-    const int i = threadIdx.x + j * kThreads;
-    v[j] = i < hidden ? __ldcg(residual + i) : 0.0f;
-    sum_sq += v[j] * v[j];
+  for (int i = threadIdx.x; i < hidden; i += kThreads) {
+    const float v = __ldcg(residual + i);
+    sh.xf[i] = v;
+    sum_sq += v * v;
   }
   sum_sq = BlockSum(sum_sq, sh.scratch);
   const float inv_rms = rsqrtf(sum_sq / static_cast<float>(hidden) + eps);
-#pragma unroll
-  for (int j = 0; j < kNormPerThread; ++j) {
-    const int i = threadIdx.x + j * kThreads;
-    if (i < hidden) sh.x[i] = __float2bfloat16(v[j] * inv_rms * weight[i]);
+  for (int i = threadIdx.x; i < hidden; i += kThreads) {
+    sh.x[i] = __float2bfloat16(sh.xf[i] * inv_rms * weight[i]);
   }
   __syncthreads();
 }
@@ -272,17 +269,38 @@ __device__ __forceinline__ void RunGemv(const __nv_bfloat16* w, int k, int num_g
   }
 }
 
-// Runs body(U, G) with the group shape for rows of k elements: 16-byte chunks per lane ≤ 4:
-// 4 rows of 4 loads, ≤ 8: 2 rows of 8, else 1 row of 16 (2 rows of 8 when pairs are needed).
+// Runs body(U, G) with the group shape of a GEMV over `rows` rows of k elements. A warp's
+// instructions are its latency, so rows are spread one per warp while there are warps for them
+// (rows ≤ 2 × warp slots); wider phases (the LM head, the big models) take several rows per
+// warp to keep 16 loads per lane in flight. U (16-byte loads per lane per row) covers a row of
+// ≤ 4 / 8 chunks per lane in one go, else 16 per step. kPairs: groups of 2 rows (RoPE pairs,
+// gate/up pairs).
 template <bool kPairs, typename Body>
-__device__ __forceinline__ void WithGroupShape(int k, Body body) {
+__device__ __forceinline__ void WithGroupShape(int k, int rows, Body body) {
   const int cpl = (k / 8 + 31) / 32;
-  if (cpl <= 4) {
-    body(std::integral_constant<int, 4>(), std::integral_constant<int, 4>());
-  } else if (kPairs || cpl <= 8) {
-    body(std::integral_constant<int, 8>(), std::integral_constant<int, 2>());
-  } else if constexpr (!kPairs) {
-    body(std::integral_constant<int, 16>(), std::integral_constant<int, 1>());
+  const bool wide = rows > 2 * kWarps * static_cast<int>(gridDim.x);
+  if constexpr (kPairs) {
+    if (cpl <= 4) {
+      body(std::integral_constant<int, 4>(), std::integral_constant<int, 2>());
+    } else {
+      body(std::integral_constant<int, 8>(), std::integral_constant<int, 2>());
+    }
+  } else {
+    if (cpl <= 4) {
+      if (wide) {
+        body(std::integral_constant<int, 4>(), std::integral_constant<int, 4>());
+      } else {
+        body(std::integral_constant<int, 4>(), std::integral_constant<int, 1>());
+      }
+    } else if (cpl <= 8) {
+      if (wide) {
+        body(std::integral_constant<int, 8>(), std::integral_constant<int, 2>());
+      } else {
+        body(std::integral_constant<int, 8>(), std::integral_constant<int, 1>());
+      }
+    } else {
+      body(std::integral_constant<int, 16>(), std::integral_constant<int, 1>());
+    }
   }
 }
 
@@ -293,7 +311,7 @@ __device__ void RowsGemv(const __nv_bfloat16* w, int rows, int k, const Shared& 
                          Prologue prologue, float* residual, __nv_bfloat16* out_bf16,
                          float* out_f32) {
   const int lane = threadIdx.x & 31;
-  WithGroupShape<false>(k, [&](auto u_tag, auto g_tag) {
+  WithGroupShape<false>(k, rows, [&](auto u_tag, auto g_tag) {
     constexpr int U = decltype(u_tag)::value, G = decltype(g_tag)::value;
     auto row_of = [&](int gi, int g) { return min(gi * G + g, rows - 1); };
     RunGemv<U, G>(
@@ -330,7 +348,7 @@ __device__ void QkvGemv(const PersistentDecodeParams& p, const __nv_bfloat16* wq
   constexpr int kHalf = HD / 2;
   const int lane = threadIdx.x & 31;
   const int q_dim = p.num_heads * HD, kv_dim = p.num_kv_heads * HD;
-  WithGroupShape<true>(p.hidden, [&](auto u_tag, auto g_tag) {
+  WithGroupShape<true>(p.hidden, q_dim + 2 * kv_dim, [&](auto u_tag, auto g_tag) {
     constexpr int U = decltype(u_tag)::value, G = decltype(g_tag)::value, F = G / 2;
     const int rope_groups = (q_dim + kv_dim) / 2 / F;
     const int v_groups = kv_dim / G;
@@ -382,7 +400,7 @@ template <typename Prologue>
 __device__ void SwigluGemv(const __nv_bfloat16* w, int inter, int k, const Shared& sh,
                            Prologue prologue, __nv_bfloat16* act) {
   const int lane = threadIdx.x & 31;
-  WithGroupShape<true>(k, [&](auto u_tag, auto g_tag) {
+  WithGroupShape<true>(k, 2 * inter, [&](auto u_tag, auto g_tag) {
     constexpr int U = decltype(u_tag)::value, G = decltype(g_tag)::value, F = G / 2;
     RunGemv<U, G>(
         w, k, inter / F, sh,
@@ -399,13 +417,15 @@ __device__ void SwigluGemv(const __nv_bfloat16* w, int inter, int k, const Share
   });
 }
 
-// P2 (see the file comment) for the chunks this warp owns.
+// P2 (see the file comment): one warp per (q head, key chunk). A pass covers 16 keys, two
+// lanes per key (each half of the head's dims, q in registers); the lanes then own head_dim/32
+// output dims each and accumulate the 16 V rows. Online softmax across a chunk's passes.
 template <int HD>
 __device__ void AttentionPhase(const PersistentDecodeParams& p, const Keys& keys,
                                const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
                                const Shared& sh) {
-  constexpr int kDpl = HD / 32;          // output dims per lane
-  constexpr bool kEarlyV = HD == 64;     // V loads issued with K (registers allow it)
+  constexpr int kDpl = HD / 32;           // output dims per lane
+  constexpr int kHalfChunks = HD / 16;    // 16-byte chunks in half a head row
   using VRaw = std::conditional_t<kDpl == 2, uint32_t, uint2>;
   const int lane = threadIdx.x & 31;
   const int slot = (threadIdx.x >> 5) * gridDim.x + blockIdx.x;
@@ -414,20 +434,17 @@ __device__ void AttentionPhase(const PersistentDecodeParams& p, const Keys& keys
   const int kv_dim = p.num_kv_heads * HD;
   const float q_scale = p.scale * kLog2e;  // scores in base 2
   const bool table_cached = (keys.ctx + p.block_size - 1) / p.block_size <= kTableCache;
-  for (int item = slot; item < p.num_kv_heads * keys.nchunks; item += num_slots) {
-    const int g = item / keys.nchunks, c = item % keys.nchunks;
-    float m[kMaxGroup], l[kMaxGroup], acc[kMaxGroup][kDpl];
+  const int half = lane & 1;               // which half of the head dims this lane scores
+  for (int item = slot; item < p.num_heads * keys.nchunks; item += num_slots) {
+    const int h = item / keys.nchunks, c = item % keys.nchunks, g = h / gq;
+    float m = -INFINITY, l = 0.0f, acc[kDpl];
 #pragma unroll
-    for (int h = 0; h < kMaxGroup; ++h) {
-      m[h] = -INFINITY;
-      l[h] = 0.0f;
-#pragma unroll
-      for (int d = 0; d < kDpl; ++d) acc[h][d] = 0.0f;
-    }
+    for (int d = 0; d < kDpl; ++d) acc[d] = 0.0f;
+    float q[HD / 2];
     for (int s = 0; s < keys.spc; ++s) {
-      const int t0 = (c * keys.spc + s) * 32;
+      const int t0 = (c * keys.spc + s) * 16;
       if (t0 >= keys.ctx) break;
-      const int t = t0 + lane;
+      const int t = t0 + (lane >> 1);
       const bool valid = t < keys.ctx;
       int64_t row = 0;  // element offset of key t's (slot, kv head g) row
       if (valid) {
@@ -435,66 +452,56 @@ __device__ void AttentionPhase(const PersistentDecodeParams& p, const Keys& keys
         const int block = table_cached ? sh.table[j] : p.block_table[j];
         row = (static_cast<int64_t>(block) * p.block_size + t % p.block_size) * kv_dim + g * HD;
       }
-      const int nk = min(32, keys.ctx - t0);
-      uint4 kr[HD / 8];
-      const uint4* kp = reinterpret_cast<const uint4*>(k_cache + row);
+      const int nk = min(16, keys.ctx - t0);
+      uint4 kr[kHalfChunks];
+      const uint4* kp = reinterpret_cast<const uint4*>(k_cache + row) + half * kHalfChunks;
 #pragma unroll
-      for (int j = 0; j < HD / 8; ++j) kr[j] = valid ? __ldcg(kp + j) : make_uint4(0, 0, 0, 0);
-      VRaw vr[32];
-      auto load_v = [&] {
+      for (int j = 0; j < kHalfChunks; ++j) {
+        kr[j] = valid ? __ldcg(kp + j) : make_uint4(0, 0, 0, 0);
+      }
+      VRaw vr[16];
 #pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          const int64_t vrow = __shfl_sync(kFullMask, row, j);
-          vr[j] = j < nk ? __ldcg(reinterpret_cast<const VRaw*>(v_cache + vrow + lane * kDpl))
-                         : VRaw{};
-        }
-      };
-      if constexpr (kEarlyV) load_v();
-      if (s == 0) {  // this warp's q rows (already rotated in P1), scaled, into shared memory
-        const uint4* qp = reinterpret_cast<const uint4*>(p.qkv + g * gq * HD);
-        for (int e = lane; e < gq * HD / 8; e += 32) {
-          const uint4 u = __ldcg(qp + e);
+      for (int j = 0; j < 16; ++j) {
+        const int64_t vrow = __shfl_sync(kFullMask, row, 2 * j);
+        vr[j] = j < nk ? __ldcg(reinterpret_cast<const VRaw*>(v_cache + vrow + lane * kDpl))
+                       : VRaw{};
+      }
+      if (s == 0) {  // this lane's half of q (rotated in P1), scaled
+        const uint4* qp = reinterpret_cast<const uint4*>(p.qkv + h * HD) + half * kHalfChunks;
+#pragma unroll
+        for (int j = 0; j < kHalfChunks; ++j) {
+          const uint4 u = __ldcg(qp + j);
           const __nv_bfloat162* q2 = reinterpret_cast<const __nv_bfloat162*>(&u);
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const float2 f = __bfloat1622float2(q2[i]);
-            sh.q[e * 8 + 2 * i] = f.x * q_scale;
-            sh.q[e * 8 + 2 * i + 1] = f.y * q_scale;
+          for (int e = 0; e < 4; ++e) {
+            const float2 f = __bfloat1622float2(q2[e]);
+            q[j * 8 + 2 * e] = f.x * q_scale;
+            q[j * 8 + 2 * e + 1] = f.y * q_scale;
           }
         }
-        __syncwarp();
       }
-      float sc[kMaxGroup] = {};
+      float score = 0.0f;
 #pragma unroll
-      for (int j = 0; j < HD / 8; ++j) {
+      for (int j = 0; j < kHalfChunks; ++j) {
         const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(&kr[j]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float2 kf = __bfloat1622float2(k2[e]);
-#pragma unroll
-          for (int h = 0; h < kMaxGroup; ++h) {
-            if (h < gq) {
-              sc[h] = fmaf(sh.q[h * HD + j * 8 + 2 * e], kf.x, sc[h]);
-              sc[h] = fmaf(sh.q[h * HD + j * 8 + 2 * e + 1], kf.y, sc[h]);
-            }
-          }
+          score = fmaf(q[j * 8 + 2 * e], kf.x, score);
+          score = fmaf(q[j * 8 + 2 * e + 1], kf.y, score);
         }
       }
-      if constexpr (!kEarlyV) load_v();
-      float pr[kMaxGroup];
+      score += __shfl_xor_sync(kFullMask, score, 1);  // both lanes of a key hold its score
+      const float m_new = fmaxf(m, WarpMax(valid ? score : -INFINITY));
+      const float corr = exp2f(m - m_new);
+      const float pr = valid ? exp2f(score - m_new) : 0.0f;
+      l = l * corr + WarpSum(half == 0 ? pr : 0.0f);
 #pragma unroll
-      for (int h = 0; h < kMaxGroup; ++h) {
-        if (h >= gq) continue;
-        const float m_new = fmaxf(m[h], WarpMax(valid ? sc[h] : -INFINITY));
-        const float corr = exp2f(m[h] - m_new);
-        pr[h] = valid ? exp2f(sc[h] - m_new) : 0.0f;
-        l[h] = l[h] * corr + WarpSum(pr[h]);
+      for (int d = 0; d < kDpl; ++d) acc[d] *= corr;
+      m = m_new;
 #pragma unroll
-        for (int d = 0; d < kDpl; ++d) acc[h][d] *= corr;
-        m[h] = m_new;
-      }
-#pragma unroll
-      for (int j = 0; j < 32; ++j) {
+      for (int j = 0; j < 16; ++j) {
+        const float pj = __shfl_sync(kFullMask, pr, 2 * j);  // 0 for keys past the context
         float vf[kDpl];
         if constexpr (kDpl == 2) {
           const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vr[j]));
@@ -509,26 +516,16 @@ __device__ void AttentionPhase(const PersistentDecodeParams& p, const Keys& keys
           vf[3] = f1.y;
         }
 #pragma unroll
-        for (int h = 0; h < kMaxGroup; ++h) {
-          if (h >= gq) continue;
-          const float pj = __shfl_sync(kFullMask, pr[h], j);  // 0 for keys past the context
-#pragma unroll
-          for (int d = 0; d < kDpl; ++d) acc[h][d] = fmaf(pj, vf[d], acc[h][d]);
-        }
+        for (int d = 0; d < kDpl; ++d) acc[d] = fmaf(pj, vf[d], acc[d]);
       }
     }
-#pragma unroll
-    for (int h = 0; h < kMaxGroup; ++h) {
-      if (h >= gq) continue;
-      const int part = (g * gq + h) * kPersistentMaxChunks + c;
-      if (lane == 0) {
-        __stcg(p.part_ml + 2 * part, m[h]);
-        __stcg(p.part_ml + 2 * part + 1, l[h]);
-      }
-#pragma unroll
-      for (int d = 0; d < kDpl; ++d) __stcg(p.part_acc + part * HD + lane * kDpl + d, acc[h][d]);
+    const int part = h * kPersistentMaxChunks + c;
+    if (lane == 0) {
+      __stcg(p.part_ml + 2 * part, m);
+      __stcg(p.part_ml + 2 * part + 1, l);
     }
-    __syncwarp();  // sh.q is rewritten by the next item
+#pragma unroll
+    for (int d = 0; d < kDpl; ++d) __stcg(p.part_acc + part * HD + lane * kDpl + d, acc[d]);
   }
 }
 
@@ -539,19 +536,18 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentDecodeKernel(Persistent
   const SharedLayout layout(p.hidden, q_dim, p.inter, p.num_heads, HD);
   const Shared sh{reinterpret_cast<__nv_bfloat16*>(smem),
                   reinterpret_cast<float*>(smem + layout.x_elems * 2),
+                  reinterpret_cast<float*>(smem + layout.xf_offset),
                   reinterpret_cast<float*>(smem + layout.cs_offset),
                   reinterpret_cast<float*>(smem + layout.merge_offset),
-                  reinterpret_cast<int32_t*>(smem + layout.table_offset),
-                  reinterpret_cast<float*>(smem + layout.q_offset) +
-                      (threadIdx.x >> 5) * kMaxGroup * HD};
+                  reinterpret_cast<int32_t*>(smem + layout.table_offset)};
   GridBarrier grid{p.barrier, 0};
 
   // Step constants: key layout, RoPE angles (as RopeKvStore: fp64, then fp32), block table.
   Keys keys;
   keys.ctx = max(p.context_lens[0], 0);
-  const int n32 = (keys.ctx + 31) / 32;
-  keys.spc = max(1, (n32 + kPersistentMaxChunks - 1) / kPersistentMaxChunks);
-  keys.nchunks = (n32 + keys.spc - 1) / keys.spc;
+  const int n16 = (keys.ctx + 15) / 16;
+  keys.spc = max(1, (n16 + kPersistentMaxChunks - 1) / kPersistentMaxChunks);
+  keys.nchunks = (n16 + keys.spc - 1) / keys.spc;
   const int32_t slot = p.slot_mapping[0];
   keys.new_row = slot >= 0 ? static_cast<int64_t>(slot) * kv_dim : -1;
   const double pos = static_cast<double>(p.positions[0]);
@@ -625,7 +621,7 @@ PersistentLaunch Configure(const PersistentDecodeParams& p, int device) {
 PersistentLaunch ConfigurePersistentDecode(const PersistentDecodeParams& p, int device) {
   const bool shapes_ok =
       p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 &&
-      p.num_heads / p.num_kv_heads <= kMaxGroup && p.hidden > 0 && p.hidden <= kMaxHidden &&
+      p.hidden > 0 && p.hidden <= kMaxHidden &&
       p.hidden % 8 == 0 && p.inter > 0 && p.inter % 8 == 0 && p.vocab > 0 && p.block_size > 0;
   if (!shapes_ok) return {};
   if (p.head_dim == 64) return Configure<64>(p, device);

@@ -46,7 +46,7 @@ struct PersistentDecodeParams {
   int32_t num_layers = 0;
   int32_t hidden = 0;                        // <= 8192, % 8 == 0
   int32_t num_heads = 0;
-  int32_t num_kv_heads = 0;                  // num_heads / num_kv_heads <= 8
+  int32_t num_kv_heads = 0;                  // divides num_heads
   int32_t head_dim = 0;                      // 64 or 128
   int32_t inter = 0;                         // % 8 == 0
   int32_t vocab = 0;
@@ -73,8 +73,8 @@ struct PersistentDecodeParams {
   float* logits = nullptr;                   // [vocab]
 };
 
-// Key chunks per kv head: a context of c tokens is cut into at most kPersistentMaxChunks chunks
-// of whole 32-key groups, one warp each (part_acc / part_ml are sized with it).
+// Key chunks per q head: a context of c tokens is cut into at most kPersistentMaxChunks chunks
+// of whole 16-key passes, one warp each (part_acc / part_ml are sized with it).
 inline constexpr int kPersistentMaxChunks = 16;
 
 // The launch shape for these dimensions: grid = co-resident blocks (one per SM), 0 when the
