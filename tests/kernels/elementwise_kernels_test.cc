@@ -105,7 +105,11 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormTest,
                                            NormShape{7, 576, true, false},
                                            NormShape{33, 2048, true, true},
                                            NormShape{5, 4096, false, true},
-                                           NormShape{300, 1000, true, false}));
+                                           NormShape{300, 1000, true, false},
+                                           NormShape{2, 8192, true, false},
+                                           // Scalar path: hidden % 4 != 0, hidden > 8192.
+                                           NormShape{3, 1002, true, true},
+                                           NormShape{2, 8196, true, false}));
 
 TEST(SiluMulTest, MatchesReference) {
   for (auto [tokens, inter] : {std::pair{1, 1536}, std::pair{9, 8192}, std::pair{40, 100}}) {
