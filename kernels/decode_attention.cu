@@ -19,6 +19,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kVec = 8;         // bf16 per 16-byte load
 constexpr int kUnroll = 4;      // keys in flight per lane group
 constexpr int kMaxHeadDim = 256;
+constexpr int kTableCache = 512;  // block-table entries of a partition kept in shared memory
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ void Bf16x8(const uint4& u, float (&f)[kVec]) {
@@ -45,6 +46,24 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
   __shared__ float s_m[kWarps][kGroup];
   __shared__ float s_acc[kGroup][kLanes * kVec];
   __shared__ float s_l[kGroup];
+  __shared__ int32_t s_table[kTableCache];
+
+  const int seq = blockIdx.y, split = blockIdx.z;
+  // Before the PDL wait (step arrays, written by no kernel): the context length and this
+  // partition's block-table entries, so the key loop resolves slots from shared memory and each
+  // step costs one memory round trip (K and V), not two (table, then K and V).
+  const int ctx = p.context_lens[seq];
+  const int begin = p.num_splits > 1 ? split * p.partition_size : 0;
+  const int end = p.num_splits > 1 ? min(ctx, begin + p.partition_size) : ctx;
+  const int bs = p.block_size;
+  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  const int first_block = begin / bs;
+  const int table_len = end > begin ? (end - 1) / bs - first_block + 1 : 0;
+  const bool table_cached = table_len <= kTableCache;
+  if (table_cached) {
+    for (int j = threadIdx.x; j < table_len; j += kThreads) s_table[j] = table[first_block + j];
+  }
+  __syncthreads();
   PdlWait();  // before the early return below (see launch.h)
   PdlLaunchDependents();
 
@@ -54,10 +73,6 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
   const int chunk = blockIdx.x % chunks;
   const int head0 = kv_head * group + chunk * kGroup;
   const int nh = min(kGroup, group - chunk * kGroup);
-  const int seq = blockIdx.y, split = blockIdx.z;
-  const int ctx = p.context_lens[seq];
-  const int begin = p.num_splits > 1 ? split * p.partition_size : 0;
-  const int end = p.num_splits > 1 ? min(ctx, begin + p.partition_size) : ctx;
   // Partitions holding keys (those below ctx).
   const int parts =
       p.num_splits > 1 ? min(p.num_splits, (ctx + p.partition_size - 1) / p.partition_size) : 1;
@@ -93,11 +108,9 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
     for (int i = 0; i < kVec; ++i) acc[g][i] = 0.0f;
   }
 
-  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   const int64_t row = static_cast<int64_t>(p.num_kv_heads) * hd;  // elements per cache slot
   const __nv_bfloat16* kbase = p.k_cache + static_cast<int64_t>(kv_head) * hd + d0;
   const __nv_bfloat16* vbase = p.v_cache + static_cast<int64_t>(kv_head) * hd + d0;
-  const int bs = p.block_size;
 
   // Block-uniform loop so the lane-group shuffles below never diverge.
   for (int kb = begin; kb < end; kb += kStep) {
@@ -110,7 +123,9 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
       kr[u] = make_uint4(0, 0, 0, 0);
       vr[u] = make_uint4(0, 0, 0, 0);
       if (ok[u] && dim_ok) {
-        const int64_t slot = static_cast<int64_t>(table[key / bs]) * bs + key % bs;
+        const int32_t block =
+            table_cached ? s_table[key / bs - first_block] : table[key / bs];
+        const int64_t slot = static_cast<int64_t>(block) * bs + key % bs;
         kr[u] = *reinterpret_cast<const uint4*>(kbase + slot * row);
         vr[u] = *reinterpret_cast<const uint4*>(vbase + slot * row);
       }
