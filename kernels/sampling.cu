@@ -75,34 +75,79 @@ __device__ int KeyToId(const Row& r, uint64_t key) {
   return r.vocab - 1 - static_cast<int>(key & ((uint64_t{1} << r.id_bits) - 1));
 }
 
-// Index of the largest logit, lowest id on ties.
-__device__ int ArgMax(const float* l, int vocab, float* fscratch, int* iscratch) {
-  float best = -INFINITY;
-  int best_i = 0x7fffffff;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    if (l[i] > best) best = l[i], best_i = i;  // ascending i: keeps the lowest on ties
+// Greedy rows in one pass over the logits: the max, its lowest id, and the sum of exp(l - max)
+// (rescaled whenever the running max rises), instead of separate max, sum and argmax passes.
+// Each thread walks its ids in ascending order (8 float4 loads in flight), then the block
+// combines the threads' states in a fixed order.
+struct GreedyState {
+  float m = -INFINITY;      // running max
+  int i = 0x7fffffff;       // lowest id holding it
+  double s = 0.0;           // sum of exp(l - m)
+};
+
+__device__ __forceinline__ void GreedyUpdate(GreedyState& g, float x, int i) {
+  if (x == -INFINITY) return;  // no mass, never the argmax unless every logit is -inf
+  if (x > g.m) {
+    g.s = (g.m == -INFINITY ? 0.0 : g.s * static_cast<double>(expf(g.m - x))) + 1.0;
+    g.m = x;
+    g.i = i;
+  } else {
+    g.s += static_cast<double>(expf(x - g.m));
+    if (x == g.m && i < g.i) g.i = i;
   }
+}
+
+__device__ __forceinline__ GreedyState GreedyCombine(const GreedyState& a, const GreedyState& b) {
+  GreedyState r;
+  r.m = fmaxf(a.m, b.m);
+  if (r.m == -INFINITY) return r;
+  r.i = a.m > b.m ? a.i : b.m > a.m ? b.i : min(a.i, b.i);
+  r.s = (a.m == -INFINITY ? 0.0 : a.s * static_cast<double>(expf(a.m - r.m))) +
+        (b.m == -INFINITY ? 0.0 : b.s * static_cast<double>(expf(b.m - r.m)));
+  return r;
+}
+
+// Block-wide; thread 0's result is returned to every thread through `out`.
+__device__ void GreedyPass(const float* l, int vocab, int64_t row_stride, GreedyState* warp_states,
+                           GreedyState* out) {
+  constexpr int kBatch = 8;
+  GreedyState g;
+  const int n4 = row_stride % 4 == 0 ? vocab / 4 : 0;
+  const float4* l4 = reinterpret_cast<const float4*>(l);
+  for (int c0 = threadIdx.x; c0 < n4; c0 += kBatch * kThreads) {
+    float4 v[kBatch];
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int c = c0 + u * kThreads;
+      v[u] = c < n4 ? l4[c] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+    }
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int i = 4 * (c0 + u * kThreads);
+      GreedyUpdate(g, v[u].x, i);
+      GreedyUpdate(g, v[u].y, i + 1);
+      GreedyUpdate(g, v[u].z, i + 2);
+      GreedyUpdate(g, v[u].w, i + 3);
+    }
+  }
+  for (int i = 4 * n4 + threadIdx.x; i < vocab; i += kThreads) GreedyUpdate(g, l[i], i);
   for (int o = 16; o > 0; o >>= 1) {
-    const float v = __shfl_xor_sync(kFullMask, best, o);
-    const int vi = __shfl_xor_sync(kFullMask, best_i, o);
-    if (v > best || (v == best && vi < best_i)) best = v, best_i = vi;
+    GreedyState other;
+    other.m = __shfl_xor_sync(kFullMask, g.m, o);
+    other.i = __shfl_xor_sync(kFullMask, g.i, o);
+    other.s = __shfl_xor_sync(kFullMask, g.s, o);
+    g = (threadIdx.x & o) ? GreedyCombine(other, g) : GreedyCombine(g, other);
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  __syncthreads();
-  if (lane == 0) fscratch[warp] = best, iscratch[warp] = best_i;
+  if (lane == 0) warp_states[warp] = g;
   __syncthreads();
   if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / 32; ++w) {
-      if (fscratch[w] > best || (fscratch[w] == best && iscratch[w] < best_i)) {
-        best = fscratch[w], best_i = iscratch[w];
-      }
-    }
-    iscratch[0] = best_i == 0x7fffffff ? 0 : best_i;
+    GreedyState r = warp_states[0];
+    for (int w = 1; w < kThreads / 32; ++w) r = GreedyCombine(r, warp_states[w]);
+    if (r.i == 0x7fffffff) r.i = 0;  // every logit -inf: id 0, as ArgMax
+    *out = r;
   }
   __syncthreads();
-  const int result = iscratch[0];
-  __syncthreads();
-  return result;
 }
 
 // Draw in id order over the candidate set: the first id whose inclusive cumulative mass exceeds
@@ -177,10 +222,18 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   float* l = p.logits + row * p.row_stride;
   const SampleRowParams rp = p.rows[row];
   const bool greedy = rp.temperature == 0.0f;
-  if (!greedy) {
-    for (int i = threadIdx.x; i < p.vocab; i += kThreads) l[i] = l[i] / rp.temperature;
-    __syncthreads();  // also makes the global writes visible to the block
+  if (greedy) {
+    __shared__ GreedyState warp_states[kThreads / 32];
+    __shared__ GreedyState result;
+    GreedyPass(l, p.vocab, p.row_stride, warp_states, &result);
+    if (threadIdx.x == 0) {
+      p.token_ids[row] = result.i;
+      p.logprobs[row] = l[result.i] - (result.m + static_cast<float>(log(result.s)));
+    }
+    return;
   }
+  for (int i = threadIdx.x; i < p.vocab; i += kThreads) l[i] = l[i] / rp.temperature;
+  __syncthreads();  // also makes the global writes visible to the block
   float m = -INFINITY;
   for (int i = threadIdx.x; i < p.vocab; i += kThreads) m = fmaxf(m, l[i]);
   m = BlockMax(m, fscratch);
@@ -190,9 +243,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   const float lse = m + static_cast<float>(log(sum));
 
   int token = 0;
-  if (greedy) {
-    token = ArgMax(l, p.vocab, fscratch, iscratch);
-  } else {
+  {
     Row r{l, p.vocab, 1, m};
     while ((1 << r.id_bits) < p.vocab) ++r.id_bits;
     const float u = DeviceCounterUniform(rp.seed, rp.counter);

@@ -19,22 +19,27 @@ TEST(EmbeddingTest, GathersRowsAndZeroesBadIds) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const int vocab = 1000, hidden = 576;
-  const std::vector<uint16_t> table = ToBf16(RandomNormal(size_t{1} * vocab * hidden, 1.0f, rng));
-  std::vector<int32_t> ids = {0, 999, 17, -1, 1000, 512, 17};
-  DeviceArray<uint16_t> d_table(table);
-  DeviceArray<int32_t> d_ids(ids);
-  DeviceArray<float> d_out(ids.size() * hidden);
-  GPU_CHECK(kernels::Embedding({d_table.bf16(), d_ids.get(), d_out.get(),
-                                static_cast<int32_t>(ids.size()), hidden, vocab},
-                               nullptr));
-  const std::vector<float> out = d_out.ToHost();
-  for (size_t t = 0; t < ids.size(); ++t) {
-    for (int j = 0; j < hidden; ++j) {
-      const float want = ids[t] < 0 || ids[t] >= vocab
-                             ? 0.0f
-                             : FromBf16(table[static_cast<size_t>(ids[t]) * hidden + j]);
-      ASSERT_EQ(out[t * hidden + j], want) << "token " << t << " dim " << j;
+  const int vocab = 1000;
+  // 576, 8192: the vector path; 100 (not a multiple of 8), 8200 (above 8192): the scalar one.
+  for (const int hidden : {576, 8192, 100, 8200}) {
+    const std::vector<uint16_t> table =
+        ToBf16(RandomNormal(size_t{1} * vocab * hidden, 1.0f, rng));
+    std::vector<int32_t> ids = {0, 999, 17, -1, 1000, 512, 17};
+    DeviceArray<uint16_t> d_table(table);
+    DeviceArray<int32_t> d_ids(ids);
+    DeviceArray<float> d_out(ids.size() * hidden);
+    GPU_CHECK(kernels::Embedding({d_table.bf16(), d_ids.get(), d_out.get(),
+                                  static_cast<int32_t>(ids.size()), hidden, vocab},
+                                 nullptr));
+    const std::vector<float> out = d_out.ToHost();
+    for (size_t t = 0; t < ids.size(); ++t) {
+      for (int j = 0; j < hidden; ++j) {
+        const float want = ids[t] < 0 || ids[t] >= vocab
+                               ? 0.0f
+                               : FromBf16(table[static_cast<size_t>(ids[t]) * hidden + j]);
+        ASSERT_EQ(out[t * hidden + j], want)
+            << "hidden " << hidden << " token " << t << " dim " << j;
+      }
     }
   }
 }
