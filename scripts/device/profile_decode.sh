@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Per-kernel time of one decode step (issue 4: "where the time goes"), with Nsight Compute on the
-# GPU machine, clocks left alone. Profiles rtgen-engine-bench at one model and batch size with a
-# single graph bucket, then sums kernel durations by name over the decode steps.
+# GPU machine, clocks left alone. Profiles rtgen-engine-bench at one model and batch size, then
+# sums kernel durations by (name, grid) over what was profiled. The bench captures every default
+# graph bucket up to BATCH, and each capture's eager warm-up step is profiled too (the first
+# 4000 launches in all); a batch's decode kernels are the rows whose grid carries that batch.
+# Run with RTGEN_MATMUL_TUNE=0 so cuBLASLt's start-up tuning does not use up the launch budget.
 # Usage: scripts/device/profile_decode.sh BUNDLE [MODEL] [BATCH]    (default smollm2-135m 1)
 set -uo pipefail
 bundle="${1:?usage: profile_decode.sh BUNDLE [MODEL] [BATCH]}"
