@@ -136,7 +136,7 @@ struct Shared {
 struct Keys {
   int ctx;       // keys (context_lens[0]); 0: the attention row is zeros
   int spc;       // 16-key passes per chunk
-  int nchunks;   // chunks per kv head
+  int nchunks;   // chunks per q head
   int64_t new_row;  // element offset of the new token's cache row (slot * kv_dim), -1: none
 };
 

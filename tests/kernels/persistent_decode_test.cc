@@ -1,6 +1,6 @@
 // The persistent batch-1 decode kernel (kernels/persistent_decode.h) against the CPU backend and
 // the layered GPU path on the same random weights, at contexts of one key chunk, several, and
-// chunks of more than 32 keys (> 16 × 32 tokens); its graph replay is bitwise equal to its
+// chunks of several 16-key passes (> 16 × 16 tokens); its graph replay is bitwise equal to its
 // eager run; shapes it does not support fall back to the layered path.
 
 #include <cstdio>
@@ -107,7 +107,7 @@ TEST(PersistentDecodeTest, LogitsMatchCpuAndLayeredPath) {
     ASSERT_FALSE(layered->persistent_decode());
     std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
     int32_t next = 0;
-    // 5: part of one 32-key chunk; 40: two chunks; 600: 16 chunks of 64 keys.
+    // 5: part of one 16-key chunk; 40: three chunks; 600: 13 chunks of three 16-key passes.
     for (int32_t prompt : {5, 40, 600}) {
       Replicated r{{cpu.get(), persistent.get(), layered.get()}, {}, {next, next, next}};
       r.seqs.resize(3);
