@@ -5,10 +5,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
-#include "kernels/cuda_backend.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/test_backends.h"
 
 namespace rtgen::testing_gpu {
 namespace {
@@ -16,30 +15,8 @@ namespace {
 // Full-model tolerance: bf16 activations rounded ~7 times per layer; fp32 residual stream.
 constexpr double kLogitsTol = 2e-2;
 
-std::unique_ptr<CpuBackend> MakeCpu(const ModelConfig& c, uint64_t seed, int num_blocks) {
-  CpuBackendOptions o;
-  o.weight_dtype = WeightDtype::kBf16;
-  auto b = CpuBackend::Create(c, RandomWeights(c, seed), o);
-  EXPECT_TRUE(b.ok()) << b.status();
-  if (!b.ok() || !(*b)->AllocateKvCache({num_blocks, 16}).ok()) return nullptr;
-  return std::move(*b);
-}
-
-std::unique_ptr<CudaBackend> MakeCuda(const ModelConfig& c, uint64_t seed, int num_blocks,
-                                      bool graphs) {
-  CudaBackendOptions o;
-  o.max_num_tokens = 512;
-  o.max_num_seqs = 16;
-  o.max_model_len = 1024;
-  o.enable_cuda_graphs = graphs;
-  o.graph_batch_sizes = {1, 2, 4, 8};
-  auto b = CudaBackend::Create(c, RandomWeights(c, seed), o);
-  EXPECT_TRUE(b.ok()) << b.status();
-  if (!b.ok()) return nullptr;
-  const absl::Status st = (*b)->AllocateKvCache({num_blocks, 16});
-  EXPECT_TRUE(st.ok()) << st;
-  if (!st.ok()) return nullptr;
-  return std::move(*b);
+std::unique_ptr<CudaBackend> MakeCuda(const ModelConfig& c, uint64_t seed, int32_t num_blocks) {
+  return MakeCudaBackend(c, seed, {.num_blocks = num_blocks});
 }
 
 void ExpectSameLogits(Backend& cpu, Backend& gpu, const StepInput& in, const std::string& what) {
@@ -58,8 +35,8 @@ void RunScenario(const ModelConfig& c) {
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
   const int num_blocks = 64;
-  auto cpu = MakeCpu(c, seed, num_blocks);
-  auto gpu = MakeCuda(c, seed, num_blocks, /*graphs=*/false);
+  auto cpu = MakeCpuBackend(c, seed, num_blocks);
+  auto gpu = MakeCuda(c, seed, num_blocks);
   ASSERT_TRUE(cpu && gpu);
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   std::vector<TestSeq> seqs(3);
@@ -104,7 +81,7 @@ TEST(CudaBackendTest, Llama3RopeScalingLogitsMatchCpu) {
 }
 
 TEST(CudaBackendTest, RejectsBadSteps) {
-  auto gpu = MakeCuda(TinyConfig(), 1, 8, false);
+  auto gpu = MakeCuda(TinyConfig(), 1, 8);
   ASSERT_TRUE(gpu);
   int32_t next = 0;
   StepBuilder b(16, &next);

@@ -5,27 +5,15 @@
 #include <memory>
 
 #include "gtest/gtest.h"
-#include "kernels/cuda_backend.h"
 #include "kernels/graph_runner.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/test_backends.h"
 
 namespace rtgen::testing_gpu {
 namespace {
 
 std::unique_ptr<CudaBackend> Make(const ModelConfig& c, uint64_t seed, bool graphs) {
-  CudaBackendOptions o;
-  o.max_num_tokens = 512;
-  o.max_num_seqs = 16;
-  o.max_model_len = 1024;
-  o.enable_cuda_graphs = graphs;
-  o.graph_batch_sizes = {1, 2, 4, 8};
-  auto b = CudaBackend::Create(c, RandomWeights(c, seed), o);
-  EXPECT_TRUE(b.ok()) << b.status();
-  if (!b.ok()) return nullptr;
-  const absl::Status st = (*b)->AllocateKvCache({128, 16});
-  EXPECT_TRUE(st.ok()) << st;
-  if (!st.ok()) return nullptr;
-  return std::move(*b);
+  return MakeCudaBackend(c, seed, {.graphs = graphs});
 }
 
 TEST(GraphRunnerTest, DefaultBuckets) {

@@ -9,10 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "engine/cpu/cpu_backend.h"
 #include "gtest/gtest.h"
-#include "kernels/cuda_backend.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/test_backends.h"
 
 namespace rtgen::testing_gpu {
 namespace {
@@ -42,31 +41,11 @@ ModelConfig Llama3Like() {
   return c;
 }
 
-std::unique_ptr<Backend> MakeCpu(const ModelConfig& c, uint64_t seed) {
-  CpuBackendOptions o;
-  o.weight_dtype = WeightDtype::kBf16;
-  auto b = CpuBackend::Create(c, RandomWeights(c, seed), o);
-  EXPECT_TRUE(b.ok()) << b.status();
-  if (!b.ok() || !(*b)->AllocateKvCache({160, 16}).ok()) return nullptr;
-  return std::move(*b);
-}
-
+// The persistent kernel serves batch 1: small backends (4 sequences, graph buckets 1 and 2).
 std::unique_ptr<CudaBackend> MakeCuda(const ModelConfig& c, uint64_t seed, bool persistent,
                                       bool graphs) {
-  CudaBackendOptions o;
-  o.max_num_tokens = 512;
-  o.max_num_seqs = 4;
-  o.max_model_len = 1024;
-  o.enable_cuda_graphs = graphs;
-  o.graph_batch_sizes = {1, 2};
-  o.persistent_decode = persistent;
-  auto b = CudaBackend::Create(c, RandomWeights(c, seed), o);
-  EXPECT_TRUE(b.ok()) << b.status();
-  if (!b.ok()) return nullptr;
-  const absl::Status st = (*b)->AllocateKvCache({160, 16});
-  EXPECT_TRUE(st.ok()) << st;
-  if (!st.ok()) return nullptr;
-  return std::move(*b);
+  return MakeCudaBackend(c, seed, {.graphs = graphs, .persistent = persistent, .num_blocks = 160,
+                                   .max_num_seqs = 4, .graph_batch_sizes = {1, 2}});
 }
 
 // One sequence on several backends: each has its own copy (computed count, blocks).
@@ -99,7 +78,7 @@ TEST(PersistentDecodeTest, LogitsMatchCpuAndLayeredPath) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(c.name + " seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
-    auto cpu = MakeCpu(c, seed);
+    auto cpu = MakeCpuBackend(c, seed, 160);
     auto persistent = MakeCuda(c, seed, true, false);
     auto layered = MakeCuda(c, seed, false, false);
     ASSERT_TRUE(cpu && persistent && layered);

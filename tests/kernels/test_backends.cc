@@ -1,0 +1,41 @@
+#include "tests/kernels/test_backends.h"
+
+#include <utility>
+
+#include "gtest/gtest.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace rtgen::testing_gpu {
+
+std::unique_ptr<CpuBackend> MakeCpuBackend(const ModelConfig& c, uint64_t seed,
+                                           int32_t num_blocks) {
+  CpuBackendOptions o;
+  o.weight_dtype = WeightDtype::kBf16;
+  auto b = CpuBackend::Create(c, RandomWeights(c, seed), o);
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!b.ok()) return nullptr;
+  const absl::Status st = (*b)->AllocateKvCache({num_blocks, kTestBlockSize});
+  EXPECT_TRUE(st.ok()) << st;
+  if (!st.ok()) return nullptr;
+  return std::move(*b);
+}
+
+std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, uint64_t seed,
+                                             const CudaTestOptions& options) {
+  CudaBackendOptions o;
+  o.max_num_tokens = 512;
+  o.max_num_seqs = options.max_num_seqs;
+  o.max_model_len = 1024;
+  o.enable_cuda_graphs = options.graphs;
+  o.graph_batch_sizes = options.graph_batch_sizes;
+  o.persistent_decode = options.persistent;
+  auto b = CudaBackend::Create(c, RandomWeights(c, seed), o);
+  EXPECT_TRUE(b.ok()) << b.status();
+  if (!b.ok()) return nullptr;
+  const absl::Status st = (*b)->AllocateKvCache({options.num_blocks, kTestBlockSize});
+  EXPECT_TRUE(st.ok()) << st;
+  if (!st.ok()) return nullptr;
+  return std::move(*b);
+}
+
+}  // namespace rtgen::testing_gpu

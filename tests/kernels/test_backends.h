@@ -1,0 +1,31 @@
+#pragma once
+// The backends the full-model GPU tests compare: a CPU backend with bf16 weights (the reference)
+// and CUDA backends over the same random weights, each with its paged KV cache allocated.
+// Failures are reported through gtest and give nullptr.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/model_config.h"
+#include "kernels/cuda_backend.h"
+
+namespace rtgen::testing_gpu {
+
+constexpr int32_t kTestBlockSize = 16;  // tokens per KV block in every test backend
+
+std::unique_ptr<CpuBackend> MakeCpuBackend(const ModelConfig& c, uint64_t seed,
+                                           int32_t num_blocks);
+
+struct CudaTestOptions {
+  bool graphs = false;
+  bool persistent = false;
+  int32_t num_blocks = 128;
+  int32_t max_num_seqs = 16;
+  std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8};
+};
+std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, uint64_t seed,
+                                             const CudaTestOptions& options);
+
+}  // namespace rtgen::testing_gpu
