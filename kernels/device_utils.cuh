@@ -1,7 +1,10 @@
 #pragma once
-// Small device helpers shared by the kernels (warp/block reductions). Device code only.
+// Small device helpers shared by the kernels (warp/block reductions, predicated 16-byte loads).
+// Device code only.
 
 #include <cuda_bf16.h>
+
+#include <cstdint>
 
 namespace rtgen::kernels {
 
@@ -42,5 +45,38 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   float m = lane < num_warps ? scratch[lane] : -INFINITY;
   return WarpMax(m);
 }
+
+// SwiGLU's activation silu(g) * u in fp32, rounded to bf16: one expression for the SiLU·mul
+// kernels and the fused GEMV epilogues, so every path gives the same bits.
+__device__ __forceinline__ __nv_bfloat16 SiluTimes(float g, float u) {
+  return __float2bfloat16(g / (1.0f + expf(-g)) * u);
+}
+
+// Predicated 16-byte loads of read-only data, zero when !pred (no access is made then). The asm
+// is volatile so the compiler keeps every load where it is written: a group of loads stays ahead
+// of the arithmetic that uses it (all of them in flight at once) instead of each sinking next to
+// its use. LoadStreamed16 is for data used once (weights): it skips L1 allocation, so data that
+// many blocks re-read (input rows) stays in L1. LoadCached16 allocates in L1 as usual.
+#define RTGEN_PREDICATED_LD16(QUALIFIERS, V, P, PRED)                                     \
+  asm volatile(                                                                          \
+      "{\n\t.reg .pred p;\n\t"                                                           \
+      "setp.ne.b32 p, %5, 0;\n\t"                                                        \
+      "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"         \
+      "@p ld.global.nc" QUALIFIERS ".v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"                \
+      : "=r"(V.x), "=r"(V.y), "=r"(V.z), "=r"(V.w)                                       \
+      : "l"(P), "r"(static_cast<int>(PRED)))
+
+__device__ __forceinline__ uint4 LoadStreamed16(const uint4* p, bool pred) {
+  uint4 v;
+  RTGEN_PREDICATED_LD16(".L1::no_allocate", v, p, pred);
+  return v;
+}
+
+__device__ __forceinline__ uint4 LoadCached16(const uint4* p, bool pred) {
+  uint4 v;
+  RTGEN_PREDICATED_LD16("", v, p, pred);
+  return v;
+}
+#undef RTGEN_PREDICATED_LD16
 
 }  // namespace rtgen::kernels

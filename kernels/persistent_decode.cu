@@ -29,6 +29,7 @@
 #include <type_traits>
 
 #include "kernels/device_utils.cuh"
+#include "kernels/rope_math.cuh"
 #include "kernels/persistent_decode.h"
 
 namespace rtgen::kernels {
@@ -42,20 +43,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ float RoundBf16(float x) {
   return __bfloat162float(__float2bfloat16(x));
-}
-
-// Streamed weight load (each byte used once): no L1 allocation; zero when !pred. Volatile, so
-// all loads of a group are issued before the group's FMAs.
-__device__ __forceinline__ uint4 LoadWeight(const uint4* p, bool pred) {
-  uint4 v;
-  asm volatile(
-      "{\n\t.reg .pred p;\n\t"
-      "setp.ne.b32 p, %5, 0;\n\t"
-      "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"
-      "@p ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"
-      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-      : "l"(p), "r"(static_cast<int>(pred)));
-  return v;
 }
 
 __device__ __forceinline__ float Dot8(uint4 w, uint4 x, float acc) {
@@ -232,7 +219,7 @@ __device__ __forceinline__ void RunGemv(const __nv_bfloat16* w, int k, int num_g
     for (int u = 0; u < U; ++u) {
       const int c = u * 32 + lane;
 #pragma unroll
-      for (int g = 0; g < G; ++g) wv[g][u] = LoadWeight(rows[g] + c, c < chunks);
+      for (int g = 0; g < G; ++g) wv[g][u] = LoadStreamed16(rows[g] + c, c < chunks);
     }
     extra = pre(gi);
   };
@@ -259,7 +246,7 @@ __device__ __forceinline__ void RunGemv(const __nv_bfloat16* w, int k, int num_g
       for (int u = 0; u < U; ++u) {
         const int c = base + u * 32 + lane;
 #pragma unroll
-        for (int g = 0; g < G; ++g) wv[g][u] = LoadWeight(rows[g] + c, c < chunks);
+        for (int g = 0; g < G; ++g) wv[g][u] = LoadStreamed16(rows[g] + c, c < chunks);
       }
     }
 #pragma unroll
@@ -366,17 +353,15 @@ __device__ void QkvGemv(const PersistentDecodeParams& p, const __nv_bfloat16* wq
             for (int j = 0; j < F; ++j) {
               if (lane != j) continue;
               const int pair = gi * F + j, head = pair / kHalf, i = pair % kHalf;
-              const float a = RoundBf16(acc[j]), b = RoundBf16(acc[F + j]);
-              const float cf = sh.cs[i], sf = sh.cs[kHalf + i];
-              const __nv_bfloat16 lo = __float2bfloat16(a * cf - b * sf);
-              const __nv_bfloat16 hi = __float2bfloat16(b * cf + a * sf);
+              const RotatedPair rot = RotateHalf(RoundBf16(acc[j]), RoundBf16(acc[F + j]),
+                                                 sh.cs[i], sh.cs[kHalf + i]);
               const int row = head * HD + i;
-              p.qkv[row] = lo;
-              p.qkv[row + kHalf] = hi;
+              p.qkv[row] = rot.lo;
+              p.qkv[row + kHalf] = rot.hi;
               if (head >= p.num_heads && keys.new_row >= 0) {
                 __nv_bfloat16* kc = k_cache + keys.new_row + (head - p.num_heads) * HD;
-                kc[i] = lo;
-                kc[i + kHalf] = hi;
+                kc[i] = rot.lo;
+                kc[i + kHalf] = rot.hi;
               }
             }
           } else {
@@ -411,7 +396,7 @@ __device__ void SwigluGemv(const __nv_bfloat16* w, int inter, int k, const Share
           for (int f = 0; f < F; ++f) {
             if (lane != f) continue;
             const float gate = RoundBf16(acc[f]), up = RoundBf16(acc[F + f]);
-            act[gi * F + f] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
+            act[gi * F + f] = SiluTimes(gate, up);
           }
         });
   });
@@ -550,12 +535,8 @@ __global__ void __launch_bounds__(kThreads, 1) PersistentDecodeKernel(Persistent
   keys.nchunks = (n16 + keys.spc - 1) / keys.spc;
   const int32_t slot = p.slot_mapping[0];
   keys.new_row = slot >= 0 ? static_cast<int64_t>(slot) * kv_dim : -1;
-  const double pos = static_cast<double>(p.positions[0]);
   for (int i = threadIdx.x; i < HD / 2; i += kThreads) {
-    double sn, c;
-    sincos(pos * static_cast<double>(p.inv_freq[i]), &sn, &c);
-    sh.cs[i] = static_cast<float>(c);
-    sh.cs[HD / 2 + i] = static_cast<float>(sn);
+    RopeCosSin(p.positions[0], p.inv_freq[i], &sh.cs[i], &sh.cs[HD / 2 + i]);
   }
   const int table_len = min((keys.ctx + p.block_size - 1) / p.block_size, kTableCache);
   for (int j = threadIdx.x; j < table_len; j += kThreads) sh.table[j] = p.block_table[j];

@@ -1,29 +1,32 @@
 #include <cstdint>
 
-#include "kernels/rope.h"
 #include "kernels/launch.h"
+#include "kernels/rope.h"
+#include "kernels/rope_math.cuh"
 
 namespace rtgen::kernels {
 namespace {
 
 constexpr int kMaxHalf = 128;  // head_dim <= 256
 
-// One block per token; threads walk the (head, pair) grid of q then k. Each angle is computed
-// once per token, in fp64 so large positions keep full precision, then the pairs rotate in fp32.
-// With s.slot_mapping null (Rope alone) nothing is written to the cache.
+// Token t's angles into shared memory (the caller syncs). Called before the PDL wait: positions
+// (a step array, filled by a copy before the step) and inv_freq are written by no kernel, so this
+// overlaps the QKV projection's tail.
+__device__ __forceinline__ void LoadAngles(const RopeParams& r, int t, float* s_cos,
+                                           float* s_sin) {
+  const int32_t pos = r.positions[t];
+  for (int i = threadIdx.x; i < r.head_dim / 2; i += blockDim.x) {
+    RopeCosSin(pos, r.inv_freq[i], &s_cos[i], &s_sin[i]);
+  }
+}
+
+// One block per token; threads walk the (head, pair) grid of q then k. With s.slot_mapping null
+// (Rope alone) nothing is written to the cache.
 __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStoreParams s) {
   __shared__ float s_cos[kMaxHalf], s_sin[kMaxHalf];
   const int t = blockIdx.x;
   const int half = r.head_dim / 2;
-  // Prologue: positions (a step array, filled by a copy before the step) and inv_freq are
-  // written by no kernel, so this overlaps the QKV projection's tail.
-  const double pos = static_cast<double>(r.positions[t]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    double sn, cs;
-    sincos(pos * static_cast<double>(r.inv_freq[i]), &sn, &cs);
-    s_cos[i] = static_cast<float>(cs);
-    s_sin[i] = static_cast<float>(sn);
-  }
+  LoadAngles(r, t, s_cos, s_sin);
   __syncthreads();
   PdlWait();
   PdlLaunchDependents();
@@ -36,16 +39,14 @@ __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStorePa
     const int jj = is_q ? j : j - q_pairs;
     const int head = jj / half, i = jj % half;
     __nv_bfloat16* x = (is_q ? r.q : r.k) + t * r.row_stride + head * r.head_dim;
-    const float cf = s_cos[i], sf = s_sin[i];
-    const float a = __bfloat162float(x[i]), b = __bfloat162float(x[i + half]);
-    const __nv_bfloat16 lo = __float2bfloat16(a * cf - b * sf);
-    const __nv_bfloat16 hi = __float2bfloat16(b * cf + a * sf);
-    x[i] = lo;
-    x[i + half] = hi;
+    const RotatedPair rot =
+        RotateHalf(__bfloat162float(x[i]), __bfloat162float(x[i + half]), s_cos[i], s_sin[i]);
+    x[i] = rot.lo;
+    x[i + half] = rot.hi;
     if (!is_q && slot >= 0) {
       __nv_bfloat16* kc = s.k_cache + cache_row + head * r.head_dim;
-      kc[i] = lo;
-      kc[i + half] = hi;
+      kc[i] = rot.lo;
+      kc[i + half] = rot.hi;
     }
   }
   if (slot < 0) return;
@@ -58,34 +59,25 @@ __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStorePa
 // rotation, so a token costs one memory round trip instead of one per strided iteration.
 constexpr int kUnitsPerThread = 4;
 
-__device__ __forceinline__ uint2 RotateBf16x4(uint2 x, uint2 y, const float* cf, const float* sf,
-                                              bool first_half) {
-  // first_half: out = x * cos - y * sin (x the low half); else out = x * cos + y * sin.
-  const __nv_bfloat162* x2 = reinterpret_cast<const __nv_bfloat162*>(&x);
-  const __nv_bfloat162* y2 = reinterpret_cast<const __nv_bfloat162*>(&y);
-  uint2 out;
-  __nv_bfloat162* o2 = reinterpret_cast<__nv_bfloat162*>(&out);
+// Rotates 4 consecutive pairs: lo holds x[i..i+3], hi holds x[i+half..i+half+3] (bf16 each).
+__device__ __forceinline__ void RotateBf16x4(uint2& lo, uint2& hi, const float* cf,
+                                             const float* sf) {
+  __nv_bfloat16* l = reinterpret_cast<__nv_bfloat16*>(&lo);
+  __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(&hi);
 #pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    const float2 a = __bfloat1622float2(x2[e]), b = __bfloat1622float2(y2[e]);
-    const float c0 = cf[2 * e], c1 = cf[2 * e + 1], s0 = sf[2 * e], s1 = sf[2 * e + 1];
-    o2[e] = first_half ? __floats2bfloat162_rn(a.x * c0 - b.x * s0, a.y * c1 - b.y * s1)
-                       : __floats2bfloat162_rn(a.x * c0 + b.x * s0, a.y * c1 + b.y * s1);
+  for (int e = 0; e < 4; ++e) {
+    const RotatedPair rot =
+        RotateHalf(__bfloat162float(l[e]), __bfloat162float(h[e]), cf[e], sf[e]);
+    l[e] = rot.lo;
+    h[e] = rot.hi;
   }
-  return out;
 }
 
 __global__ void __launch_bounds__(256) RopeKvStoreVecKernel(RopeParams r, KvStoreParams s) {
   __shared__ float s_cos[kMaxHalf], s_sin[kMaxHalf];
   const int t = blockIdx.x;
   const int half = r.head_dim / 2, units_per_head = half / 4;
-  const double pos = static_cast<double>(r.positions[t]);
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    double sn, cs;
-    sincos(pos * static_cast<double>(r.inv_freq[i]), &sn, &cs);
-    s_cos[i] = static_cast<float>(cs);
-    s_sin[i] = static_cast<float>(sn);
-  }
+  LoadAngles(r, t, s_cos, s_sin);
   const int32_t slot = s.slot_mapping != nullptr ? s.slot_mapping[t] : -1;
   __syncthreads();
   PdlWait();
@@ -93,35 +85,40 @@ __global__ void __launch_bounds__(256) RopeKvStoreVecKernel(RopeParams r, KvStor
   const int64_t cache_row = static_cast<int64_t>(slot) * s.kv_dim;
   const int q_units = r.num_heads * units_per_head;
   const int total = (r.num_heads + r.num_kv_heads) * units_per_head;
+  // Unit j of the token: q heads' units first, then k heads'; `head` counts within q or k.
+  struct Unit {
+    bool is_q;
+    int head, i;  // pair indices i..i+3 of head `head`
+    __nv_bfloat16* x;
+  };
+  const auto unit = [&](int j) {
+    const bool is_q = j < q_units;
+    const int jj = is_q ? j : j - q_units;
+    const int head = jj / units_per_head, i = (jj % units_per_head) * 4;
+    return Unit{is_q, head, i, (is_q ? r.q : r.k) + t * r.row_stride + head * r.head_dim + i};
+  };
   for (int base = 0; base < total; base += kUnitsPerThread * blockDim.x) {
     uint2 lo[kUnitsPerThread], hi[kUnitsPerThread];
 #pragma unroll
     for (int u = 0; u < kUnitsPerThread; ++u) {
       const int j = base + u * blockDim.x + threadIdx.x;
       if (j >= total) continue;
-      const bool is_q = j < q_units;
-      const int jj = is_q ? j : j - q_units;
-      const __nv_bfloat16* x = (is_q ? r.q : r.k) + t * r.row_stride +
-                               (jj / units_per_head) * r.head_dim + (jj % units_per_head) * 4;
-      lo[u] = *reinterpret_cast<const uint2*>(x);
-      hi[u] = *reinterpret_cast<const uint2*>(x + half);
+      const Unit un = unit(j);
+      lo[u] = *reinterpret_cast<const uint2*>(un.x);
+      hi[u] = *reinterpret_cast<const uint2*>(un.x + half);
     }
 #pragma unroll
     for (int u = 0; u < kUnitsPerThread; ++u) {
       const int j = base + u * blockDim.x + threadIdx.x;
       if (j >= total) continue;
-      const bool is_q = j < q_units;
-      const int jj = is_q ? j : j - q_units;
-      const int head = jj / units_per_head, i = (jj % units_per_head) * 4;
-      __nv_bfloat16* x = (is_q ? r.q : r.k) + t * r.row_stride + head * r.head_dim + i;
-      const uint2 new_lo = RotateBf16x4(lo[u], hi[u], s_cos + i, s_sin + i, true);
-      const uint2 new_hi = RotateBf16x4(hi[u], lo[u], s_cos + i, s_sin + i, false);
-      *reinterpret_cast<uint2*>(x) = new_lo;
-      *reinterpret_cast<uint2*>(x + half) = new_hi;
-      if (!is_q && slot >= 0) {
-        __nv_bfloat16* kc = s.k_cache + cache_row + head * r.head_dim + i;
-        *reinterpret_cast<uint2*>(kc) = new_lo;
-        *reinterpret_cast<uint2*>(kc + half) = new_hi;
+      const Unit un = unit(j);
+      RotateBf16x4(lo[u], hi[u], s_cos + un.i, s_sin + un.i);
+      *reinterpret_cast<uint2*>(un.x) = lo[u];
+      *reinterpret_cast<uint2*>(un.x + half) = hi[u];
+      if (!un.is_q && slot >= 0) {
+        __nv_bfloat16* kc = s.k_cache + cache_row + un.head * r.head_dim + un.i;
+        *reinterpret_cast<uint2*>(kc) = lo[u];
+        *reinterpret_cast<uint2*>(kc + half) = hi[u];
       }
     }
   }

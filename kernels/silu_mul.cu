@@ -1,9 +1,13 @@
+#include <cstdint>
+
+#include "kernels/device_utils.cuh"
 #include "kernels/launch.h"
 #include "kernels/silu_mul.h"
 
 namespace rtgen::kernels {
 namespace {
 
+// Scalar path: any inter, any alignment.
 __global__ void SiluMulKernel(SiluMulParams p) {
   PdlWait();
   PdlLaunchDependents();
@@ -12,9 +16,28 @@ __global__ void SiluMulKernel(SiluMulParams p) {
   const __nv_bfloat16* up = gate + p.inter;
   __nv_bfloat16* out = p.out + static_cast<int64_t>(t) * p.inter;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.inter; i += gridDim.x * blockDim.x) {
-    const float g = __bfloat162float(gate[i]);
-    out[i] = __float2bfloat16(g / (1.0f + expf(-g)) * __bfloat162float(up[i]));
+    out[i] = SiluTimes(__bfloat162float(gate[i]), __bfloat162float(up[i]));
   }
+}
+
+// Vector path (inter % 8 == 0, 16-byte aligned rows): each thread owns 8 consecutive features of
+// one token: one 16-byte load of gate and one of up (both in flight together), one 16-byte store.
+__global__ void SiluMulVecKernel(SiluMulParams p) {
+  PdlWait();
+  PdlLaunchDependents();
+  const int t = blockIdx.y;
+  const int i = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
+  if (i >= p.inter) return;
+  const __nv_bfloat16* gate = p.in + static_cast<int64_t>(t) * 2 * p.inter + i;
+  const uint4 gv = *reinterpret_cast<const uint4*>(gate);
+  const uint4 uv = *reinterpret_cast<const uint4*>(gate + p.inter);
+  const __nv_bfloat16* g8 = reinterpret_cast<const __nv_bfloat16*>(&gv);
+  const __nv_bfloat16* u8 = reinterpret_cast<const __nv_bfloat16*>(&uv);
+  uint4 ov;
+  __nv_bfloat16* o8 = reinterpret_cast<__nv_bfloat16*>(&ov);
+#pragma unroll
+  for (int e = 0; e < 8; ++e) o8[e] = SiluTimes(__bfloat162float(g8[e]), __bfloat162float(u8[e]));
+  *reinterpret_cast<uint4*>(p.out + static_cast<int64_t>(t) * p.inter + i) = ov;
 }
 
 }  // namespace
@@ -22,6 +45,12 @@ __global__ void SiluMulKernel(SiluMulParams p) {
 cudaError_t SiluMul(SiluMulParams p, cudaStream_t stream) {
   if (p.num_tokens <= 0) return cudaSuccess;
   const int threads = 256;
+  const bool vec = p.inter % 8 == 0 && reinterpret_cast<uintptr_t>(p.in) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(p.out) % 16 == 0;
+  if (vec) {
+    const dim3 grid((p.inter / 8 + threads - 1) / threads, p.num_tokens);
+    return LaunchKernel(SiluMulVecKernel, grid, threads, 0, stream, p);
+  }
   const dim3 grid((p.inter + threads - 1) / threads, p.num_tokens);
   return LaunchKernel(SiluMulKernel, grid, threads, 0, stream, p);
 }

@@ -34,13 +34,22 @@ std::vector<double> Reference(const MatmulCase& shape, const std::vector<uint16_
   return want;
 }
 
+// Random bf16 operands of a shape: x ~ N(0, 1) [m, k], w ~ N(0, 0.05) [n, k].
+struct Operands {
+  std::vector<uint16_t> x, w;
+};
+
+Operands RandomOperands(const MatmulCase& shape, std::mt19937_64& rng) {
+  return {ToBf16(RandomNormal(size_t{1} * shape.m * shape.k, 1.0f, rng)),
+          ToBf16(RandomNormal(size_t{1} * shape.n * shape.k, 0.05f, rng))};
+}
+
 TEST_P(MatmulTest, MatchesReference) {
   const auto [shape, use_gemv, f32_out] = GetParam();
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * shape.m * shape.k, 1.0f, rng));
-  const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * shape.n * shape.k, 0.05f, rng));
+  const auto [x, w] = RandomOperands(shape, rng);
   auto ctx = kernels::MatmulContext::Create(use_gemv);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   DeviceArray<uint16_t> d_x(x), d_w(w);
@@ -72,8 +81,7 @@ TEST(MatmulTuneTest, SharedChoiceIsBitwiseRepeatable) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * shape.m * shape.k, 1.0f, rng));
-  const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * shape.n * shape.k, 0.05f, rng));
+  const auto [x, w] = RandomOperands(shape, rng);
   DeviceArray<uint16_t> d_x(x), d_w(w);
   auto tuned_a = kernels::MatmulContext::Create(false, true);
   auto tuned_b = kernels::MatmulContext::Create(false, true);
@@ -108,8 +116,7 @@ TEST(MatmulTuneTest, FirstCallUnderCaptureUsesHeuristic) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * shape.m * shape.k, 1.0f, rng));
-  const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * shape.n * shape.k, 0.05f, rng));
+  const auto [x, w] = RandomOperands(shape, rng);
   DeviceArray<uint16_t> d_x(x), d_w(w);
   DeviceArray<uint16_t> y(size_t{1} * shape.m * shape.n);
   auto ctx = kernels::MatmulContext::Create(false, true);

@@ -55,24 +55,44 @@ std::vector<double> RotatedReference(const std::vector<uint16_t>& rows, int stri
   return want;
 }
 
+struct RopeShape {
+  int tokens, heads, kv_heads, hd;
+  bool llama3;
+};
+
+// Random qkv rows and positions for a shape, and the shape's frequencies.
+struct RopeInputs {
+  int q_dim, kv_dim, stride;  // stride: elements per token row (q, k, v)
+  std::vector<float> inv_freq;
+  std::vector<uint16_t> rows;
+  std::vector<int32_t> pos;
+};
+
+RopeInputs MakeRopeInputs(const RopeShape& s, std::mt19937_64& rng) {
+  RopeInputs in;
+  in.q_dim = s.heads * s.hd;
+  in.kv_dim = s.kv_heads * s.hd;
+  in.stride = in.q_dim + 2 * in.kv_dim;
+  in.inv_freq = kernels::RopeInvFreq(RopeConfig(s.hd, s.llama3));
+  in.rows = ToBf16(RandomNormal(size_t{1} * s.tokens * in.stride, 1.0f, rng));
+  in.pos.resize(s.tokens);
+  std::uniform_int_distribution<int32_t> pd(0, 100000);
+  for (int32_t& p : in.pos) p = pd(rng);
+  return in;
+}
+
 TEST(RopeTest, RotatesQAndKLikeReference) {
-  struct Shape {
-    int tokens, heads, kv_heads, hd;
-    bool llama3;
-  };
   // head_dim 12: the scalar path (the vector path needs head_dim % 8 == 0).
-  for (Shape s : {Shape{1, 9, 3, 64, false}, Shape{37, 32, 8, 128, true},
-                  Shape{5, 4, 4, 256, false}, Shape{3, 2, 1, 12, false}}) {
+  for (RopeShape s : {RopeShape{1, 9, 3, 64, false}, RopeShape{37, 32, 8, 128, true},
+                      RopeShape{5, 4, 4, 256, false}, RopeShape{3, 2, 1, 12, false}}) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(seed);
     std::mt19937_64 rng(seed);
-    const ModelConfig c = RopeConfig(s.hd, s.llama3);
-    const std::vector<float> inv_freq = kernels::RopeInvFreq(c);
-    const int q_dim = s.heads * s.hd, kv_dim = s.kv_heads * s.hd, stride = q_dim + 2 * kv_dim;
-    const std::vector<uint16_t> rows = ToBf16(RandomNormal(size_t{1} * s.tokens * stride, 1.0f, rng));
-    std::vector<int32_t> pos(s.tokens);
-    std::uniform_int_distribution<int32_t> pd(0, 100000);
-    for (int32_t& p : pos) p = pd(rng);
+    const RopeInputs in = MakeRopeInputs(s, rng);
+    const int q_dim = in.q_dim, kv_dim = in.kv_dim, stride = in.stride;
+    const std::vector<float>& inv_freq = in.inv_freq;
+    const std::vector<uint16_t>& rows = in.rows;
+    const std::vector<int32_t>& pos = in.pos;
     DeviceArray<uint16_t> d_rows(rows);
     DeviceArray<int32_t> d_pos(pos);
     DeviceArray<float> d_freq(inv_freq);
@@ -96,23 +116,18 @@ TEST(RopeTest, RotatesQAndKLikeReference) {
 // v in each token's cache slot (padding slots -1 skipped, other slots untouched), and every
 // output bit for bit what Rope then KvStore give.
 TEST(RopeTest, FusedRopeKvStoreMatchesReferenceAndUnfused) {
-  struct Shape {
-    int tokens, heads, kv_heads, hd;
-    bool llama3;
-  };
-  for (Shape s : {Shape{1, 9, 3, 64, false}, Shape{1, 32, 8, 128, true},
-                  Shape{37, 32, 8, 128, true}, Shape{5, 4, 4, 256, false}}) {
+  for (RopeShape s : {RopeShape{1, 9, 3, 64, false}, RopeShape{1, 32, 8, 128, true},
+                      RopeShape{37, 32, 8, 128, true}, RopeShape{5, 4, 4, 256, false}}) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(seed);
     std::mt19937_64 rng(seed);
-    const ModelConfig c = RopeConfig(s.hd, s.llama3);
-    const std::vector<float> inv_freq = kernels::RopeInvFreq(c);
-    const int q_dim = s.heads * s.hd, kv_dim = s.kv_heads * s.hd, stride = q_dim + 2 * kv_dim;
+    const RopeInputs in = MakeRopeInputs(s, rng);
+    const int q_dim = in.q_dim, kv_dim = in.kv_dim, stride = in.stride;
+    const std::vector<float>& inv_freq = in.inv_freq;
+    const std::vector<uint16_t>& rows = in.rows;
+    const std::vector<int32_t>& pos = in.pos;
     const int num_slots = 2 * s.tokens + 3;
-    const std::vector<uint16_t> rows = ToBf16(RandomNormal(size_t{1} * s.tokens * stride, 1.0f, rng));
-    std::vector<int32_t> pos(s.tokens), slots(num_slots);
-    std::uniform_int_distribution<int32_t> pd(0, 100000);
-    for (int32_t& p : pos) p = pd(rng);
+    std::vector<int32_t> slots(num_slots);
     std::iota(slots.begin(), slots.end(), 0);
     std::shuffle(slots.begin(), slots.end(), rng);
     slots.resize(s.tokens);
