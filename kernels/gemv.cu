@@ -15,38 +15,24 @@
 // features f0..f0+3 of both halves: tile rows 0-3 are gate rows f0.., rows 4-7 the up rows
 // inter + f0... Its epilogue rounds gate and up to bf16 (what the unfused path stores) and writes
 // act = silu(gate) * up with SiluMul's arithmetic, so the separate SiLU·mul launch goes away.
+//
+// RoPE variant (GemvRopeKvStore): blocks of the q and k parts own 4 rotation pairs of one head:
+// tile rows 0-3 are features i0..i0+3 of the head, rows 4-7 features i0+half.. (their partners);
+// blocks of the v part own 8 consecutive features. The epilogue rounds to bf16, rotates the pairs
+// and writes q, k, v to y and k, v to the cache slot; the angles and slots are read before the
+// PDL wait (step arrays, written by no kernel).
 
 #include <cstdint>
-#include <cstdlib>
-#include <cstring>
 
+#include "kernels/device_utils.cuh"
 #include "kernels/gemv.h"
 #include "kernels/launch.h"
+#include "kernels/rope_math.cuh"
 
 namespace rtgen::kernels {
 namespace {
 
 constexpr int kTileRows = 8;  // output features per block (the mma's n)
-
-// Predicated 16-byte loads, zero when !pred (no access). The asm is volatile so that the
-// compiler keeps every load of a group ahead of the group's mmas (all of them in flight at once)
-// instead of sinking each next to its use. Weights are streamed (each byte used once): they skip
-// L1 allocation, so the input rows, which every block re-reads, stay in L1.
-#define RTGEN_GEMV_LOAD(NAME, QUALIFIERS)                                                   \
-  __device__ __forceinline__ uint4 NAME(const uint4* p, bool pred) {                       \
-    uint4 v;                                                                               \
-    asm volatile(                                                                          \
-        "{\n\t.reg .pred p;\n\t"                                                          \
-        "setp.ne.b32 p, %5, 0;\n\t"                                                        \
-        "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"         \
-        "@p ld.global.nc" QUALIFIERS ".v4.u32 {%0, %1, %2, %3}, [%4];\n\t}"                \
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)                                       \
-        : "l"(p), "r"(static_cast<int>(pred)));                                            \
-    return v;                                                                              \
-  }
-RTGEN_GEMV_LOAD(LoadWeights, ".L1::no_allocate")
-RTGEN_GEMV_LOAD(LoadInput, "")
-#undef RTGEN_GEMV_LOAD
 
 // d += A * B with A = {a_lo: (row g, k 2t..2t+1), a_hi8: (row g+8, same k), a_lo2: (row g,
 // k 2t+8..2t+9), a_hi82: (row g+8, same)} and B = {b0: (k 2t..2t+1, col g), b1: (k 2t+8.., g)}.
@@ -82,19 +68,103 @@ __device__ __forceinline__ uint4 Select(bool keep, uint4 v) {
   return keep ? v : make_uint4(0, 0, 0, 0);
 }
 
+// What a block does with its tile of sums (see the top).
+enum class Epilogue {
+  kStore,   // y[m, n], bf16 or fp32
+  kSwiGlu,  // p.n = 2 * inter weight rows [gate; up], y = act [m, inter] bf16
+  kRope,    // p.n = qkv rows, RoPE on q and k, k and v also to the cache (GemvRopeParams)
+};
+
+// The tile of a RoPE block: rope_pair0 >= 0 for a q/k block (its first pair index over heads
+// h * half + i), else the first v feature n0.
+struct RopeTile {
+  int rope_pair0 = -1;
+  int n0 = 0;
+};
+
+__device__ __forceinline__ RopeTile RopeTileOf(const GemvRopeParams& r) {
+  const int half = r.head_dim >> 1;
+  const int rope_tiles = (r.num_heads + r.num_kv_heads) * half / 4;
+  RopeTile tile;
+  if (static_cast<int>(blockIdx.x) < rope_tiles) {
+    tile.rope_pair0 = blockIdx.x * 4;
+  } else {
+    tile.n0 = (r.num_heads + r.num_kv_heads) * r.head_dim +
+              (blockIdx.x - rope_tiles) * kTileRows;
+  }
+  return tile;
+}
+
+// Weight row of tile row g for a RoPE block: pairs (i, i + half) of one head.
+__device__ __forceinline__ int RopeWeightRow(const GemvRopeParams& r, const RopeTile& tile,
+                                             int g) {
+  if (tile.rope_pair0 < 0) return tile.n0 + g;
+  const int half = r.head_dim >> 1;
+  const int pair = tile.rope_pair0 + (g & 3);
+  return (pair / half) * r.head_dim + pair % half + (g < 4 ? 0 : half);
+}
+
+// The RoPE block's epilogue: sums of the W warps' partial tiles in warp order (as the plain
+// epilogue), rounded to bf16; q/k pairs rotated, k and v also stored to row r's cache slot.
+template <int W>
+__device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRopeParams& r,
+                                             const RopeTile& tile,
+                                             const float (&partial)[W][16][kTileRows],
+                                             const float* s_cos, const float* s_sin,
+                                             const int32_t* s_slot) {
+  __nv_bfloat16* y = static_cast<__nv_bfloat16*>(p.y);
+  const int half = r.head_dim >> 1;
+  const int q_dim = r.num_heads * r.head_dim, kv_dim = r.num_kv_heads * r.head_dim;
+  const auto sum = [&](int row, int j) {
+    float s = partial[0][row][j];
+#pragma unroll
+    for (int v = 1; v < W; ++v) s += partial[v][row][j];
+    return __bfloat162float(__float2bfloat16(s));  // what Gemv stores
+  };
+  if (tile.rope_pair0 >= 0) {
+    for (int idx = threadIdx.x; idx < p.m * 4; idx += W * 32) {
+      const int row = idx >> 2, j = idx & 3;
+      const int pair = tile.rope_pair0 + j, head = pair / half, i = pair % half;
+      const RotatedPair rot = RotateHalf(sum(row, j), sum(row, j + 4), s_cos[idx], s_sin[idx]);
+      __nv_bfloat16* out = y + static_cast<int64_t>(row) * p.n + head * r.head_dim + i;
+      out[0] = rot.lo;
+      out[half] = rot.hi;
+      if (head >= r.num_heads && s_slot[row] >= 0) {
+        __nv_bfloat16* kc = r.k_cache + static_cast<int64_t>(s_slot[row]) * kv_dim +
+                            (head - r.num_heads) * r.head_dim + i;
+        kc[0] = rot.lo;
+        kc[half] = rot.hi;
+      }
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
+      const int row = idx / kTileRows, j = idx % kTileRows;
+      const __nv_bfloat16 v = __float2bfloat16(sum(row, j));
+      y[static_cast<int64_t>(row) * p.n + tile.n0 + j] = v;
+      if (s_slot[row] >= 0) {
+        r.v_cache[static_cast<int64_t>(s_slot[row]) * kv_dim + tile.n0 - q_dim - kv_dim + j] = v;
+      }
+    }
+  }
+}
+
 // kHi: m > 8 (input rows 8..15 feed the mma's upper half; otherwise it is zero).
-// kSwiGlu: p.n = 2 * inter weight rows [gate; up], y = act [m, inter] bf16 (see the top).
-template <int W, int U, bool kHi, bool kSwiGlu>
-__global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
+template <int W, int U, bool kHi, Epilogue kEpi>
+__global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParams r) {
+  constexpr bool kSwiGlu = kEpi == Epilogue::kSwiGlu;
+  constexpr bool kRope = kEpi == Epilogue::kRope;
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   const int n0 = blockIdx.x * kTileRows;
   const int inter = p.n >> 1;
   const int f0 = blockIdx.x * (kTileRows / 2);  // kSwiGlu: the block's first feature
+  RopeTile rope_tile;
+  if constexpr (kRope) rope_tile = RopeTileOf(r);
   // Rows past n (past inter for a SwiGLU half) load the last row again (in bounds); their results
-  // are not stored.
+  // are not stored. (RoPE tiles are always whole: n is a multiple of 8.)
   const int wrow = kSwiGlu ? (g < 4 ? 0 : inter) + min(f0 + (g & 3), inter - 1)
+                   : kRope ? RopeWeightRow(r, rope_tile, g)
                            : min(n0 + g, p.n - 1);
   const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(wrow) * p.k) + t;
   // Input rows past m read row 0 (an L1 hit shared with the threads of row 0) and use zeros.
@@ -116,12 +186,29 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
 #pragma unroll
     for (int u = 0; u < U; ++u) wv[u] = LoadWeightsFull(w + grp * kGroup + 4 * u);
   }
+  // RoPE: each (row, pair) angle and each row's cache slot, also before the wait.
+  __shared__ float s_cos[kRope ? kGemvMaxRows * 4 : 1], s_sin[kRope ? kGemvMaxRows * 4 : 1];
+  __shared__ int32_t s_slot[kRope ? kGemvMaxRows : 1];
+  if constexpr (kRope) {
+    const int half = r.head_dim >> 1;
+    for (int idx = threadIdx.x; idx < p.m * 4; idx += W * 32) {
+      const int row = idx >> 2, j = idx & 3;
+      if (rope_tile.rope_pair0 >= 0) {
+        RopeCosSin(r.positions[row], r.inv_freq[(rope_tile.rope_pair0 + j) % half], &s_cos[idx],
+                   &s_sin[idx]);
+      }
+      if (j == 0) s_slot[row] = r.slot_mapping[row];
+    }
+  }
   // Launched as a programmatic dependent (see Launch): the weights above do not depend on the
   // previous kernel, so their loads overlap its tail; the input rows are read only after it has
   // completed and its writes are visible. A no-op for an ordinary launch.
   PdlWait();
-  // The next kernel may start its prologue once every block has got here (launch.h).
-  PdlLaunchDependents();
+  // The next kernel may start its prologue once every block has got here (launch.h). The RoPE
+  // variant's dependent is decode attention, a grid of about one block per SM: launched this
+  // early, its blocks would be placed while this grid fills the SMs, several on the few SMs
+  // with room, and run slower there; so that variant lets it start after its main loop.
+  if constexpr (!kRope) PdlLaunchDependents();
   for (; grp < full_groups; grp += W) {
     const int next = grp + W;
     uint4 wn[U];
@@ -144,18 +231,19 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
     const int base = full_groups * kGroup;
     uint4 wt[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) wt[u] = LoadWeights(w + base + 4 * u, base + 4 * u + t < chunks);
+    for (int u = 0; u < U; ++u) wt[u] = LoadStreamed16(w + base + 4 * u, base + 4 * u + t < chunks);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const bool in = base + 4 * u + t < chunks;
-      const uint4 xa = LoadInput(x0 + base + 4 * u, in && has_x0);
-      const uint4 xb = kHi ? LoadInput(x1 + base + 4 * u, in && has_x1) : uint4{0, 0, 0, 0};
+      const uint4 xa = LoadCached16(x0 + base + 4 * u, in && has_x0);
+      const uint4 xb = kHi ? LoadCached16(x1 + base + 4 * u, in && has_x1) : uint4{0, 0, 0, 0};
       Mma(d, xa.x, xb.x, xa.y, xb.y, wt[u].x, wt[u].y);
       Mma(d, xa.z, xb.z, xa.w, xb.w, wt[u].z, wt[u].w);
     }
   }
+  if constexpr (kRope) PdlLaunchDependents();
   // d[0], d[1]: y[g][n0 + 2t + {0, 1}]; d[2], d[3]: y[g + 8][same].
-  if constexpr (W == 1 && !kSwiGlu) {
+  if constexpr (W == 1 && kEpi == Epilogue::kStore) {
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int row = g + (i >> 1) * 8, col = n0 + 2 * t + (i & 1);
@@ -180,8 +268,10 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
         const float gate = __bfloat162float(__float2bfloat16(gs));
         const float up = __bfloat162float(__float2bfloat16(us));
         static_cast<__nv_bfloat16*>(p.y)[static_cast<int64_t>(row) * inter + f0 + j] =
-            __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
+            SiluTimes(gate, up);
       }
+    } else if constexpr (kRope) {
+      RopeEpilogue<W>(p, r, rope_tile, partial, s_cos, s_sin, s_slot);
     } else {
       for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
         const int row = idx / kTileRows, j = idx % kTileRows;
@@ -197,40 +287,47 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p) {
 
 // Off with RTGEN_PDL=0 (every kernel, launch.h) or RTGEN_GEMV_PDL=0 (the GEMV alone).
 bool UsePdl() {
-  static const bool use = [] {
-    const char* v = std::getenv("RTGEN_GEMV_PDL");
-    return PdlEnabled() && (v == nullptr || std::strcmp(v, "0") != 0);
-  }();
+  static const bool use = PdlEnabled() && EnvOnUnlessZero("RTGEN_GEMV_PDL");
   return use;
 }
 
-template <int W, int U, bool kHi, bool kSwiGlu>
-cudaError_t Launch(const GemvParams& p, cudaStream_t stream) {
-  // A SwiGLU tile holds 4 features of each half: ceil(inter / 4) = ceil(n / 8) tiles too.
+template <int W, int U, bool kHi, Epilogue kEpi>
+cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, cudaStream_t stream) {
+  // A SwiGLU tile holds 4 features of each half: ceil(inter / 4) = ceil(n / 8) tiles too; a RoPE
+  // tile 4 pairs (8 features) or 8 v features: n / 8 tiles.
   const dim3 grid((p.n + kTileRows - 1) / kTileRows);
-  return LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kSwiGlu>, grid, dim3(W * 32), 0,
-                           stream, p);
+  return LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi>, grid, dim3(W * 32), 0, stream,
+                           p, r);
 }
 
-template <int W, bool kHi, bool kSwiGlu>
-cudaError_t LaunchW(const GemvParams& p, int unroll, cudaStream_t stream) {
+template <int W, bool kHi, Epilogue kEpi>
+cudaError_t LaunchW(const GemvParams& p, const GemvRopeParams& r, int unroll,
+                    cudaStream_t stream) {
   switch (unroll) {
-    case 2: return Launch<W, 2, kHi, kSwiGlu>(p, stream);
-    case 4: return Launch<W, 4, kHi, kSwiGlu>(p, stream);
-    case 8: return Launch<W, 8, kHi, kSwiGlu>(p, stream);
+    case 2: return Launch<W, 2, kHi, kEpi>(p, r, stream);
+    case 4: return Launch<W, 4, kHi, kEpi>(p, r, stream);
+    case 8: return Launch<W, 8, kHi, kEpi>(p, r, stream);
     default: return cudaErrorInvalidValue;
   }
 }
 
-template <bool kHi, bool kSwiGlu>
-cudaError_t LaunchHi(const GemvParams& p, GemvTuning tuning, cudaStream_t stream) {
+template <bool kHi, Epilogue kEpi>
+cudaError_t LaunchHi(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
+                     cudaStream_t stream) {
   switch (tuning.warps) {
-    case 1: return LaunchW<1, kHi, kSwiGlu>(p, tuning.unroll, stream);
-    case 2: return LaunchW<2, kHi, kSwiGlu>(p, tuning.unroll, stream);
-    case 4: return LaunchW<4, kHi, kSwiGlu>(p, tuning.unroll, stream);
-    case 8: return LaunchW<8, kHi, kSwiGlu>(p, tuning.unroll, stream);
+    case 1: return LaunchW<1, kHi, kEpi>(p, r, tuning.unroll, stream);
+    case 2: return LaunchW<2, kHi, kEpi>(p, r, tuning.unroll, stream);
+    case 4: return LaunchW<4, kHi, kEpi>(p, r, tuning.unroll, stream);
+    case 8: return LaunchW<8, kHi, kEpi>(p, r, tuning.unroll, stream);
     default: return cudaErrorInvalidValue;
   }
+}
+
+template <Epilogue kEpi>
+cudaError_t LaunchEpilogue(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
+                           cudaStream_t stream) {
+  return p.m > 8 ? LaunchHi<true, kEpi>(p, r, tuning, stream)
+                 : LaunchHi<false, kEpi>(p, r, tuning, stream);
 }
 
 }  // namespace
@@ -273,8 +370,7 @@ GemvTuning GemvDefaultTuning(const GemvParams& p) {
 
 cudaError_t GemvTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
   if (!GemvSupported(p)) return cudaErrorInvalidValue;
-  return p.m > 8 ? LaunchHi<true, false>(p, tuning, stream)
-                 : LaunchHi<false, false>(p, tuning, stream);
+  return LaunchEpilogue<Epilogue::kStore>(p, {}, tuning, stream);
 }
 
 bool GemvSiluMulSupported(const GemvParams& p) {
@@ -283,12 +379,29 @@ bool GemvSiluMulSupported(const GemvParams& p) {
 
 cudaError_t GemvSiluMulTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
   if (!GemvSiluMulSupported(p)) return cudaErrorInvalidValue;
-  return p.m > 8 ? LaunchHi<true, true>(p, tuning, stream)
-                 : LaunchHi<false, true>(p, tuning, stream);
+  return LaunchEpilogue<Epilogue::kSwiGlu>(p, {}, tuning, stream);
 }
 
 cudaError_t GemvSiluMul(GemvParams p, cudaStream_t stream) {
   return GemvSiluMulTuned(p, GemvDefaultTuning(p), stream);
+}
+
+bool GemvRopeKvStoreSupported(const GemvParams& p, const GemvRopeParams& r) {
+  return GemvSupported(p) && !p.y_f32 && r.head_dim > 0 && r.head_dim % 8 == 0 &&
+         r.head_dim <= 256 && r.num_heads > 0 && r.num_kv_heads > 0 &&
+         p.n == (r.num_heads + 2 * r.num_kv_heads) * r.head_dim && r.positions != nullptr &&
+         r.inv_freq != nullptr && r.slot_mapping != nullptr && r.k_cache != nullptr &&
+         r.v_cache != nullptr;
+}
+
+cudaError_t GemvRopeKvStoreTuned(GemvParams p, GemvRopeParams r, GemvTuning tuning,
+                                 cudaStream_t stream) {
+  if (!GemvRopeKvStoreSupported(p, r)) return cudaErrorInvalidValue;
+  return LaunchEpilogue<Epilogue::kRope>(p, r, tuning, stream);
+}
+
+cudaError_t GemvRopeKvStore(GemvParams p, GemvRopeParams r, cudaStream_t stream) {
+  return GemvRopeKvStoreTuned(p, r, GemvDefaultTuning(p), stream);
 }
 
 cudaError_t Gemv(GemvParams p, cudaStream_t stream) {

@@ -49,4 +49,24 @@ bool GemvSiluMulSupported(const GemvParams& p);
 cudaError_t GemvSiluMul(GemvParams p, cudaStream_t stream);
 cudaError_t GemvSiluMulTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream);
 
+// The qkv projection with RoPE and the KV store in its epilogue: w is the fused [q; k; v] weight
+// (n = (num_heads + 2 * num_kv_heads) * head_dim), y the bf16 qkv rows [m, n]. Each product is
+// rounded to bf16 (what Gemv stores), q and k are rotated (rope_math.cuh, as RopeKvStore does)
+// and stored in y, and row r's rotated k and its v are written to cache slot slot_mapping[r]
+// (-1: skipped). Bit for bit Gemv with the same launch shape followed by RopeKvStore.
+struct GemvRopeParams {
+  const int32_t* positions = nullptr;     // [m] absolute positions
+  const float* inv_freq = nullptr;        // [head_dim / 2]
+  const int32_t* slot_mapping = nullptr;  // [m] cache slots, -1 = skip
+  __nv_bfloat16* k_cache = nullptr;       // slot s at s * num_kv_heads * head_dim
+  __nv_bfloat16* v_cache = nullptr;
+  int32_t num_heads = 0;
+  int32_t num_kv_heads = 0;
+  int32_t head_dim = 0;                   // multiple of 8, <= 256
+};
+bool GemvRopeKvStoreSupported(const GemvParams& p, const GemvRopeParams& r);
+cudaError_t GemvRopeKvStore(GemvParams p, GemvRopeParams r, cudaStream_t stream);
+cudaError_t GemvRopeKvStoreTuned(GemvParams p, GemvRopeParams r, GemvTuning tuning,
+                                 cudaStream_t stream);
+
 }  // namespace rtgen::kernels

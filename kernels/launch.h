@@ -15,18 +15,15 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <utility>
+
+#include "kernels/env_switch.h"
 
 namespace rtgen::kernels {
 
 // False when RTGEN_PDL=0 (read once per process).
 inline bool PdlEnabled() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("RTGEN_PDL");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool enabled = EnvOnUnlessZero("RTGEN_PDL");
   return enabled;
 }
 

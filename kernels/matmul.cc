@@ -1,16 +1,16 @@
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <limits>
 #include <mutex>
 #include <vector>
 
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
+#include "kernels/env_switch.h"
 #include "kernels/gemv.h"
 #include "kernels/l2_flush.h"
 #include "kernels/matmul.h"
+#include "kernels/rope.h"
 #include "kernels/silu_mul.h"
 
 namespace rtgen::kernels {
@@ -19,12 +19,8 @@ namespace {
 // RTGEN_SWIGLU_GEMV: "0" never fuses gate_up with SiLU·mul (A/B), "all" also routes m <= 8 shapes
 // with n > 16384 (Llama-3-8B's gate_up) to the fused GEMV; otherwise fused where the GEMV runs.
 int SwiGluGemvMode() {
-  static const int mode = [] {
-    const char* v = std::getenv("RTGEN_SWIGLU_GEMV");
-    if (v == nullptr) return 1;
-    if (std::strcmp(v, "0") == 0) return 0;
-    return std::strcmp(v, "all") == 0 ? 2 : 1;
-  }();
+  static const int mode =
+      EnvIs("RTGEN_SWIGLU_GEMV", "all") ? 2 : EnvOnUnlessZero("RTGEN_SWIGLU_GEMV") ? 1 : 0;
   return mode;
 }
 
@@ -37,8 +33,7 @@ bool GemvShape(const MatmulParams& p, bool any_n) {
 }
 
 bool TuneFromEnv() {
-  const char* v = std::getenv("RTGEN_MATMUL_TUNE");
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  return EnvOnUnlessZero("RTGEN_MATMUL_TUNE");
 }
 
 // Tuned algorithms of the process, by (device, m, n, k, fp32 output): every context runs the same
@@ -334,6 +329,36 @@ absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* ac
   RETURN_IF_ERROR(Matmul(ctx, p, stream));
   RTGEN_CUDA_RETURN_IF_ERROR(
       SiluMul({static_cast<const __nv_bfloat16*>(p.y), act, p.m, p.n / 2}, stream));
+  return absl::OkStatus();
+}
+
+absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopeParams& rope,
+                               const KvStoreParams& store, cudaStream_t stream) {
+  if (p.m <= 0) return absl::OkStatus();
+  static const bool fuse = EnvOnUnlessZero("RTGEN_QKV_ROPE_GEMV");
+  const int32_t q_dim = rope.num_heads * rope.head_dim;
+  // The fused kernel writes rows of exactly the layout RopeKvStore is given here.
+  const bool same_layout = rope.q == p.y && rope.k == rope.q + q_dim &&
+                           rope.row_stride == p.n && rope.num_tokens == p.m &&
+                           store.k == rope.k && store.v == rope.k + store.kv_dim &&
+                           store.row_stride == p.n && store.num_tokens == p.m &&
+                           store.kv_dim == rope.num_kv_heads * rope.head_dim;
+  // Measured on the H200 (docs/perf/gpu_notes.md, session 4): one launch instead of two saves
+  // 20-40 us per step on SmolLM2-135M and Llama-3.2-1B at 1-4 rows; at 8 rows SmolLM2 lost
+  // 13 us and Llama-3-8B was even within noise, so wider batches keep the two launches.
+  constexpr int32_t kFusedMaxRows = 4;
+  if (ctx.use_gemv() && fuse && same_layout && p.m <= kFusedMaxRows && GemvShape(p, false)) {
+    const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
+    const GemvRopeParams r{rope.positions, rope.inv_freq,     store.slot_mapping,
+                           store.k_cache,  store.v_cache,     rope.num_heads,
+                           rope.num_kv_heads, rope.head_dim};
+    if (GemvRopeKvStoreSupported(g, r)) {
+      RTGEN_CUDA_RETURN_IF_ERROR(GemvRopeKvStore(g, r, stream));
+      return absl::OkStatus();
+    }
+  }
+  RETURN_IF_ERROR(Matmul(ctx, p, stream));
+  RTGEN_CUDA_RETURN_IF_ERROR(RopeKvStore(rope, store, stream));
   return absl::OkStatus();
 }
 

@@ -24,6 +24,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/kv_store.h"
+#include "kernels/rope.h"
 
 namespace rtgen::kernels {
 
@@ -59,13 +61,6 @@ class MatmulContext {
  private:
   friend absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
 
-// The SwiGLU block's first half: p is the gate+up projection (w = [gate; up], n = 2 * inter, y a
-// bf16 [m, n] scratch) and act[m, inter] = silu(gate) * up (silu_mul.h). Where Matmul would take
-// the GEMV, one fused launch (gemv.h GemvSiluMul) that leaves p.y untouched; elsewhere Matmul then
-// SiluMul. RTGEN_SWIGLU_GEMV=0 never fuses (A/B); =all also fuses m <= 8 shapes with n > 16384,
-// which Matmul gives cuBLASLt.
-absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* act,
-                           cudaStream_t stream);
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
@@ -93,5 +88,12 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
 // which Matmul gives cuBLASLt.
 absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* act,
                            cudaStream_t stream);
+
+// The qkv projection followed by RoPE and the KV store: p.y receives the qkv rows, rope and store
+// describe them as RopeKvStore takes them (rope.q == p.y). Where Matmul would take the GEMV and
+// m <= 4, one fused launch (gemv.h GemvRopeKvStore, same results bit for bit); elsewhere Matmul
+// then RopeKvStore. RTGEN_QKV_ROPE_GEMV=0 never fuses (A/B).
+absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopeParams& rope,
+                               const KvStoreParams& store, cudaStream_t stream);
 
 }  // namespace rtgen::kernels

@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
 #include "kernels/embedding.h"
+#include "kernels/env_switch.h"
 #include "kernels/kv_store.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rms_norm.h"
@@ -19,10 +18,7 @@ namespace rtgen {
 namespace {
 
 bool SeparateDecodeCombine() {
-  static const bool separate = [] {
-    const char* v = std::getenv("RTGEN_DECODE_COMBINE");
-    return v != nullptr && std::strcmp(v, "kernel") == 0;
-  }();
+  static const bool separate = kernels::EnvIs("RTGEN_DECODE_COMBINE", "kernel");
   return separate;
 }
 
@@ -95,14 +91,15 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
                               nullptr, w.attn_norm.as<float>(), At<__nv_bfloat16>(normed_), n, h,
                               c.rms_norm_eps};
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
-  RETURN_IF_ERROR(kernels::Matmul(
+  // qkv projection, RoPE and the KV store (one fused launch at decode batch sizes, matmul.h).
+  const kernels::RopeParams rope{qkv,   qkv + q_dim,         qkv_dim,     step.positions,
+                                 weights_->inv_freq.as<float>(), n, c.num_heads, c.num_kv_heads,
+                                 hd};
+  const kernels::KvStoreParams store{qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, k_cache, v_cache,
+                                     step.slot_mapping, n, kv_dim};
+  RETURN_IF_ERROR(kernels::MatmulRopeKvStore(
       *matmul_, {At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv, false, n, qkv_dim, h},
-      stream));
-  kernels::RopeParams rope{qkv,   qkv + q_dim,         qkv_dim,     step.positions,
-                           weights_->inv_freq.as<float>(), n, c.num_heads, c.num_kv_heads, hd};
-  kernels::KvStoreParams store{qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, k_cache, v_cache,
-                               step.slot_mapping, n, kv_dim};
-  RTGEN_CUDA_RETURN_IF_ERROR(kernels::RopeKvStore(rope, store, stream));
+      rope, store, stream));
   if (shape.decode_only) {
     const kernels::DecodeSplitPlan plan =
         kernels::PlanDecodeSplits(shape.num_seqs, c.num_kv_heads, max_context_, num_sms_);

@@ -1,20 +1,17 @@
 #include "kernels/persistent_decoder.h"
 
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <vector>
 
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
+#include "kernels/env_switch.h"
 #include "kernels/model_forward.h"
 
 namespace rtgen {
 
 bool PersistentDecodeWanted(bool option) {
-  const char* v = std::getenv("RTGEN_PERSISTENT_DECODE");
-  if (v == nullptr) return option;
-  return std::strcmp(v, "0") != 0;
+  return kernels::EnvOnUnlessZero("RTGEN_PERSISTENT_DECODE", option);
 }
 
 absl::StatusOr<std::unique_ptr<PersistentDecoder>> PersistentDecoder::CreateIfSupported(

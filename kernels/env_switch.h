@@ -1,0 +1,29 @@
+#pragma once
+// The GPU path's A/B switches (RTGEN_PDL, RTGEN_GEMV_PDL, RTGEN_MATMUL_TUNE, RTGEN_SWIGLU_GEMV,
+// RTGEN_QKV_ROPE_GEMV, RTGEN_DECODE_COMBINE, RTGEN_PERSISTENT_DECODE) are environment variables.
+// Each is read once per process, into a static, by the one function that consults it; these
+// helpers are how every one of them is read.
+
+#include <cstdlib>
+#include <cstring>
+
+namespace rtgen::kernels {
+
+// The variable's value; `unset` when it is not set.
+inline const char* EnvValue(const char* name, const char* unset = "") {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : unset;
+}
+
+// True when the variable equals `value`.
+inline bool EnvIs(const char* name, const char* value) {
+  return std::strcmp(EnvValue(name), value) == 0;
+}
+
+// `unset` when the variable is not set; otherwise true unless it is "0".
+inline bool EnvOnUnlessZero(const char* name, bool unset = true) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? unset : std::strcmp(v, "0") != 0;
+}
+
+}  // namespace rtgen::kernels
