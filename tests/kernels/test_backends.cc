@@ -9,9 +9,14 @@ namespace rtgen::testing_gpu {
 
 std::unique_ptr<CpuBackend> MakeCpuBackend(const ModelConfig& c, uint64_t seed,
                                            int32_t num_blocks) {
+  return MakeCpuBackend(c, RandomWeights(c, seed), num_blocks);
+}
+
+std::unique_ptr<CpuBackend> MakeCpuBackend(const ModelConfig& c, ModelWeights weights,
+                                           int32_t num_blocks) {
   CpuBackendOptions o;
   o.weight_dtype = WeightDtype::kBf16;
-  auto b = CpuBackend::Create(c, RandomWeights(c, seed), o);
+  auto b = CpuBackend::Create(c, std::move(weights), o);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return nullptr;
   const absl::Status st = (*b)->AllocateKvCache({num_blocks, kTestBlockSize});
@@ -22,6 +27,11 @@ std::unique_ptr<CpuBackend> MakeCpuBackend(const ModelConfig& c, uint64_t seed,
 
 std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, uint64_t seed,
                                              const CudaTestOptions& options) {
+  return MakeCudaBackend(c, RandomWeights(c, seed), options);
+}
+
+std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, ModelWeights weights,
+                                             const CudaTestOptions& options) {
   CudaBackendOptions o;
   o.max_num_tokens = 512;
   o.max_num_seqs = options.max_num_seqs;
@@ -29,7 +39,7 @@ std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, uint64_t seed
   o.enable_cuda_graphs = options.graphs;
   o.graph_batch_sizes = options.graph_batch_sizes;
   o.persistent_decode = options.persistent;
-  auto b = CudaBackend::Create(c, RandomWeights(c, seed), o);
+  auto b = CudaBackend::Create(c, std::move(weights), o);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return nullptr;
   const absl::Status st = (*b)->AllocateKvCache({options.num_blocks, kTestBlockSize});

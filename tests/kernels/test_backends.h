@@ -9,13 +9,17 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/model/model_config.h"
+#include "engine/model/model_weights.h"
 #include "kernels/cuda_backend.h"
 
 namespace rtgen::testing_gpu {
 
 constexpr int32_t kTestBlockSize = 16;  // tokens per KV block in every test backend
 
+// Over RandomWeights(c, seed), or over given weights.
 std::unique_ptr<CpuBackend> MakeCpuBackend(const ModelConfig& c, uint64_t seed,
+                                           int32_t num_blocks);
+std::unique_ptr<CpuBackend> MakeCpuBackend(const ModelConfig& c, ModelWeights weights,
                                            int32_t num_blocks);
 
 struct CudaTestOptions {
@@ -26,6 +30,8 @@ struct CudaTestOptions {
   std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8};
 };
 std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, uint64_t seed,
+                                             const CudaTestOptions& options);
+std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, ModelWeights weights,
                                              const CudaTestOptions& options);
 
 }  // namespace rtgen::testing_gpu

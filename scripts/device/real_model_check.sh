@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The real SmolLM2 file on the GPU: joins the parts carried over several calls, then runs
+# gpu_tests' RealModelTest (CUDA vs CPU logits on the file's weights) once per environment
+# setting given, e.g. "" "RTGEN_QKV_ROPE_GEMV=0" "RTGEN_PDL=0" (A/B of the GPU switches).
+# Usage: scripts/device/real_model_check.sh BUNDLE PARTS_DIR [ENV_SETTING...]
+set -uo pipefail
+bundle="${1:?usage: real_model_check.sh BUNDLE PARTS_DIR [ENV_SETTING...]}"
+parts="${2:?usage: real_model_check.sh BUNDLE PARTS_DIR [ENV_SETTING...]}"
+shift 2
+# shellcheck disable=SC1091
+source "${bundle}/env.sh"
+model="${parts}/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [[ ! -f "${model}" ]]; then
+  cat "${parts}"/smollm2.part* > "${model}"
+fi
+want=$(awk '{print $1}' "${parts}/sha256")
+got=$(sha256sum "${model}" | awk '{print $1}')
+[[ "${want}" == "${got}" ]] || { echo "real_model_check: model checksum mismatch" >&2; exit 2; }
+[[ $# -gt 0 ]] || set -- ""
+rc=0
+for setting in "$@"; do
+  echo "== RealModelTest with '${setting}'"
+  env ${setting} RTGEN_REAL_MODEL="${model}" "${bundle}/bin/gpu_tests" --gtest_color=no \
+    --gtest_filter='RealModelTest.*' 2>&1 | grep -E "step|median|continuation|argmaxes|OK|FAILED|Failure|Expected|Which is"
+  rc=$(( rc | PIPESTATUS[0] ))
+done
+exit "${rc}"
