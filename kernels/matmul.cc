@@ -343,11 +343,12 @@ absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopePar
                            store.k == rope.k && store.v == rope.k + store.kv_dim &&
                            store.row_stride == p.n && store.num_tokens == p.m &&
                            store.kv_dim == rope.num_kv_heads * rope.head_dim;
-  // Measured on the H200 (docs/perf/gpu_notes.md, session 4): one launch instead of two saves
-  // 20-40 us per step on SmolLM2-135M and Llama-3.2-1B at 1-4 rows; at 8 rows SmolLM2 lost
-  // 13 us and Llama-3-8B was even within noise, so wider batches keep the two launches.
-  constexpr int32_t kFusedMaxRows = 4;
-  if (ctx.use_gemv() && fuse && same_layout && p.m <= kFusedMaxRows && GemvShape(p, false)) {
+  // Where one launch instead of two measured faster on the H200 (docs/perf/gpu_notes.md,
+  // session 4): SmolLM2-135M (k = 576) and Llama-3.2-1B (k = 2048) gain 20-40 us per step at
+  // 1-4 rows, SmolLM2 lost 13 us at 8; Llama-3-8B (k = 4096) gained 0-50 us at 1-2 rows and
+  // lost up to 0.14 ms at 4.
+  const int32_t fused_max_rows = p.k <= 2048 ? 4 : 2;
+  if (ctx.use_gemv() && fuse && same_layout && p.m <= fused_max_rows && GemvShape(p, false)) {
     const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
     const GemvRopeParams r{rope.positions, rope.inv_freq,     store.slot_mapping,
                            store.k_cache,  store.v_cache,     rope.num_heads,

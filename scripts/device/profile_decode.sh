@@ -12,6 +12,7 @@ model="${2:-smollm2-135m}"
 batch="${3:-1}"
 steps=4
 out="${OUT:-$(mktemp -d)}"
+mkdir -p "${out}"
 # shellcheck disable=SC1091
 source "${bundle}/env.sh"
 ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
