@@ -10,9 +10,7 @@ shift 2
 # shellcheck disable=SC1091
 source "${bundle}/env.sh"
 model="${parts}/SmolLM2-135M-Instruct.Q4_1.gguf"
-if [[ ! -f "${model}" ]]; then
-  cat "${parts}"/smollm2.part* > "${model}"
-fi
+cat "${parts}"/smollm2.part* > "${model}"  # joined afresh each run: no stale half-written file
 want=$(awk '{print $1}' "${parts}/sha256")
 got=$(sha256sum "${model}" | awk '{print $1}')
 [[ "${want}" == "${got}" ]] || { echo "real_model_check: model checksum mismatch" >&2; exit 2; }
