@@ -9,11 +9,7 @@ parts="${2:?usage: real_model_check.sh BUNDLE PARTS_DIR [ENV_SETTING...]}"
 shift 2
 # shellcheck disable=SC1091
 source "${bundle}/env.sh"
-model="${parts}/SmolLM2-135M-Instruct.Q4_1.gguf"
-cat "${parts}"/smollm2.part* > "${model}"  # joined afresh each run: no stale half-written file
-want=$(awk '{print $1}' "${parts}/sha256")
-got=$(sha256sum "${model}" | awk '{print $1}')
-[[ "${want}" == "${got}" ]] || { echo "real_model_check: model checksum mismatch" >&2; exit 2; }
+model=$("$(dirname "$0")/join_model.sh" "${parts}") || exit 2
 [[ $# -gt 0 ]] || set -- ""
 rc=0
 for setting in "$@"; do

@@ -10,11 +10,7 @@ parts="${2:?usage: server_e2e.sh BUNDLE PARTS_DIR}"
 out="${OUT:-$(mktemp -d)}"
 # shellcheck disable=SC1091
 source "${bundle}/env.sh"
-model="${parts}/SmolLM2-135M-Instruct.Q4_1.gguf"
-cat "${parts}"/smollm2.part* > "${model}"
-want=$(awk '{print $1}' "${parts}/sha256")
-got=$(sha256sum "${model}" | awk '{print $1}')
-[[ "${want}" == "${got}" ]] || { echo "server_e2e: model checksum mismatch" >&2; exit 2; }
+model=$("$(dirname "$0")/join_model.sh" "${parts}") || exit 2
 port=50651
 metrics=9651
 start_server() {  # extra flags in "$@"
