@@ -14,6 +14,7 @@ model=$("$(dirname "$0")/join_model.sh" "${parts}") || exit 2
 rc=0
 for setting in "$@"; do
   echo "== RealModelTest with '${setting}'"
+  # shellcheck disable=SC2086  # split on purpose: a setting may be empty or hold several A=B
   env ${setting} RTGEN_REAL_MODEL="${model}" "${bundle}/bin/gpu_tests" --gtest_color=no \
     --gtest_filter='RealModelTest.*' 2>&1 | grep -E "step|median|continuation|argmaxes|OK|FAILED|Failure|Expected|Which is"
   rc=$(( rc | PIPESTATUS[0] ))
