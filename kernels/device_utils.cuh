@@ -46,6 +46,17 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   return WarpMax(m);
 }
 
+// The 8 bf16 of a 16-byte load, as fp32 (exact).
+__device__ __forceinline__ void UnpackBf16x8(const uint4& u, float (&f)[8]) {
+  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 x = __bfloat1622float2(h[i]);
+    f[2 * i] = x.x;
+    f[2 * i + 1] = x.y;
+  }
+}
+
 // SwiGLU's activation silu(g) * u in fp32, rounded to bf16: one expression for the SiLU·mul
 // kernels and the fused GEMV epilogues, so every path gives the same bits.
 __device__ __forceinline__ __nv_bfloat16 SiluTimes(float g, float u) {

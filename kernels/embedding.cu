@@ -1,3 +1,4 @@
+#include "kernels/device_utils.cuh"
 #include "kernels/embedding.h"
 #include "kernels/launch.h"
 
@@ -30,11 +31,10 @@ __global__ void __launch_bounds__(kThreads) EmbeddingVecKernel(EmbeddingParams p
   for (int j = 0; j < kVecPerThread; ++j) {
     const int c = threadIdx.x + j * kThreads;
     if (c >= n8) continue;
-    const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v[j]);
-    const float2 a = __bfloat1622float2(h[0]), b = __bfloat1622float2(h[1]);
-    const float2 c2 = __bfloat1622float2(h[2]), d = __bfloat1622float2(h[3]);
-    out[2 * c] = make_float4(a.x, a.y, b.x, b.y);  // zeros for an invalid id
-    out[2 * c + 1] = make_float4(c2.x, c2.y, d.x, d.y);
+    float f[8];
+    UnpackBf16x8(v[j], f);
+    out[2 * c] = make_float4(f[0], f[1], f[2], f[3]);  // zeros for an invalid id
+    out[2 * c + 1] = make_float4(f[4], f[5], f[6], f[7]);
   }
 }
 

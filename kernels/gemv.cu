@@ -104,6 +104,17 @@ __device__ __forceinline__ int RopeWeightRow(const GemvRopeParams& r, const Rope
   return (pair / half) * r.head_dim + pair % half + (g < 4 ? 0 : half);
 }
 
+// Sum of the W warps' partial tiles at (row, j), in warp order (deterministic; every epilogue
+// adds them the same way).
+template <int W>
+__device__ __forceinline__ float TileSum(const float (&partial)[W][16][kTileRows], int row,
+                                         int j) {
+  float s = partial[0][row][j];
+#pragma unroll
+  for (int v = 1; v < W; ++v) s += partial[v][row][j];
+  return s;
+}
+
 // The RoPE block's epilogue: sums of the W warps' partial tiles in warp order (as the plain
 // epilogue), rounded to bf16; q/k pairs rotated, k and v also stored to row r's cache slot.
 template <int W>
@@ -116,10 +127,7 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
   const int half = r.head_dim >> 1;
   const int q_dim = r.num_heads * r.head_dim, kv_dim = r.num_kv_heads * r.head_dim;
   const auto sum = [&](int row, int j) {
-    float s = partial[0][row][j];
-#pragma unroll
-    for (int v = 1; v < W; ++v) s += partial[v][row][j];
-    return __bfloat162float(__float2bfloat16(s));  // what Gemv stores
+    return __bfloat162float(__float2bfloat16(TileSum<W>(partial, row, j)));  // what Gemv stores
   };
   if (tile.rope_pair0 >= 0) {
     for (int idx = threadIdx.x; idx < p.m * 4; idx += W * 32) {
@@ -259,14 +267,8 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
       for (int idx = threadIdx.x; idx < p.m * kHalf; idx += W * 32) {
         const int row = idx / kHalf, j = idx % kHalf;
         if (f0 + j >= inter) continue;
-        float gs = partial[0][row][j], us = partial[0][row][j + kHalf];
-#pragma unroll
-        for (int v = 1; v < W; ++v) {
-          gs += partial[v][row][j];
-          us += partial[v][row][j + kHalf];
-        }
-        const float gate = __bfloat162float(__float2bfloat16(gs));
-        const float up = __bfloat162float(__float2bfloat16(us));
+        const float gate = __bfloat162float(__float2bfloat16(TileSum<W>(partial, row, j)));
+        const float up = __bfloat162float(__float2bfloat16(TileSum<W>(partial, row, j + kHalf)));
         static_cast<__nv_bfloat16*>(p.y)[static_cast<int64_t>(row) * inter + f0 + j] =
             SiluTimes(gate, up);
       }
@@ -276,10 +278,7 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
       for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
         const int row = idx / kTileRows, j = idx % kTileRows;
         if (n0 + j >= p.n) continue;
-        float s = partial[0][row][j];
-#pragma unroll
-        for (int v = 1; v < W; ++v) s += partial[v][row][j];
-        Store(p, row, n0 + j, s);
+        Store(p, row, n0 + j, TileSum<W>(partial, row, j));
       }
     }
   }

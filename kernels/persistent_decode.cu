@@ -46,15 +46,11 @@ __device__ __forceinline__ float RoundBf16(float x) {
 }
 
 __device__ __forceinline__ float Dot8(uint4 w, uint4 x, float acc) {
-  const __nv_bfloat162* wv = reinterpret_cast<const __nv_bfloat162*>(&w);
-  const __nv_bfloat162* xv = reinterpret_cast<const __nv_bfloat162*>(&x);
+  float a[8], b[8];
+  UnpackBf16x8(w, a);
+  UnpackBf16x8(x, b);
 #pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 a = __bfloat1622float2(wv[i]);
-    const float2 b = __bfloat1622float2(xv[i]);
-    acc = fmaf(a.x, b.x, acc);
-    acc = fmaf(a.y, b.y, acc);
-  }
+  for (int i = 0; i < 8; ++i) acc = fmaf(a[i], b[i], acc);
   return acc;
 }
 
@@ -455,26 +451,19 @@ __device__ void AttentionPhase(const PersistentDecodeParams& p, const Keys& keys
         const uint4* qp = reinterpret_cast<const uint4*>(p.qkv + h * HD) + half * kHalfChunks;
 #pragma unroll
         for (int j = 0; j < kHalfChunks; ++j) {
-          const uint4 u = __ldcg(qp + j);
-          const __nv_bfloat162* q2 = reinterpret_cast<const __nv_bfloat162*>(&u);
+          float f[8];
+          UnpackBf16x8(__ldcg(qp + j), f);
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float2 f = __bfloat1622float2(q2[e]);
-            q[j * 8 + 2 * e] = f.x * q_scale;
-            q[j * 8 + 2 * e + 1] = f.y * q_scale;
-          }
+          for (int e = 0; e < 8; ++e) q[j * 8 + e] = f[e] * q_scale;
         }
       }
       float score = 0.0f;
 #pragma unroll
       for (int j = 0; j < kHalfChunks; ++j) {
-        const __nv_bfloat162* k2 = reinterpret_cast<const __nv_bfloat162*>(&kr[j]);
+        float kf[8];
+        UnpackBf16x8(kr[j], kf);
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 kf = __bfloat1622float2(k2[e]);
-          score = fmaf(q[j * 8 + 2 * e], kf.x, score);
-          score = fmaf(q[j * 8 + 2 * e + 1], kf.y, score);
-        }
+        for (int e = 0; e < 8; ++e) score = fmaf(q[j * 8 + e], kf[e], score);
       }
       score += __shfl_xor_sync(kFullMask, score, 1);  // both lanes of a key hold its score
       const float m_new = fmaxf(m, WarpMax(valid ? score : -INFINITY));
