@@ -22,30 +22,41 @@ constexpr int kMaxHeadDim = 256;
 constexpr int kTableCache = 512;  // block-table entries of a partition kept in shared memory
 constexpr float kLog2e = 1.4426950408889634f;
 
-__device__ __forceinline__ void Bf16x8(const uint4& u, float (&f)[kVec]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-  for (int i = 0; i < kVec / 2; ++i) {
-    const float2 x = __bfloat1622float2(h[i]);
-    f[2 * i] = x.x;
-    f[2 * i + 1] = x.y;
-  }
-}
-
 // exp2(a - b) that is 0 when a is -inf (an empty state), never NaN.
 __device__ __forceinline__ float Rescale(float a, float b) {
   return a == -INFINITY ? 0.0f : exp2f(a - b);
 }
 
+// Keys per partition of a sequence of ctx keys cut into at most num_splits partitions: the
+// smallest multiple of `granule` that covers ctx in num_splits partitions. Sized from the
+// sequence's own length, so every partition of a short context holds keys (one launch
+// configuration serves every length).
+__device__ __forceinline__ int PartitionKeys(int ctx, int num_splits, int granule) {
+  const int per = (ctx + num_splits - 1) / num_splits;
+  return max(granule, (per + granule - 1) / granule * granule);
+}
+
+// Partitions of a sequence that hold keys (0 for an empty context).
+__device__ __forceinline__ int HeldPartitions(int ctx, const DecodeAttentionParams& p) {
+  if (p.num_splits == 1) return ctx > 0 ? 1 : 0;
+  const int keys = PartitionKeys(ctx, p.num_splits, p.partition_size);
+  return (ctx + keys - 1) / keys;
+}
+
 // kLanes: lanes per key (head_dim <= 8 * kLanes). kGroup: most query heads one block serves.
-// grid (num_kv_heads * ceil(group / kGroup), num_seqs, num_splits)
+// grid (num_kv_heads * ceil(group / kGroup), num_seqs, num_splits). Two blocks per SM where the
+// group is small (caps registers at 128: the kernel needs ~100 then, without spills).
 template <int kLanes, int kGroup>
-__global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentionParams p) {
+__global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 2 : 1)
+    DecodeAttentionKernel(DecodeAttentionParams p) {
   constexpr int kKeysPerPass = kThreads / kLanes;
   constexpr int kStep = kKeysPerPass * kUnroll;
+  // Each warp's output rescaled to the block max, summed over warps in warp order: at most
+  // 32 KB (kLanes * kVec = the largest head_dim of this instance).
+  static_assert(kWarps * kGroup * kLanes * kVec * sizeof(float) <= 32 * 1024);
   __shared__ float s_m[kWarps][kGroup];
-  __shared__ float s_acc[kGroup][kLanes * kVec];
-  __shared__ float s_l[kGroup];
+  __shared__ float s_part[kWarps][kGroup][kLanes * kVec];
+  __shared__ float s_lpart[kWarps][kGroup];
   __shared__ int32_t s_table[kTableCache];
 
   const int seq = blockIdx.y, split = blockIdx.z;
@@ -53,8 +64,9 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
   // partition's block-table entries, so the key loop resolves slots from shared memory and each
   // step costs one memory round trip (K and V), not two (table, then K and V).
   const int ctx = p.context_lens[seq];
-  const int begin = p.num_splits > 1 ? split * p.partition_size : 0;
-  const int end = p.num_splits > 1 ? min(ctx, begin + p.partition_size) : ctx;
+  const int keys = p.num_splits > 1 ? PartitionKeys(ctx, p.num_splits, p.partition_size) : ctx;
+  const int begin = split * keys;
+  const int end = min(ctx, begin + keys);
   const int bs = p.block_size;
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   const int first_block = begin / bs;
@@ -73,9 +85,7 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
   const int chunk = blockIdx.x % chunks;
   const int head0 = kv_head * group + chunk * kGroup;
   const int nh = min(kGroup, group - chunk * kGroup);
-  // Partitions holding keys (those below ctx).
-  const int parts =
-      p.num_splits > 1 ? min(p.num_splits, (ctx + p.partition_size - 1) / p.partition_size) : 1;
+  const int parts = HeldPartitions(ctx, p);
   // With in-kernel merging (counters), a sequence with at most one such partition is written
   // directly by partition 0 (zeros for an empty context), as without splits.
   const bool direct = p.num_splits == 1 || (p.counters != nullptr && parts <= 1);
@@ -94,10 +104,10 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
   const float qscale = p.scale * kLog2e;
 #pragma unroll
   for (int g = 0; g < kGroup; ++g) {
+    const uint4 u = LoadCached16(reinterpret_cast<const uint4*>(qp + g * hd), g < nh && dim_ok);
+    UnpackBf16x8(u, q[g]);  // zeros past the group
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-      q[g][i] = (g < nh && dim_ok) ? __bfloat162float(qp[g * hd + i]) * qscale : 0.0f;
-    }
+    for (int i = 0; i < kVec; ++i) q[g][i] *= qscale;
   }
   float m[kGroup], l[kGroup], acc[kGroup][kVec];
 #pragma unroll
@@ -134,7 +144,7 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float kf[kVec];
-      Bf16x8(kr[u], kf);
+      UnpackBf16x8(kr[u], kf);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
         float dot = 0.0f;
@@ -160,7 +170,7 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float vf[kVec];
-      Bf16x8(vr[u], vf);
+      UnpackBf16x8(vr[u], vf);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
         const float pr = ok[u] ? exp2f(s[u][g] - m[g]) : 0.0f;
@@ -188,50 +198,46 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(DecodeAttentio
       m[g] = mn;
     }
   }
-  // Merge the warps: rescale to the block max, then add in shared memory one warp after the
-  // other (a fixed order, so a graph replay is bitwise equal to an eager run).
+  // Merge the warps: each rescales its output to the block max into its own slice of shared
+  // memory, then the sums over warps are taken in warp order (a fixed order, so a graph replay
+  // is bitwise equal to an eager run). Two barriers whatever the warp count.
   if (lane == 0) {
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) s_m[warp][g] = m[g];
   }
   __syncthreads();
-  float f[kGroup];
+  if (lane < kLanes) {
 #pragma unroll
-  for (int g = 0; g < kGroup; ++g) {
-    float bm = -INFINITY;
+    for (int g = 0; g < kGroup; ++g) {
+      float bm = -INFINITY;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][g]);
-    f[g] = Rescale(m[g], bm);
-  }
-  for (int w = 0; w < kWarps; ++w) {
-    if (warp == w && lane < kLanes) {
+      for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][g]);
+      const float f = Rescale(m[g], bm);
+      if (dim_ok) {
 #pragma unroll
-      for (int g = 0; g < kGroup; ++g) {
-        if (g >= nh) break;
-        if (dim_ok) {
-#pragma unroll
-          for (int i = 0; i < kVec; ++i) {
-            const float prev = w == 0 ? 0.0f : s_acc[g][d0 + i];
-            s_acc[g][d0 + i] = prev + acc[g][i] * f[g];
-          }
-        }
-        if (lane == 0) s_l[g] = (w == 0 ? 0.0f : s_l[g]) + l[g] * f[g];
+        for (int i = 0; i < kVec; ++i) s_part[warp][g][d0 + i] = acc[g][i] * f;
       }
+      if (lane == 0) s_lpart[warp][g] = l[g] * f;
     }
-    __syncthreads();
   }
+  __syncthreads();
 
   for (int idx = threadIdx.x; idx < nh * hd; idx += kThreads) {
     const int g = idx / hd, d = idx % hd;
     const int64_t head = head0 + g;
-    const float lg = s_l[g];
+    float sum = 0.0f, lg = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) {
+      sum += s_part[w][g][d];
+      lg += s_lpart[w][g];
+    }
     if (direct) {
-      const float v = lg > 0.0f ? s_acc[g][d] / lg : 0.0f;
+      const float v = lg > 0.0f ? sum / lg : 0.0f;
       p.out[(seq * p.num_heads + head) * hd + d] = __float2bfloat16(v);
       continue;
     }
     const int64_t part = (seq * p.num_heads + head) * p.num_splits + split;
-    p.partial_out[part * hd + d] = s_acc[g][d];
+    p.partial_out[part * hd + d] = sum;
     if (d == 0) {
       float bm = -INFINITY;
       for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][g]);
@@ -297,7 +303,7 @@ __global__ void DecodeCombineKernel(DecodeAttentionParams p) {
   PdlLaunchDependents();
   const int head = blockIdx.x, seq = blockIdx.y;
   const int ctx = p.context_lens[seq];
-  const int n = min(p.num_splits, (ctx + p.partition_size - 1) / p.partition_size);
+  const int n = HeldPartitions(ctx, p);
   const int64_t first = (static_cast<int64_t>(seq) * p.num_heads + head) * p.num_splits;
   const float* ml = p.partial_ml + first * 2;
   if (threadIdx.x < 32) {
@@ -325,12 +331,17 @@ __global__ void DecodeCombineKernel(DecodeAttentionParams p) {
 
 template <int kLanes>
 cudaError_t LaunchAttention(const DecodeAttentionParams& p, int group, cudaStream_t stream) {
-  if (group <= 4) {
-    const dim3 grid(p.num_kv_heads, p.num_seqs, p.num_splits);
+  // Query heads in chunks of 4 where the group is small or head_dim > 128 (8 heads of 256 dims
+  // would need 64 KB of warp partials), else of 8.
+  if (group <= 4 || kLanes == 32) {
+    const dim3 grid(p.num_kv_heads * ((group + 3) / 4), p.num_seqs, p.num_splits);
     return LaunchKernel(DecodeAttentionKernel<kLanes, 4>, grid, kThreads, 0, stream, p);
   }
-  const dim3 grid(p.num_kv_heads * ((group + 7) / 8), p.num_seqs, p.num_splits);
-  return LaunchKernel(DecodeAttentionKernel<kLanes, 8>, grid, kThreads, 0, stream, p);
+  if constexpr (kLanes < 32) {
+    const dim3 grid(p.num_kv_heads * ((group + 7) / 8), p.num_seqs, p.num_splits);
+    return LaunchKernel(DecodeAttentionKernel<kLanes, 8>, grid, kThreads, 0, stream, p);
+  }
+  return cudaErrorInvalidValue;  // unreachable
 }
 
 }  // namespace
@@ -343,7 +354,8 @@ cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
   if (p.head_dim <= 0 || p.head_dim > kMaxHeadDim || p.head_dim % kVec != 0 ||
       p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || p.num_splits < 1 ||
       (p.num_splits > 1 && p.partition_size <= 0) || p.block_size <= 0 ||
-      misaligned(p.k_cache) || misaligned(p.v_cache)) {
+      misaligned(p.q) || p.q_stride % kVec != 0 || misaligned(p.k_cache) ||
+      misaligned(p.v_cache)) {
     return cudaErrorInvalidValue;
   }
   const int group = p.num_heads / p.num_kv_heads;
@@ -364,19 +376,16 @@ cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
 }
 
 DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context,
-                                 int32_t num_sms) {
-  // Partitions of at least kMinPartition keys, and only as many as it takes to give the GPU
-  // about one block per SM: a batch that already covers the SMs is not split.
-  constexpr int32_t kMinPartition = 256;
+                                 int32_t num_sms, int32_t min_partition) {
+  // Only as many partitions as it takes to give the GPU about one block per SM (a batch that
+  // already covers the SMs is not split), and no more than max_context / min_partition.
   DecodeSplitPlan plan;
   const int64_t units = std::max<int64_t>(1, int64_t{num_seqs} * num_kv_heads);
-  if (max_context <= kMinPartition) return plan;
+  if (min_partition <= 0 || max_context <= min_partition) return plan;
   const int64_t want = num_sms / units;
-  const int64_t most = (max_context + kMinPartition - 1) / kMinPartition;
+  const int64_t most = (max_context + min_partition - 1) / min_partition;
   plan.num_splits = static_cast<int32_t>(std::max<int64_t>(1, std::min(want, most)));
-  if (plan.num_splits > 1) {
-    plan.partition_size = (max_context + plan.num_splits - 1) / plan.num_splits;
-  }
+  if (plan.num_splits > 1) plan.partition_size = min_partition;
   return plan;
 }
 

@@ -2,11 +2,14 @@
 // Paged attention for decode: one query token per sequence (GQA: query head h reads kv head
 // h / (num_heads / num_kv_heads)). Sequence s attends to its first context_lens[s] positions
 // (read from device memory, so one launch configuration serves every length; 0 gives zeros).
-// With num_splits > 1 the key range is cut into partitions of partition_size tokens, each
-// written as a partial (max, sum, unnormalised output) to the workspace, then combined; only the
-// partitions below a sequence's context length are written and combined.
-// Requires head_dim % 8 == 0 and 16-byte aligned k_cache / v_cache (K/V rows are read with
-// 16-byte loads); one block serves all query heads of a kv head, so K/V are read once per group.
+// With num_splits > 1 each sequence's keys are cut into at most num_splits partitions of
+// K keys, K the smallest multiple of partition_size that covers its context length in
+// num_splits partitions (so a short context still spreads over several blocks); each partition
+// is written as a partial (max, sum, unnormalised output) to the workspace, then combined; only
+// the partitions holding keys are written and combined.
+// Requires head_dim % 8 == 0, q_stride % 8 == 0 and 16-byte aligned q, k_cache and v_cache
+// (q and K/V rows are read with 16-byte loads); one block serves all query heads of a kv head
+// (up to 8), so K/V are read once per group.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -31,7 +34,7 @@ struct DecodeAttentionParams {
   int32_t max_blocks_per_seq = 0;
   float scale = 1.0f;                      // softmax scale, usually 1 / sqrt(head_dim)
   int32_t num_splits = 1;                  // partitions per sequence (grid size; fixed per graph)
-  int32_t partition_size = 0;              // tokens per partition when num_splits > 1
+  int32_t partition_size = 0;              // granule of a partition's keys when num_splits > 1
   float* partial_out = nullptr;            // [num_seqs, num_heads, num_splits, head_dim]
   float* partial_ml = nullptr;             // [num_seqs, num_heads, num_splits, 2] (base-2 max, sum)
   // Optional, [num_seqs * num_heads] zeros before the first launch (each launch leaves them
@@ -44,13 +47,15 @@ struct DecodeAttentionParams {
 cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream);
 
 // Split plan: how many partitions to use for `num_seqs` sequences of up to `max_context`
-// tokens with `num_kv_heads` kv heads on a device with `num_sms` multiprocessors: partitions of
-// at least 256 tokens, about one block per SM, 1 when num_seqs * num_kv_heads fills the GPU.
+// tokens with `num_kv_heads` kv heads on a device with `num_sms` multiprocessors: about one
+// block per SM, partitions of at least (a multiple of) `min_partition` keys, 1 when
+// num_seqs * num_kv_heads fills the GPU.
 struct DecodeSplitPlan {
   int32_t num_splits = 1;
-  int32_t partition_size = 0;
+  int32_t partition_size = 0;  // the granule (DecodeAttentionParams::partition_size)
 };
+constexpr int32_t kDefaultMinPartition = 256;
 DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context,
-                                 int32_t num_sms);
+                                 int32_t num_sms, int32_t min_partition = kDefaultMinPartition);
 
 }  // namespace rtgen::kernels

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 
 #include "engine/common/status_macros.h"
@@ -20,6 +21,15 @@ namespace {
 bool SeparateDecodeCombine() {
   static const bool separate = kernels::EnvIs("RTGEN_DECODE_COMBINE", "kernel");
   return separate;
+}
+
+// Smallest decode attention partition, in keys (RTGEN_DECODE_MIN_PARTITION, for A/B).
+int32_t DecodeMinPartition() {
+  static const int32_t keys = [] {
+    const int v = std::atoi(kernels::EnvValue("RTGEN_DECODE_MIN_PARTITION"));
+    return v > 0 ? v : kernels::kDefaultMinPartition;
+  }();
+  return keys;
 }
 
 template <typename T>
@@ -56,7 +66,8 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   size_t parts = 1;
   for (int32_t n = 1; n <= capacity.max_seqs; ++n) {
     const kernels::DecodeSplitPlan plan =
-        kernels::PlanDecodeSplits(n, config.num_kv_heads, max_context, num_sms);
+        kernels::PlanDecodeSplits(n, config.num_kv_heads, max_context, num_sms,
+                                  DecodeMinPartition());
     parts = std::max(parts, size_t{1} * n * config.num_heads * plan.num_splits);
   }
   ASSIGN_OR_RETURN(f->split_out_,
@@ -65,6 +76,10 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   const size_t counters = s * config.num_heads * sizeof(int32_t);
   ASSIGN_OR_RETURN(f->split_counters_, DeviceBuffer::Allocate(counters));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->split_counters_.get(), 0, counters));
+  ASSIGN_OR_RETURN(f->sample_states_, DeviceBuffer::Allocate(s * kernels::kMaxSampleSplits *
+                                                              kernels::kSampleSplitStateBytes));
+  ASSIGN_OR_RETURN(f->sample_counters_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->sample_counters_.get(), 0, s * sizeof(int32_t)));
   if (PersistentDecodeWanted(persistent_decode)) {
     ASSIGN_OR_RETURN(f->persistent_, PersistentDecoder::CreateIfSupported(config, *weights));
   }
@@ -102,7 +117,8 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
       rope, store, stream));
   if (shape.decode_only) {
     const kernels::DecodeSplitPlan plan =
-        kernels::PlanDecodeSplits(shape.num_seqs, c.num_kv_heads, max_context_, num_sms_);
+        kernels::PlanDecodeSplits(shape.num_seqs, c.num_kv_heads, max_context_, num_sms_,
+                                  DecodeMinPartition());
     kernels::DecodeAttentionParams a;
     a.q = qkv;
     a.q_stride = qkv_dim;
@@ -211,6 +227,9 @@ absl::Status ModelForward::Sample(const ForwardShape& shape, const StepArrays& s
   const int32_t vocab = config_.vocab_size;
   kernels::SampleTokensParams sp{At<float>(logits_), vocab, step.sample_params, step.out_tokens,
                                  step.out_logprobs, shape.num_samples, vocab};
+  sp.splits = kernels::PlanSampleSplits(shape.num_samples, vocab, num_sms_);
+  sp.split_states = sample_states_.get();
+  sp.split_counters = At<int32_t>(sample_counters_);
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::SampleTokens(sp, stream));
   return absl::OkStatus();
 }

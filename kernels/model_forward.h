@@ -91,6 +91,8 @@ class ModelForward {
   DeviceBuffer split_out_;     // f32 decode attention partials
   DeviceBuffer split_ml_;      // f32 decode attention partial (max, sum)
   DeviceBuffer split_counters_;  // i32 decode attention merge counters (zero between launches)
+  DeviceBuffer sample_states_;    // split greedy sampling states (kernels/sampling.h)
+  DeviceBuffer sample_counters_;  // i32 split greedy sampling counters (zero between launches)
 };
 
 }  // namespace rtgen

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/device_utils.cuh"
@@ -79,11 +80,12 @@ __device__ int KeyToId(const Row& r, uint64_t key) {
 // (rescaled whenever the running max rises), instead of separate max, sum and argmax passes.
 // Each thread walks its ids in ascending order (8 float4 loads in flight), then the block
 // combines the threads' states in a fixed order.
-struct GreedyState {
+struct GreedyState {  // 16 bytes (kSampleSplitStateBytes)
   float m = -INFINITY;      // running max
   int i = 0x7fffffff;       // lowest id holding it
   double s = 0.0;           // sum of exp(l - m)
 };
+static_assert(sizeof(GreedyState) == kSampleSplitStateBytes);
 
 __device__ __forceinline__ void GreedyUpdate(GreedyState& g, float x, int i) {
   if (x == -INFINITY) return;  // no mass, never the argmax unless every logit is -inf
@@ -107,19 +109,21 @@ __device__ __forceinline__ GreedyState GreedyCombine(const GreedyState& a, const
   return r;
 }
 
-// Block-wide; thread 0's result is returned to every thread through `out`.
-__device__ void GreedyPass(const float* l, int vocab, int64_t row_stride, GreedyState* warp_states,
+// Block-wide over ids [begin, end) of a row: thread 0's result is returned to every thread
+// through `out` (lowest id 0x7fffffff when every logit is -inf). `vec`: the row is 16-byte
+// aligned and begin % 4 == 0, so float4 loads may be used.
+__device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyState* warp_states,
                            GreedyState* out) {
   constexpr int kBatch = 8;
   GreedyState g;
-  const int n4 = row_stride % 4 == 0 ? vocab / 4 : 0;
+  const int b4 = begin / 4, e4 = vec ? end / 4 : b4;
   const float4* l4 = reinterpret_cast<const float4*>(l);
-  for (int c0 = threadIdx.x; c0 < n4; c0 += kBatch * kThreads) {
+  for (int c0 = b4 + threadIdx.x; c0 < e4; c0 += kBatch * kThreads) {
     float4 v[kBatch];
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int c = c0 + u * kThreads;
-      v[u] = c < n4 ? l4[c] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+      v[u] = c < e4 ? l4[c] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
     }
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
@@ -130,7 +134,7 @@ __device__ void GreedyPass(const float* l, int vocab, int64_t row_stride, Greedy
       GreedyUpdate(g, v[u].w, i + 3);
     }
   }
-  for (int i = 4 * n4 + threadIdx.x; i < vocab; i += kThreads) GreedyUpdate(g, l[i], i);
+  for (int i = max(begin, 4 * e4) + threadIdx.x; i < end; i += kThreads) GreedyUpdate(g, l[i], i);
   for (int o = 16; o > 0; o >>= 1) {
     GreedyState other;
     other.m = __shfl_xor_sync(kFullMask, g.m, o);
@@ -144,10 +148,44 @@ __device__ void GreedyPass(const float* l, int vocab, int64_t row_stride, Greedy
   if (threadIdx.x == 0) {
     GreedyState r = warp_states[0];
     for (int w = 1; w < kThreads / 32; ++w) r = GreedyCombine(r, warp_states[w]);
-    if (r.i == 0x7fffffff) r.i = 0;  // every logit -inf: id 0, as ArgMax
     *out = r;
   }
   __syncthreads();
+}
+
+// Writes a greedy row's token (id 0 when every logit is -inf, as ArgMax) and its logprob.
+__device__ void WriteGreedy(const SampleTokensParams& p, int row, const float* l, GreedyState r) {
+  if (r.i == 0x7fffffff) r.i = 0;
+  p.token_ids[row] = r.i;
+  p.logprobs[row] = l[r.i] - (r.m + static_cast<float>(log(r.s)));
+}
+
+// A greedy row split over p.splits blocks (blockIdx.y = part): each block reduces its chunk of
+// ids to a GreedyState in p.split_states; the last block of the row to finish combines them in
+// part order (so the result does not depend on which block finishes last), writes the token
+// and resets the row's counter for the next launch.
+__device__ void GreedySplit(const SampleTokensParams& p, int row, const float* l,
+                            GreedyState* warp_states, GreedyState* result) {
+  const int part = blockIdx.y;
+  const int per = ((p.vocab + p.splits - 1) / p.splits + 3) / 4 * 4;
+  const int begin = min(p.vocab, part * per), end = min(p.vocab, begin + per);
+  GreedyPass(l, begin, end, p.row_stride % 4 == 0, warp_states, result);
+  if (threadIdx.x != 0) return;
+  GreedyState* states = static_cast<GreedyState*>(p.split_states) + int64_t{row} * p.splits;
+  states[part] = *result;
+  __threadfence();  // the state is visible before the arrival is counted
+  if (atomicAdd(&p.split_counters[row], 1) != p.splits - 1) return;
+  p.split_counters[row] = 0;
+  __threadfence();
+  GreedyState r;
+  for (int s = 0; s < p.splits; ++s) {
+    GreedyState o;
+    o.m = __ldcg(&states[s].m);
+    o.i = __ldcg(&states[s].i);
+    o.s = __ldcg(&states[s].s);
+    r = GreedyCombine(r, o);
+  }
+  WriteGreedy(p, row, l, r);
 }
 
 // Draw in id order over the candidate set: the first id whose inclusive cumulative mass exceeds
@@ -212,6 +250,36 @@ __device__ int DrawIdOrder(const Row& r, float u, double* scratch, int* iscratch
   return result;
 }
 
+// A non-greedy row's token: the candidate set of top-k, top-p and min-p over the scaled logits
+// l (max m), then a draw with the row's counter-based uniform. Block-wide.
+__device__ int DrawToken(const float* l, int vocab, float m, const SampleRowParams& rp,
+                         double* dscratch, int* iscratch) {
+  Row r{l, vocab, 1, m};
+  while ((1 << r.id_bits) < vocab) ++r.id_bits;
+  const float u = DeviceCounterUniform(rp.seed, rp.counter);
+  const bool use_top_k = rp.top_k > 0 && rp.top_k < vocab;
+  const bool use_top_p = rp.top_p < 1.0f;
+  if (use_top_k) {
+    const double k = rp.top_k;
+    r.key_lo = SearchKey(r, false, dscratch, [k](double count) { return count >= k; });
+  }
+  if (use_top_p) {
+    const double target = static_cast<double>(rp.top_p) * AtLeast(r, 0, true, dscratch);
+    const uint64_t k = SearchKey(r, true, dscratch, [target](double mass) { return mass >= target; });
+    if (k > r.key_lo) r.key_lo = k;
+  }
+  // p >= min_p * p_max  <=>  logit >= max_logit + log(min_p).
+  if (rp.min_p > 0.0f) r.threshold = m + logf(rp.min_p);
+  if (!use_top_k && !use_top_p) return DrawIdOrder(r, u, dscratch, iscratch);
+  const double target = static_cast<double>(u) * AtLeast(r, 0, true, dscratch);
+  const uint64_t k = SearchKey(r, true, dscratch, [target](double mass) { return mass > target; });
+  if (k != 0 && AtLeast(r, k, true, dscratch) > target) return KeyToId(r, k);
+  // Rounding left the target at the total: the last candidate with positive mass.
+  const double target_all = AtLeast(r, 0, true, dscratch);
+  return KeyToId(r, SearchKey(r, true, dscratch,
+                              [target_all](double mass) { return mass >= target_all; }));
+}
+
 __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   __shared__ double dscratch[32];
   __shared__ float fscratch[32];
@@ -225,13 +293,15 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   if (greedy) {
     __shared__ GreedyState warp_states[kThreads / 32];
     __shared__ GreedyState result;
-    GreedyPass(l, p.vocab, p.row_stride, warp_states, &result);
-    if (threadIdx.x == 0) {
-      p.token_ids[row] = result.i;
-      p.logprobs[row] = l[result.i] - (result.m + static_cast<float>(log(result.s)));
+    if (p.splits > 1) {
+      GreedySplit(p, row, l, warp_states, &result);
+      return;
     }
+    GreedyPass(l, 0, p.vocab, p.row_stride % 4 == 0, warp_states, &result);
+    if (threadIdx.x == 0) WriteGreedy(p, row, l, result);
     return;
   }
+  if (blockIdx.y > 0) return;  // a sampled row is drawn by one block
   for (int i = threadIdx.x; i < p.vocab; i += kThreads) l[i] = l[i] / rp.temperature;
   __syncthreads();  // also makes the global writes visible to the block
   float m = -INFINITY;
@@ -242,41 +312,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   sum = BlockSum(sum, dscratch);
   const float lse = m + static_cast<float>(log(sum));
 
-  int token = 0;
-  {
-    Row r{l, p.vocab, 1, m};
-    while ((1 << r.id_bits) < p.vocab) ++r.id_bits;
-    const float u = DeviceCounterUniform(rp.seed, rp.counter);
-    const bool use_top_k = rp.top_k > 0 && rp.top_k < p.vocab;
-    const bool use_top_p = rp.top_p < 1.0f;
-    if (use_top_k) {
-      const double k = rp.top_k;
-      r.key_lo = SearchKey(r, false, dscratch, [k](double count) { return count >= k; });
-    }
-    if (use_top_p) {
-      const double target = static_cast<double>(rp.top_p) * AtLeast(r, 0, true, dscratch);
-      const uint64_t k = SearchKey(r, true, dscratch, [target](double mass) { return mass >= target; });
-      if (k > r.key_lo) r.key_lo = k;
-    }
-    // p >= min_p * p_max  <=>  logit >= max_logit + log(min_p).
-    if (rp.min_p > 0.0f) r.threshold = m + logf(rp.min_p);
-    if (use_top_k || use_top_p) {
-      const double target = static_cast<double>(u) * AtLeast(r, 0, true, dscratch);
-      const uint64_t k = SearchKey(r, true, dscratch, [target](double mass) { return mass > target; });
-      if (k != 0 && AtLeast(r, k, true, dscratch) > target) {
-        token = KeyToId(r, k);
-      } else {
-        // Rounding left the target at the total: the last candidate with positive mass.
-        const double target_all = AtLeast(r, 0, true, dscratch);
-        const uint64_t k_last = SearchKey(r, true, dscratch, [target_all](double mass) {
-          return mass >= target_all;
-        });
-        token = KeyToId(r, k_last);
-      }
-    } else {
-      token = DrawIdOrder(r, u, dscratch, iscratch);
-    }
-  }
+  const int token = DrawToken(l, p.vocab, m, rp, dscratch, iscratch);
   if (threadIdx.x == 0) {
     p.token_ids[row] = token;
     p.logprobs[row] = l[token] - lse;
@@ -294,8 +330,19 @@ __global__ void CounterUniformKernel(const uint64_t* seeds, const uint64_t* coun
 
 cudaError_t SampleTokens(SampleTokensParams p, cudaStream_t stream) {
   if (p.num_rows <= 0) return cudaSuccess;
-  if (p.vocab <= 0 || p.row_stride < p.vocab) return cudaErrorInvalidValue;
-  return LaunchKernel(SampleKernel, p.num_rows, kThreads, 0, stream, p);
+  if (p.vocab <= 0 || p.row_stride < p.vocab || p.splits < 1 || p.splits > kMaxSampleSplits ||
+      (p.splits > 1 && (p.split_states == nullptr || p.split_counters == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  return LaunchKernel(SampleKernel, dim3(p.num_rows, p.splits), kThreads, 0, stream, p);
+}
+
+int32_t PlanSampleSplits(int32_t num_rows, int32_t vocab, int32_t num_sms) {
+  // About one block per SM, each over at least kMinIds ids.
+  constexpr int32_t kMinIds = 1024;
+  if (num_rows <= 0) return 1;
+  const int32_t want = std::min(num_sms / num_rows, vocab / kMinIds);
+  return std::clamp(want, 1, kMaxSampleSplits);
 }
 
 cudaError_t CounterUniformBatch(const uint64_t* seeds, const uint64_t* counters, float* out,

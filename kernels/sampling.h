@@ -1,5 +1,6 @@
 #pragma once
-// On-device token sampling, one block per logits row, mirroring engine/sampling/sampler.h
+// On-device token sampling, one block per logits row (a greedy row may use several, see
+// SampleTokensParams::splits), mirroring engine/sampling/sampler.h
 // (without penalties and top-n logprobs, which the backend samples on the host):
 //  - temperature 0: greedy argmax, lowest id on ties;
 //  - otherwise logits /= temperature, then top-k, top-p, min-p, and a draw with
@@ -12,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 namespace rtgen::kernels {
@@ -33,7 +35,20 @@ struct SampleTokensParams {
   float* logprobs = nullptr;              // [num_rows] out
   int32_t num_rows = 0;
   int32_t vocab = 0;
+  // Greedy rows reduced by `splits` blocks each (grid.y; PlanSampleSplits), which a batch of
+  // few rows needs to use the GPU: > 1 needs split_states ([num_rows * splits] states of
+  // kSampleSplitStateBytes) and split_counters ([num_rows] zeros before the first launch; each
+  // launch leaves them zero). Sampled rows always use one block.
+  int32_t splits = 1;
+  void* split_states = nullptr;
+  int32_t* split_counters = nullptr;
 };
+
+constexpr int32_t kMaxSampleSplits = 32;
+constexpr size_t kSampleSplitStateBytes = 16;
+
+// Blocks per greedy row for `num_rows` rows on `num_sms` multiprocessors (1..kMaxSampleSplits).
+int32_t PlanSampleSplits(int32_t num_rows, int32_t vocab, int32_t num_sms);
 
 cudaError_t SampleTokens(SampleTokensParams p, cudaStream_t stream);
 

@@ -81,6 +81,7 @@ struct AttnShape {
   int heads, kv_heads, hd, block_size;
   std::vector<int32_t> ctx;
   int splits;  // decode: 1 or a forced split count (0: the planner's choice)
+  int min_partition = kernels::kDefaultMinPartition;  // the planner's granule
 };
 
 class DecodeAttentionTest : public ::testing::TestWithParam<AttnShape> {};
@@ -97,7 +98,7 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
   const int max_ctx = c.max_blocks * a.block_size;
   kernels::DecodeSplitPlan plan;
   if (a.splits == 0) {
-    plan = kernels::PlanDecodeSplits(seqs, a.heads, max_ctx, 132);
+    plan = kernels::PlanDecodeSplits(seqs, a.kv_heads, max_ctx, 132, a.min_partition);
   } else if (a.splits > 1) {
     plan.num_splits = a.splits;
     plan.partition_size = (max_ctx + a.splits - 1) / a.splits;
@@ -169,7 +170,14 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{4, 1, 32, 8, {1500, 64, 0}, 7},
                       // Batch 1 in the model: many partitions, keys in one (written directly).
                       AttnShape{32, 8, 128, 16, {4096, 100}, 16},
-                      AttnShape{15, 5, 64, 16, {257, 4000, 256, 3}, 16}));
+                      AttnShape{15, 5, 64, 16, {257, 4000, 256, 3}, 16},
+                      // A 32-key granule at short contexts: partitions sized from each
+                      // sequence's own length, several holding keys.
+                      AttnShape{9, 3, 64, 16, {130}, 0, 32},
+                      AttnShape{32, 8, 128, 16, {256, 7}, 0, 32},
+                      AttnShape{32, 8, 128, 16, {3000, 33}, 0, 32},
+                      // head_dim 256 with a group of 8: two blocks of 4 query heads per kv head.
+                      AttnShape{16, 2, 256, 16, {300, 40}, 0, 32}));
 
 TEST(PrefillAttentionTest, CausalOverChunksMatchesReference) {
   const uint64_t seed = FreshSeed();

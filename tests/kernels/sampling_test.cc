@@ -28,20 +28,28 @@ TEST(SamplingTest, CounterUniformMatchesHostBitForBit) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], CounterUniform(seeds[i], counters[i])) << i;
 }
 
-// Runs the device sampler on `rows` rows of logits with one params per row.
+// Runs the device sampler on `rows` rows of logits with one params per row, greedy rows reduced
+// by `splits` blocks each; the split counters must come back to zero.
 void SampleOnDevice(const std::vector<float>& logits, int vocab,
-                    const std::vector<kernels::SampleRowParams>& params,
+                    const std::vector<kernels::SampleRowParams>& params, int splits,
                     std::vector<int32_t>* tokens, std::vector<float>* logprobs) {
   const int rows = static_cast<int>(params.size());
   DeviceArray<float> d_logits(logits);
   DeviceArray<kernels::SampleRowParams> d_params(params);
   DeviceArray<int32_t> d_tokens(rows);
   DeviceArray<float> d_logprobs(rows);
-  GPU_CHECK(kernels::SampleTokens({d_logits.get(), vocab, d_params.get(), d_tokens.get(),
-                                   d_logprobs.get(), rows, vocab},
-                                  nullptr));
+  DeviceArray<uint8_t> d_states(size_t{1} * rows * splits * kernels::kSampleSplitStateBytes);
+  const std::vector<int32_t> zeros(rows, 0);
+  DeviceArray<int32_t> d_counters(zeros);
+  kernels::SampleTokensParams p{d_logits.get(), vocab,          d_params.get(), d_tokens.get(),
+                                d_logprobs.get(), rows,          vocab};
+  p.splits = splits;
+  p.split_states = d_states.get();
+  p.split_counters = d_counters.get();
+  GPU_CHECK(kernels::SampleTokens(p, nullptr));
   *tokens = d_tokens.ToHost();
   *logprobs = d_logprobs.ToHost();
+  EXPECT_EQ(d_counters.ToHost(), zeros);
 }
 
 struct Config {
@@ -89,34 +97,38 @@ TEST(SamplingTest, MatchesCpuSampler) {
     const auto row0 = logits.begin();
     const float top = *std::max_element(row0, row0 + vocab) + 1.0f;
     logits[7] = logits[vocab - 3] = top;
-    std::vector<int32_t> tokens;
-    std::vector<float> logprobs;
-    SampleOnDevice(logits, vocab, params, &tokens, &logprobs);
-    EXPECT_EQ(tokens[0], 7);
-    int mismatches = 0;
-    for (int r = 0; r < rows; ++r) {
-      const Config& c = configs[r / rows_per_config];
-      std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
-                             logits.begin() + size_t{1} * (r + 1) * vocab);
-      std::vector<int32_t> fake_output(params[r].counter, 0);  // only its size (the counter) matters
-      const SampledToken cpu = SampleToken(row, host_params[r], {}, fake_output, params[r].seed);
-      if (c.order_matches_cpu) {
-        if (tokens[r] != cpu.token_id) ++mismatches;
-        EXPECT_EQ(tokens[r], cpu.token_id) << "row " << r << " config " << r / rows_per_config;
-        EXPECT_NEAR(logprobs[r], cpu.logprob, 1e-3) << "row " << r;
-      } else {
-        // Same candidate set: the token must be among the top_k logits.
-        std::vector<float> sorted(row);
-        std::nth_element(sorted.begin(), sorted.begin() + (c.top_k - 1), sorted.end(),
-                         std::greater<>());
-        EXPECT_GE(row[tokens[r]], sorted[c.top_k - 1]) << "row " << r;
+    for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
+      SCOPED_TRACE(testing::Message() << "vocab " << vocab << ", greedy splits " << splits);
+      std::vector<int32_t> tokens;
+      std::vector<float> logprobs;
+      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs);
+      EXPECT_EQ(tokens[0], 7);  // the tied ids lie in different parts when split
+      int mismatches = 0;
+      for (int r = 0; r < rows; ++r) {
+        const Config& c = configs[r / rows_per_config];
+        std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
+                               logits.begin() + size_t{1} * (r + 1) * vocab);
+        // Only its size (the counter) matters.
+        std::vector<int32_t> fake_output(params[r].counter, 0);
+        const SampledToken cpu = SampleToken(row, host_params[r], {}, fake_output, params[r].seed);
+        if (c.order_matches_cpu) {
+          if (tokens[r] != cpu.token_id) ++mismatches;
+          EXPECT_EQ(tokens[r], cpu.token_id) << "row " << r << " config " << r / rows_per_config;
+          EXPECT_NEAR(logprobs[r], cpu.logprob, 1e-3) << "row " << r;
+        } else {
+          // Same candidate set: the token must be among the top_k logits.
+          std::vector<float> sorted(row);
+          std::nth_element(sorted.begin(), sorted.begin() + (c.top_k - 1), sorted.end(),
+                           std::greater<>());
+          EXPECT_GE(row[tokens[r]], sorted[c.top_k - 1]) << "row " << r;
+        }
       }
+      EXPECT_EQ(mismatches, 0);
+      // Same seeds and counters: the same tokens again.
+      std::vector<int32_t> again;
+      SampleOnDevice(logits, vocab, params, splits, &again, &logprobs);
+      EXPECT_EQ(again, tokens);
     }
-    EXPECT_EQ(mismatches, 0);
-    // Same seeds and counters: the same tokens again.
-    std::vector<int32_t> again;
-    SampleOnDevice(logits, vocab, params, &again, &logprobs);
-    EXPECT_EQ(again, tokens);
   }
 }
 
