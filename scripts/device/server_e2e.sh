@@ -8,6 +8,7 @@ set -uo pipefail
 bundle="${1:?usage: server_e2e.sh BUNDLE PARTS_DIR}"
 parts="${2:?usage: server_e2e.sh BUNDLE PARTS_DIR}"
 out="${OUT:-$(mktemp -d)}"
+mkdir -p "${out}"
 # shellcheck disable=SC1091
 source "${bundle}/env.sh"
 model=$("$(dirname "$0")/join_model.sh" "${parts}") || exit 2
