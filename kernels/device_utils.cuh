@@ -46,6 +46,11 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   return WarpMax(m);
 }
 
+// x rounded to bf16 and back: what a bf16 store and reload would give.
+__device__ __forceinline__ float RoundBf16(float x) {
+  return __bfloat162float(__float2bfloat16(x));
+}
+
 // The 8 bf16 of a 16-byte load, as fp32 (exact).
 __device__ __forceinline__ void UnpackBf16x8(const uint4& u, float (&f)[8]) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&u);

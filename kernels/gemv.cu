@@ -127,7 +127,7 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
   const int half = r.head_dim >> 1;
   const int q_dim = r.num_heads * r.head_dim, kv_dim = r.num_kv_heads * r.head_dim;
   const auto sum = [&](int row, int j) {
-    return __bfloat162float(__float2bfloat16(TileSum<W>(partial, row, j)));  // what Gemv stores
+    return RoundBf16(TileSum<W>(partial, row, j));  // what Gemv stores
   };
   if (tile.rope_pair0 >= 0) {
     for (int idx = threadIdx.x; idx < p.m * 4; idx += W * 32) {
@@ -267,8 +267,8 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
       for (int idx = threadIdx.x; idx < p.m * kHalf; idx += W * 32) {
         const int row = idx / kHalf, j = idx % kHalf;
         if (f0 + j >= inter) continue;
-        const float gate = __bfloat162float(__float2bfloat16(TileSum<W>(partial, row, j)));
-        const float up = __bfloat162float(__float2bfloat16(TileSum<W>(partial, row, j + kHalf)));
+        const float gate = RoundBf16(TileSum<W>(partial, row, j));
+        const float up = RoundBf16(TileSum<W>(partial, row, j + kHalf));
         static_cast<__nv_bfloat16*>(p.y)[static_cast<int64_t>(row) * inter + f0 + j] =
             SiluTimes(gate, up);
       }

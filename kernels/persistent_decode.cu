@@ -41,10 +41,6 @@ constexpr int kMaxHidden = 8192;
 constexpr int kTableCache = 1024;                // block-table entries kept in shared memory
 constexpr float kLog2e = 1.4426950408889634f;
 
-__device__ __forceinline__ float RoundBf16(float x) {
-  return __bfloat162float(__float2bfloat16(x));
-}
-
 __device__ __forceinline__ float Dot8(uint4 w, uint4 x, float acc) {
   float a[8], b[8];
   UnpackBf16x8(w, a);

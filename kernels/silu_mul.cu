@@ -29,14 +29,13 @@ __global__ void SiluMulVecKernel(SiluMulParams p) {
   const int i = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
   if (i >= p.inter) return;
   const __nv_bfloat16* gate = p.in + static_cast<int64_t>(t) * 2 * p.inter + i;
-  const uint4 gv = *reinterpret_cast<const uint4*>(gate);
-  const uint4 uv = *reinterpret_cast<const uint4*>(gate + p.inter);
-  const __nv_bfloat16* g8 = reinterpret_cast<const __nv_bfloat16*>(&gv);
-  const __nv_bfloat16* u8 = reinterpret_cast<const __nv_bfloat16*>(&uv);
+  float g8[8], u8[8];
+  UnpackBf16x8(*reinterpret_cast<const uint4*>(gate), g8);
+  UnpackBf16x8(*reinterpret_cast<const uint4*>(gate + p.inter), u8);
   uint4 ov;
   __nv_bfloat16* o8 = reinterpret_cast<__nv_bfloat16*>(&ov);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) o8[e] = SiluTimes(__bfloat162float(g8[e]), __bfloat162float(u8[e]));
+  for (int e = 0; e < 8; ++e) o8[e] = SiluTimes(g8[e], u8[e]);
   *reinterpret_cast<uint4*>(p.out + static_cast<int64_t>(t) * p.inter + i) = ov;
 }
 
