@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "kernels/decode_attention.h"
+#include "kernels/decode_attention_mma.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.h"
 
@@ -358,6 +359,7 @@ cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
       misaligned(p.v_cache)) {
     return cudaErrorInvalidValue;
   }
+  if (DecodeAttentionMmaSupports(p)) return DecodeAttentionMma(p, stream);
   const int group = p.num_heads / p.num_kv_heads;
   cudaError_t err;
   if (p.head_dim <= 32) {

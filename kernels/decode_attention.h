@@ -9,7 +9,8 @@
 // the partitions holding keys are written and combined.
 // Requires head_dim % 8 == 0, q_stride % 8 == 0 and 16-byte aligned q, k_cache and v_cache
 // (q and K/V rows are read with 16-byte loads); one block serves all query heads of a kv head
-// (up to 8), so K/V are read once per group.
+// (up to 8), so K/V are read once per group. Without splits, head_dim 64 or 128 and groups of
+// up to 16 run on tensor cores instead (decode_attention_mma.h).
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -95,4 +95,26 @@ __device__ __forceinline__ uint4 LoadCached16(const uint4* p, bool pred) {
 }
 #undef RTGEN_PREDICATED_LD16
 
+// Asynchronous 16-byte copy global -> shared (sm_80+; through L2 only, no L1 allocation); when
+// !valid nothing is read and the 16 bytes are zero-filled. A copy is visible to its own thread
+// after CpAsyncWait, to the rest of the block after a barrier that follows that wait.
+__device__ __forceinline__ void CpAsync16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(s), "l"(gmem),
+               "r"(valid ? 16 : 0)
+               : "memory");
+}
+
+// Closes this thread's current group of copies (an empty group is allowed).
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// Waits until at most kPending of this thread's most recent groups are still in flight (groups
+// complete in commit order, so every older one has landed).
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
 }  // namespace rtgen::kernels

@@ -27,23 +27,13 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/gemv.h"
 #include "kernels/launch.h"
+#include "kernels/mma.cuh"
 #include "kernels/rope_math.cuh"
 
 namespace rtgen::kernels {
 namespace {
 
 constexpr int kTileRows = 8;  // output features per block (the mma's n)
-
-// d += A * B with A = {a_lo: (row g, k 2t..2t+1), a_hi8: (row g+8, same k), a_lo2: (row g,
-// k 2t+8..2t+9), a_hi82: (row g+8, same)} and B = {b0: (k 2t..2t+1, col g), b1: (k 2t+8.., g)}.
-__device__ __forceinline__ void Mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                    uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 
 __device__ __forceinline__ void Store(const GemvParams& p, int row, int col, float v) {
   const int64_t o = static_cast<int64_t>(row) * p.n + col;

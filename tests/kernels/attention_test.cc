@@ -160,6 +160,13 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
   }
 }
 
+// n context lengths spread over [0, mod): i * step % mod.
+std::vector<int32_t> SpreadContexts(int n, int step, int mod) {
+  std::vector<int32_t> ctx(n);
+  for (int i = 0; i < n; ++i) ctx[i] = i * step % mod;
+  return ctx;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DecodeAttentionTest,
     ::testing::Values(AttnShape{9, 3, 64, 16, {1, 17, 300, 0}, 1},
@@ -177,7 +184,18 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 8, 128, 16, {256, 7}, 0, 32},
                       AttnShape{32, 8, 128, 16, {3000, 33}, 0, 32},
                       // head_dim 256 with a group of 8: two blocks of 4 query heads per kv head.
-                      AttnShape{16, 2, 256, 16, {300, 40}, 0, 32}));
+                      AttnShape{16, 2, 256, 16, {300, 40}, 0, 32},
+                      // No splits, head_dim 64 / 128: the tensor-core kernel. Groups of 4, 8, 16
+                      // and 1; contexts around the 64-key tile; a table past the 512 entries
+                      // kept in shared memory.
+                      AttnShape{32, 8, 128, 16, {64, 0, 1, 63, 65, 200, 300, 128, 129, 2}, 1},
+                      AttnShape{32, 4, 128, 32, {700, 1, 129}, 1},
+                      AttnShape{16, 1, 64, 16, {513, 2}, 1},
+                      AttnShape{8, 8, 128, 16, {100, 5}, 1},
+                      AttnShape{9, 3, 64, 16, {9000, 3}, 1},
+                      // Grids past what 4-warp blocks hold at once: the 2-warp kernel.
+                      AttnShape{32, 8, 128, 16, SpreadContexts(64, 37, 300), 1},
+                      AttnShape{9, 3, 64, 16, SpreadContexts(200, 13, 260), 1}));
 
 TEST(PrefillAttentionTest, CausalOverChunksMatchesReference) {
   const uint64_t seed = FreshSeed();

@@ -1,0 +1,21 @@
+#pragma once
+// Decode attention on tensor cores, for steps whose batch fills the GPU without key splits
+// (DecodeAttention routes here when it applies; parameters as in decode_attention.h). One block
+// per (kv head, sequence) serves the kv head's query heads (at most 16) as the 16 rows of an
+// mma.m16n8k16: S = Q K^T and O = P V run on tensor cores (P rounded to bf16, fp32
+// accumulation), keys staged in shared memory by asynchronous copies, two tiles in flight.
+
+#include <cuda_runtime.h>
+
+#include "kernels/decode_attention.h"
+
+namespace rtgen::kernels {
+
+// True when the tensor-core kernel serves p: one partition per sequence (num_splits == 1),
+// head_dim 64 or 128, at most 16 query heads per kv head, and not switched off
+// (RTGEN_DECODE_MMA=0 in the environment, for A/B).
+bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p);
+
+cudaError_t DecodeAttentionMma(const DecodeAttentionParams& p, cudaStream_t stream);
+
+}  // namespace rtgen::kernels
