@@ -293,6 +293,10 @@ bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p) {
          p.num_heads / p.num_kv_heads <= kRows;
 }
 
+bool DecodeAttentionPrefersUnsplit(int32_t head_dim, int32_t group) {
+  return MmaEnabled() && head_dim == 64 && group >= 1 && group <= kRows;
+}
+
 cudaError_t DecodeAttentionMma(const DecodeAttentionParams& p, cudaStream_t stream) {
   if (!DecodeAttentionMmaSupports(p)) return cudaErrorInvalidValue;
   return p.head_dim == 64 ? LaunchFitting<64>(p, stream) : LaunchFitting<128>(p, stream);

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+
 #include "kernels/decode_attention.h"
 
 namespace rtgen::kernels {
@@ -17,5 +19,12 @@ namespace rtgen::kernels {
 bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p);
 
 cudaError_t DecodeAttentionMma(const DecodeAttentionParams& p, cudaStream_t stream);
+
+// True where a decode step should not split keys at any batch size, so that the tensor-core
+// kernel serves it: head_dim 64 with at most 16 query heads per kv head (unless switched off).
+// Measured on the H200 against the split CUDA-core kernel at batch 1-16, context ~190:
+// SmolLM2-135M shape 0.64 -> 0.57 ms at batch 1, Llama-3.2-1B shape 0.98 -> 0.95; with
+// head_dim 128 (Llama-3-8B shape) the unsplit kernel lost at batch 2-8, so those keep splitting.
+bool DecodeAttentionPrefersUnsplit(int32_t head_dim, int32_t group);
 
 }  // namespace rtgen::kernels
