@@ -3,6 +3,7 @@
 
 #include "kernels/decode_attention.h"
 #include "kernels/decode_attention_mma.h"
+#include "kernels/decode_partitions.cuh"
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.h"
 
@@ -26,22 +27,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 // exp2(a - b) that is 0 when a is -inf (an empty state), never NaN.
 __device__ __forceinline__ float Rescale(float a, float b) {
   return a == -INFINITY ? 0.0f : exp2f(a - b);
-}
-
-// Keys per partition of a sequence of ctx keys cut into at most num_splits partitions: the
-// smallest multiple of `granule` that covers ctx in num_splits partitions. Sized from the
-// sequence's own length, so every partition of a short context holds keys (one launch
-// configuration serves every length).
-__device__ __forceinline__ int PartitionKeys(int ctx, int num_splits, int granule) {
-  const int per = (ctx + num_splits - 1) / num_splits;
-  return max(granule, (per + granule - 1) / granule * granule);
-}
-
-// Partitions of a sequence that hold keys (0 for an empty context).
-__device__ __forceinline__ int HeldPartitions(int ctx, const DecodeAttentionParams& p) {
-  if (p.num_splits == 1) return ctx > 0 ? 1 : 0;
-  const int keys = PartitionKeys(ctx, p.num_splits, p.partition_size);
-  return (ctx + keys - 1) / keys;
 }
 
 // kLanes: lanes per key (head_dim <= 8 * kLanes). kGroup: most query heads one block serves.
@@ -249,50 +234,12 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 2 : 1)
   if (direct || p.counters == nullptr) return;
 
   // In-kernel merge: the last partition block of this (sequence, kv head chunk) to finish merges
-  // all partitions, with the same arithmetic and order as DecodeCombineKernel (so the result
-  // does not depend on which block finishes last), and resets the counter for the next launch.
+  // all partitions (decode_partitions.cuh).
   __shared__ int s_last;
   __shared__ float s_cm[kGroup], s_cinv[kGroup];
-  __threadfence();  // this block's partials are visible before its arrival is counted
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int* counter = p.counters + static_cast<int64_t>(seq) * gridDim.x + blockIdx.x;
-    const int last = atomicAdd(counter, 1) == parts - 1;
-    if (last) *counter = 0;
-    s_last = last;
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  const int64_t first0 = (static_cast<int64_t>(seq) * p.num_heads + head0) * p.num_splits;
-  if (warp < nh) {  // warp g: the weights of head head0 + g (nh <= kGroup <= kWarps)
-    const float* ml = p.partial_ml + (first0 + static_cast<int64_t>(warp) * p.num_splits) * 2;
-    float mx = -INFINITY;
-    for (int s = lane; s < parts; s += 32) mx = fmaxf(mx, __ldcg(ml + 2 * s));
-    mx = WarpMax(mx);
-    float lsum = 0.0f;
-    for (int s = lane; s < parts; s += 32) {
-      lsum += exp2f(__ldcg(ml + 2 * s) - mx) * __ldcg(ml + 2 * s + 1);
-    }
-    lsum = WarpSum(lsum);
-    if (lane == 0) {
-      s_cm[warp] = mx;
-      s_cinv[warp] = lsum > 0.0f ? 1.0f / lsum : 0.0f;
-    }
-  }
-  __syncthreads();
-  for (int idx = threadIdx.x; idx < nh * hd; idx += kThreads) {
-    const int g = idx / hd, d = idx % hd;
-    const int64_t first = first0 + static_cast<int64_t>(g) * p.num_splits;
-    const float* ml = p.partial_ml + first * 2;
-    const float* po = p.partial_out + first * hd;
-    float acc = 0.0f;
-    for (int s = 0; s < parts; ++s) {
-      acc = fmaf(exp2f(__ldcg(ml + 2 * s) - s_cm[g]), __ldcg(po + s * hd + d), acc);
-    }
-    p.out[(static_cast<int64_t>(seq) * p.num_heads + head0 + g) * hd + d] =
-        __float2bfloat16(acc * s_cinv[g]);
-  }
+  int* counter = p.counters + static_cast<int64_t>(seq) * gridDim.x + blockIdx.x;
+  if (!ArrivesLast(counter, parts, &s_last)) return;
+  MergePartitions<kThreads>(p, seq, head0, nh, parts, hd, s_cm, s_cinv);
 }
 
 // grid (num_heads, num_seqs); dynamic shared memory: num_splits floats. Merges the partitions
@@ -359,10 +306,11 @@ cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
       misaligned(p.v_cache)) {
     return cudaErrorInvalidValue;
   }
-  if (DecodeAttentionMmaSupports(p)) return DecodeAttentionMma(p, stream);
   const int group = p.num_heads / p.num_kv_heads;
   cudaError_t err;
-  if (p.head_dim <= 32) {
+  if (DecodeAttentionMmaSupports(p)) {
+    err = DecodeAttentionMma(p, stream);
+  } else if (p.head_dim <= 32) {
     err = LaunchAttention<4>(p, group, stream);
   } else if (p.head_dim <= 64) {
     err = LaunchAttention<8>(p, group, stream);

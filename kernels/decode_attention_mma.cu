@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "kernels/decode_partitions.cuh"
 #include "kernels/device_utils.cuh"
 #include "kernels/env_switch.h"
 #include "kernels/launch.h"
@@ -41,8 +42,8 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// grid (num_kv_heads, num_seqs), 32 * kWarps threads, sizeof(Smem<kD, kWarps>) dynamic shared
-// memory.
+// grid (num_kv_heads, num_seqs, num_splits), 32 * kWarps threads, sizeof(Smem<kD, kWarps>)
+// dynamic shared memory.
 template <int kD, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     DecodeAttentionMmaKernel(DecodeAttentionParams p) {
@@ -56,40 +57,52 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   __shared__ int32_t s_table[kTableCache];
   __shared__ float s_m[kWarps][kRows], s_l[kWarps][kRows];
 
-  const int kv_head = blockIdx.x, seq = blockIdx.y;
+  const int kv_head = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
-  // Before the PDL wait (step arrays, written by no kernel): the context length and the block
-  // table, so slots resolve from shared memory.
+  // Before the PDL wait (step arrays, written by no kernel): the context length and this
+  // partition's block-table entries, so slots resolve from shared memory.
   const int ctx = p.context_lens[seq];
+  const int keys = p.num_splits > 1 ? PartitionKeys(ctx, p.num_splits, p.partition_size) : ctx;
+  const int begin = split * keys;
+  const int end = min(ctx, begin + keys);
   const int bs = p.block_size;
   const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  const int table_len = ctx > 0 ? (ctx - 1) / bs + 1 : 0;
+  const int first_block = begin / bs;
+  const int table_len = end > begin ? (end - 1) / bs - first_block + 1 : 0;
   const bool table_cached = table_len <= kTableCache;
   if (table_cached) {
-    for (int j = threadIdx.x; j < table_len; j += kThreads) s_table[j] = table[j];
+    for (int j = threadIdx.x; j < table_len; j += kThreads) s_table[j] = table[first_block + j];
   }
   __syncthreads();
-  PdlWait();
+  PdlWait();  // before the early return below (see launch.h)
   PdlLaunchDependents();
+
+  const int parts = HeldPartitions(ctx, p);
+  // With in-kernel merging (counters), a sequence with at most one such partition is written
+  // directly by partition 0 (zeros for an empty context), as without splits.
+  const bool direct = p.num_splits == 1 || (p.counters != nullptr && parts <= 1);
+  // An empty partition writes nothing: the merge only reads partitions below ctx.
+  if (p.num_splits > 1 && begin >= end && !(direct && split == 0)) return;
 
   const int group = p.num_heads / p.num_kv_heads;
   const int head0 = kv_head * group;
   const int64_t row = static_cast<int64_t>(p.num_kv_heads) * kD;  // elements per cache slot
   const __nv_bfloat16* kbase = p.k_cache + static_cast<int64_t>(kv_head) * kD;
   const __nv_bfloat16* vbase = p.v_cache + static_cast<int64_t>(kv_head) * kD;
-  const int tiles = (ctx + kTileKeys - 1) / kTileKeys;
+  const int tiles = end > begin ? (end - begin + kTileKeys - 1) / kTileKeys : 0;
 
   // Copies tile `tile`'s K and V rows into stage tile % kStages (zeros past the context).
   const auto copy_tile = [&](int tile) {
     const int st = tile % kStages;
     for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
       const int r = c / kChunks, ch = c % kChunks;
-      const int key = tile * kTileKeys + r;
-      const bool valid = key < ctx;
+      const int key = begin + tile * kTileKeys + r;
+      const bool valid = key < end;
       int64_t slot = 0;
       if (valid) {
-        const int32_t block = table_cached ? s_table[key / bs] : table[key / bs];
+        const int32_t block =
+            table_cached ? s_table[key / bs - first_block] : table[key / bs];
         slot = static_cast<int64_t>(block) * bs + key % bs;
       }
       CpAsync16(&sm.k[st][r][ch * 8], kbase + slot * row + ch * 8, valid);
@@ -137,12 +150,12 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
       Mma(s[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[0], b[1]);
       Mma(s[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[2], b[3]);
     }
-    const int key0 = tile * kTileKeys + kb + 2 * t;
+    const int key0 = begin + tile * kTileKeys + kb + 2 * t;
 #pragma unroll
     for (int j = 0; j < 2; ++j) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[j][e] = key0 + 8 * j + (e & 1) < ctx ? s[j][e] * qscale : -INFINITY;
+        s[j][e] = key0 + 8 * j + (e & 1) < end ? s[j][e] * qscale : -INFINITY;
       }
     }
     uint32_t pa[4];  // P as the A fragment of the P V mma (keys kb .. kb + 15 as k)
@@ -216,9 +229,30 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
       sum += mg.o[w][r][d];
       lsum += s_l[w][r];
     }
-    p.out[(static_cast<int64_t>(seq) * p.num_heads + head0 + r) * kD + d] =
-        __float2bfloat16(lsum > 0.0f ? sum / lsum : 0.0f);
+    const int64_t head = static_cast<int64_t>(seq) * p.num_heads + head0 + r;
+    if (direct) {
+      p.out[head * kD + d] = __float2bfloat16(lsum > 0.0f ? sum / lsum : 0.0f);
+      continue;
+    }
+    // A partition's partial (decode_attention.h): the output rescaled to the block max, that
+    // max and the sum.
+    const int64_t part = head * p.num_splits + split;
+    p.partial_out[part * kD + d] = sum;
+    if (d == 0) {
+      float bm = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][r]);
+      p.partial_ml[part * 2] = bm;
+      p.partial_ml[part * 2 + 1] = lsum;
+    }
   }
+  if (direct || p.counters == nullptr) return;
+  // In-kernel merge by the last partition block of this (sequence, kv head) to finish.
+  __shared__ int s_last;
+  __shared__ float s_cm[kRows], s_cinv[kRows];
+  int* counter = p.counters + static_cast<int64_t>(seq) * gridDim.x + blockIdx.x;
+  if (!ArrivesLast(counter, parts, &s_last)) return;
+  MergePartitions<kThreads>(p, seq, head0, group, parts, kD, s_cm, s_cinv);
 }
 
 bool MmaEnabled() {
@@ -253,8 +287,9 @@ cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
   static const cudaError_t opt_in = cudaFuncSetAttribute(
       DecodeAttentionMmaKernel<kD, kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (opt_in != cudaSuccess) return opt_in;
-  return LaunchKernel(DecodeAttentionMmaKernel<kD, kWarps>, dim3(p.num_kv_heads, p.num_seqs),
-                      32 * kWarps, kSmem, stream, p);
+  return LaunchKernel(DecodeAttentionMmaKernel<kD, kWarps>,
+                      dim3(p.num_kv_heads, p.num_seqs, p.num_splits), 32 * kWarps, kSmem, stream,
+                      p);
 }
 
 // Blocks of the 4-warp kernel resident at once on the whole GPU (0 if unknown).
@@ -280,7 +315,7 @@ int64_t FourWarpCapacity() {
 // of 4 warps per SM) batch 32 5.09 ms with 4 warps vs 5.24 with 2, batch 64 5.59 vs 5.42.
 template <int kD>
 cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
-  const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs;
+  const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
   const int warps = ForcedWarps() != 0 ? ForcedWarps() : blocks <= FourWarpCapacity<kD>() ? 4 : 2;
   return warps == 4 ? Launch<kD, 4>(p, stream) : Launch<kD, 2>(p, stream);
 }
@@ -288,13 +323,11 @@ cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
 }  // namespace
 
 bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p) {
-  return MmaEnabled() && p.num_splits == 1 && (p.head_dim == 64 || p.head_dim == 128) &&
+  // head_dim 128 only unsplit: with key splits (batches of 1-8 at 8 kv heads) the CUDA-core
+  // kernel measured as fast or faster there.
+  return MmaEnabled() && (p.head_dim == 64 || (p.head_dim == 128 && p.num_splits == 1)) &&
          p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 &&
          p.num_heads / p.num_kv_heads <= kRows;
-}
-
-bool DecodeAttentionPrefersUnsplit(int32_t head_dim, int32_t group) {
-  return MmaEnabled() && head_dim == 64 && group >= 1 && group <= kRows;
 }
 
 cudaError_t DecodeAttentionMma(const DecodeAttentionParams& p, cudaStream_t stream) {

@@ -7,7 +7,6 @@
 
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
-#include "kernels/decode_attention_mma.h"
 #include "kernels/embedding.h"
 #include "kernels/env_switch.h"
 #include "kernels/kv_store.h"
@@ -31,17 +30,6 @@ int32_t DecodeMinPartition() {
     return v > 0 ? v : kernels::kDefaultMinPartition;
   }();
   return keys;
-}
-
-// The decode attention split plan for `num_seqs` sequences: none where the tensor-core kernel
-// serves every batch size unsplit, else the planner's.
-kernels::DecodeSplitPlan DecodePlan(const ModelConfig& c, int32_t num_seqs, int32_t max_context,
-                                    int32_t num_sms) {
-  if (kernels::DecodeAttentionPrefersUnsplit(c.head_dim, c.num_heads / c.num_kv_heads)) {
-    return {};
-  }
-  return kernels::PlanDecodeSplits(num_seqs, c.num_kv_heads, max_context, num_sms,
-                                   DecodeMinPartition());
 }
 
 template <typename T>
@@ -77,7 +65,9 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   // Decode partials for the largest split plan any batch size up to max_seqs can get.
   size_t parts = 1;
   for (int32_t n = 1; n <= capacity.max_seqs; ++n) {
-    const kernels::DecodeSplitPlan plan = DecodePlan(config, n, max_context, num_sms);
+    const kernels::DecodeSplitPlan plan =
+        kernels::PlanDecodeSplits(n, config.num_kv_heads, max_context, num_sms,
+                                  DecodeMinPartition());
     parts = std::max(parts, size_t{1} * n * config.num_heads * plan.num_splits);
   }
   ASSIGN_OR_RETURN(f->split_out_,
@@ -126,7 +116,9 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
       *matmul_, {At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv, false, n, qkv_dim, h},
       rope, store, stream));
   if (shape.decode_only) {
-    const kernels::DecodeSplitPlan plan = DecodePlan(c, shape.num_seqs, max_context_, num_sms_);
+    const kernels::DecodeSplitPlan plan =
+        kernels::PlanDecodeSplits(shape.num_seqs, c.num_kv_heads, max_context_, num_sms_,
+                                  DecodeMinPartition());
     kernels::DecodeAttentionParams a;
     a.q = qkv;
     a.q_stride = qkv_dim;
