@@ -49,21 +49,10 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 2 : 1)
   // Before the PDL wait (step arrays, written by no kernel): the context length and this
   // partition's block-table entries, so the key loop resolves slots from shared memory and each
   // step costs one memory round trip (K and V), not two (table, then K and V).
-  const int ctx = p.context_lens[seq];
-  const int keys = p.num_splits > 1 ? PartitionKeys(ctx, p.num_splits, p.partition_size) : ctx;
-  const int begin = split * keys;
-  const int end = min(ctx, begin + keys);
-  const int bs = p.block_size;
-  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  const int first_block = begin / bs;
-  const int table_len = end > begin ? (end - 1) / bs - first_block + 1 : 0;
-  const bool table_cached = table_len <= kTableCache;
-  if (table_cached) {
-    for (int j = threadIdx.x; j < table_len; j += kThreads) s_table[j] = table[first_block + j];
-  }
-  __syncthreads();
-  PdlWait();  // before the early return below (see launch.h)
-  PdlLaunchDependents();
+  PartitionRange range;
+  const PartitionRole role = EnterPartition<kThreads, kTableCache>(p, seq, split, s_table, &range);
+  if (role.skip) return;
+  const int begin = range.begin, end = range.end;
 
   const int group = p.num_heads / p.num_kv_heads;
   const int chunks = (group + kGroup - 1) / kGroup;
@@ -71,12 +60,6 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 2 : 1)
   const int chunk = blockIdx.x % chunks;
   const int head0 = kv_head * group + chunk * kGroup;
   const int nh = min(kGroup, group - chunk * kGroup);
-  const int parts = HeldPartitions(ctx, p);
-  // With in-kernel merging (counters), a sequence with at most one such partition is written
-  // directly by partition 0 (zeros for an empty context), as without splits.
-  const bool direct = p.num_splits == 1 || (p.counters != nullptr && parts <= 1);
-  // An empty partition writes nothing: the merge only reads partitions below ctx.
-  if (p.num_splits > 1 && begin >= end && !(direct && split == 0)) return;
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int sub = threadIdx.x % kLanes;        // this lane's 8 dims: [d0, d0 + 8)
@@ -119,9 +102,7 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 2 : 1)
       kr[u] = make_uint4(0, 0, 0, 0);
       vr[u] = make_uint4(0, 0, 0, 0);
       if (ok[u] && dim_ok) {
-        const int32_t block =
-            table_cached ? s_table[key / bs - first_block] : table[key / bs];
-        const int64_t slot = static_cast<int64_t>(block) * bs + key % bs;
+        const int64_t slot = range.Slot(key, p.block_size, s_table);
         kr[u] = *reinterpret_cast<const uint4*>(kbase + slot * row);
         vr[u] = *reinterpret_cast<const uint4*>(vbase + slot * row);
       }
@@ -217,29 +198,13 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 2 : 1)
       sum += s_part[w][g][d];
       lg += s_lpart[w][g];
     }
-    if (direct) {
-      const float v = lg > 0.0f ? sum / lg : 0.0f;
-      p.out[(seq * p.num_heads + head) * hd + d] = __float2bfloat16(v);
-      continue;
-    }
-    const int64_t part = (seq * p.num_heads + head) * p.num_splits + split;
-    p.partial_out[part * hd + d] = sum;
-    if (d == 0) {
+    StoreResult(p, seq * p.num_heads + head, split, hd, d, role.direct, sum, lg, [&] {
       float bm = -INFINITY;
       for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][g]);
-      p.partial_ml[part * 2] = bm;  // base-2 max of the partition's scores
-      p.partial_ml[part * 2 + 1] = lg;
-    }
+      return bm;  // base-2 max of the partition's scores
+    });
   }
-  if (direct || p.counters == nullptr) return;
-
-  // In-kernel merge: the last partition block of this (sequence, kv head chunk) to finish merges
-  // all partitions (decode_partitions.cuh).
-  __shared__ int s_last;
-  __shared__ float s_cm[kGroup], s_cinv[kGroup];
-  int* counter = p.counters + static_cast<int64_t>(seq) * gridDim.x + blockIdx.x;
-  if (!ArrivesLast(counter, parts, &s_last)) return;
-  MergePartitions<kThreads>(p, seq, head0, nh, parts, hd, s_cm, s_cinv);
+  MergeIfLast<kThreads, kGroup>(p, seq, head0, nh, hd, role);
 }
 
 // grid (num_heads, num_seqs); dynamic shared memory: num_splits floats. Merges the partitions

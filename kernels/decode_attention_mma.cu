@@ -14,7 +14,8 @@
 namespace rtgen::kernels {
 namespace {
 
-constexpr int kRows = 16;                // query heads per block: the mma's M (zero rows past the group)
+constexpr int kRows = 16;                // query heads per block: the mma's M (zero rows past
+                                         // the group)
 constexpr int kStages = 2;               // tiles in flight
 constexpr int kPad = 8;                  // bf16 after each smem row: consecutive rows start 16
                                          // bytes apart mod 128, so ldmatrix is conflict-free
@@ -62,28 +63,10 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   const int g = lane >> 2, t = lane & 3;
   // Before the PDL wait (step arrays, written by no kernel): the context length and this
   // partition's block-table entries, so slots resolve from shared memory.
-  const int ctx = p.context_lens[seq];
-  const int keys = p.num_splits > 1 ? PartitionKeys(ctx, p.num_splits, p.partition_size) : ctx;
-  const int begin = split * keys;
-  const int end = min(ctx, begin + keys);
-  const int bs = p.block_size;
-  const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-  const int first_block = begin / bs;
-  const int table_len = end > begin ? (end - 1) / bs - first_block + 1 : 0;
-  const bool table_cached = table_len <= kTableCache;
-  if (table_cached) {
-    for (int j = threadIdx.x; j < table_len; j += kThreads) s_table[j] = table[first_block + j];
-  }
-  __syncthreads();
-  PdlWait();  // before the early return below (see launch.h)
-  PdlLaunchDependents();
-
-  const int parts = HeldPartitions(ctx, p);
-  // With in-kernel merging (counters), a sequence with at most one such partition is written
-  // directly by partition 0 (zeros for an empty context), as without splits.
-  const bool direct = p.num_splits == 1 || (p.counters != nullptr && parts <= 1);
-  // An empty partition writes nothing: the merge only reads partitions below ctx.
-  if (p.num_splits > 1 && begin >= end && !(direct && split == 0)) return;
+  PartitionRange range;
+  const PartitionRole role = EnterPartition<kThreads, kTableCache>(p, seq, split, s_table, &range);
+  if (role.skip) return;
+  const int begin = range.begin, end = range.end;
 
   const int group = p.num_heads / p.num_kv_heads;
   const int head0 = kv_head * group;
@@ -99,12 +82,7 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
       const int r = c / kChunks, ch = c % kChunks;
       const int key = begin + tile * kTileKeys + r;
       const bool valid = key < end;
-      int64_t slot = 0;
-      if (valid) {
-        const int32_t block =
-            table_cached ? s_table[key / bs - first_block] : table[key / bs];
-        slot = static_cast<int64_t>(block) * bs + key % bs;
-      }
+      const int64_t slot = valid ? range.Slot(key, p.block_size, s_table) : 0;
       CpAsync16(&sm.k[st][r][ch * 8], kbase + slot * row + ch * 8, valid);
       CpAsync16(&sm.v[st][r][ch * 8], vbase + slot * row + ch * 8, valid);
     }
@@ -229,30 +207,14 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
       sum += mg.o[w][r][d];
       lsum += s_l[w][r];
     }
-    const int64_t head = static_cast<int64_t>(seq) * p.num_heads + head0 + r;
-    if (direct) {
-      p.out[head * kD + d] = __float2bfloat16(lsum > 0.0f ? sum / lsum : 0.0f);
-      continue;
-    }
-    // A partition's partial (decode_attention.h): the output rescaled to the block max, that
-    // max and the sum.
-    const int64_t part = head * p.num_splits + split;
-    p.partial_out[part * kD + d] = sum;
-    if (d == 0) {
-      float bm = -INFINITY;
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][r]);
-      p.partial_ml[part * 2] = bm;
-      p.partial_ml[part * 2 + 1] = lsum;
-    }
+    StoreResult(p, static_cast<int64_t>(seq) * p.num_heads + head0 + r, split, kD, d,
+                role.direct, sum, lsum, [&] {
+                  float bm = -INFINITY;
+                  for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][r]);
+                  return bm;
+                });
   }
-  if (direct || p.counters == nullptr) return;
-  // In-kernel merge by the last partition block of this (sequence, kv head) to finish.
-  __shared__ int s_last;
-  __shared__ float s_cm[kRows], s_cinv[kRows];
-  int* counter = p.counters + static_cast<int64_t>(seq) * gridDim.x + blockIdx.x;
-  if (!ArrivesLast(counter, parts, &s_last)) return;
-  MergePartitions<kThreads>(p, seq, head0, group, parts, kD, s_cm, s_cinv);
+  MergeIfLast<kThreads, kRows>(p, seq, head0, group, kD, role);
 }
 
 bool MmaEnabled() {

@@ -9,6 +9,7 @@
 
 #include "kernels/decode_attention.h"
 #include "kernels/device_utils.cuh"
+#include "kernels/launch.h"
 
 namespace rtgen::kernels {
 
@@ -26,6 +27,98 @@ __device__ __forceinline__ int HeldPartitions(int ctx, const DecodeAttentionPara
   if (p.num_splits == 1) return ctx > 0 ? 1 : 0;
   const int keys = PartitionKeys(ctx, p.num_splits, p.partition_size);
   return (ctx + keys - 1) / keys;
+}
+
+// The keys [begin, end) of sequence `seq` that partition `split` holds, and where its slots
+// come from: shared memory (`cached`: entries first_block .. of the sequence's block table) or
+// the table itself.
+struct PartitionRange {
+  int ctx = 0;
+  int begin = 0;
+  int end = 0;
+  int first_block = 0;
+  bool cached = false;
+  const int32_t* table = nullptr;  // the sequence's block-table row
+
+  // The cache slot of key `key` (begin <= key < end).
+  __device__ __forceinline__ int64_t Slot(int key, int block_size, const int32_t* s_table) const {
+    const int32_t block =
+        cached ? s_table[key / block_size - first_block] : table[key / block_size];
+    return static_cast<int64_t>(block) * block_size + key % block_size;
+  }
+};
+
+// Reads the context length and caches the partition's block-table entries (up to kTableCache,
+// else none) in s_table; step arrays only, so it runs before the PDL wait. Contains a barrier:
+// every thread of the block calls it.
+template <int kThreads, int kTableCache>
+__device__ __forceinline__ PartitionRange LoadPartition(const DecodeAttentionParams& p, int seq,
+                                                        int split, int32_t* s_table) {
+  PartitionRange r;
+  r.ctx = p.context_lens[seq];
+  const int keys =
+      p.num_splits > 1 ? PartitionKeys(r.ctx, p.num_splits, p.partition_size) : r.ctx;
+  r.begin = split * keys;
+  r.end = min(r.ctx, r.begin + keys);
+  r.table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+  r.first_block = r.begin / p.block_size;
+  const int len = r.end > r.begin ? (r.end - 1) / p.block_size - r.first_block + 1 : 0;
+  r.cached = len <= kTableCache;
+  if (r.cached) {
+    for (int j = threadIdx.x; j < len; j += kThreads) s_table[j] = r.table[r.first_block + j];
+  }
+  __syncthreads();
+  return r;
+}
+
+// What a partition block writes: `direct` output (no splits, or with in-kernel merging a sequence
+// whose keys fit one partition: partition 0 writes it, zeros for an empty context), or partials;
+// `skip`: nothing (an empty partition: the merge reads only partitions below ctx).
+struct PartitionRole {
+  int parts = 0;  // partitions of the sequence that hold keys
+  bool direct = false;
+  bool skip = false;
+};
+
+__device__ __forceinline__ PartitionRole RoleOf(const DecodeAttentionParams& p,
+                                                const PartitionRange& r, int split) {
+  PartitionRole role;
+  role.parts = HeldPartitions(r.ctx, p);
+  role.direct = p.num_splits == 1 || (p.counters != nullptr && role.parts <= 1);
+  role.skip = p.num_splits > 1 && r.begin >= r.end && !(role.direct && split == 0);
+  return role;
+}
+
+// Stores element d of the result for output row `row` (seq * num_heads + query head): the
+// normalised output when `direct`, else this partition's partial: `sum` (the output rescaled to
+// the block max) and, with d == 0, that max (block_max(), base 2) and the sum `l`.
+template <typename BlockMax>
+__device__ __forceinline__ void StoreResult(const DecodeAttentionParams& p, int64_t row, int split,
+                                            int hd, int d, bool direct, float sum, float l,
+                                            BlockMax block_max) {
+  if (direct) {
+    p.out[row * hd + d] = __float2bfloat16(l > 0.0f ? sum / l : 0.0f);
+    return;
+  }
+  const int64_t part = row * p.num_splits + split;
+  p.partial_out[part * hd + d] = sum;
+  if (d == 0) {
+    p.partial_ml[part * 2] = block_max();
+    p.partial_ml[part * 2 + 1] = l;
+  }
+}
+
+// A partition block's start: its range (LoadPartition: step arrays only, before the PDL wait),
+// then the wait and the release of the next kernel (launch.h: every thread waits, before any
+// early return), then its role; the caller returns at once when role.skip.
+template <int kThreads, int kTableCache>
+__device__ __forceinline__ PartitionRole EnterPartition(const DecodeAttentionParams& p, int seq,
+                                                        int split, int32_t* s_table,
+                                                        PartitionRange* range) {
+  *range = LoadPartition<kThreads, kTableCache>(p, seq, split, s_table);
+  PdlWait();
+  PdlLaunchDependents();
+  return RoleOf(p, *range, split);
 }
 
 // Called by every thread of a partition block after it has written its partials: true in the
@@ -84,6 +177,20 @@ __device__ __forceinline__ void MergePartitions(const DecodeAttentionParams& p, 
     p.out[(static_cast<int64_t>(seq) * p.num_heads + head0 + g) * hd + d] =
         __float2bfloat16(acc * s_cinv[g]);
   }
+}
+
+// After every result of the block is stored: with in-kernel merging (counters) and partials, the
+// last partition block of this (sequence, blockIdx.x) to finish merges the query heads
+// head0 .. head0 + nh - 1 (nh <= kMaxHeads). Every thread of the block calls it.
+template <int kThreads, int kMaxHeads>
+__device__ __forceinline__ void MergeIfLast(const DecodeAttentionParams& p, int seq, int head0,
+                                            int nh, int hd, const PartitionRole& role) {
+  if (role.direct || p.counters == nullptr) return;
+  __shared__ int s_last;
+  __shared__ float s_cm[kMaxHeads], s_cinv[kMaxHeads];
+  int* counter = p.counters + static_cast<int64_t>(seq) * gridDim.x + blockIdx.x;
+  if (!ArrivesLast(counter, role.parts, &s_last)) return;
+  MergePartitions<kThreads>(p, seq, head0, nh, role.parts, hd, s_cm, s_cinv);
 }
 
 }  // namespace rtgen::kernels
