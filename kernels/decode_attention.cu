@@ -21,8 +21,6 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kVec = 8;         // bf16 per 16-byte load
 constexpr int kUnroll = 4;      // keys in flight per lane group
 constexpr int kMaxHeadDim = 256;
-constexpr int kTableCache = 512;  // block-table entries of a partition kept in shared memory
-constexpr float kLog2e = 1.4426950408889634f;
 
 // exp2(a - b) that is 0 when a is -inf (an empty state), never NaN.
 __device__ __forceinline__ float Rescale(float a, float b) {
@@ -43,14 +41,14 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 2 : 1)
   __shared__ float s_m[kWarps][kGroup];
   __shared__ float s_part[kWarps][kGroup][kLanes * kVec];
   __shared__ float s_lpart[kWarps][kGroup];
-  __shared__ int32_t s_table[kTableCache];
+  __shared__ int32_t s_table[kPartitionTableCache];
 
   const int seq = blockIdx.y, split = blockIdx.z;
   // Before the PDL wait (step arrays, written by no kernel): the context length and this
   // partition's block-table entries, so the key loop resolves slots from shared memory and each
   // step costs one memory round trip (K and V), not two (table, then K and V).
   PartitionRange range;
-  const PartitionRole role = EnterPartition<kThreads, kTableCache>(p, seq, split, s_table, &range);
+  const PartitionRole role = EnterPartition<kThreads>(p, seq, split, s_table, &range);
   if (role.skip) return;
   const int begin = range.begin, end = range.end;
 

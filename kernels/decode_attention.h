@@ -9,8 +9,9 @@
 // the partitions holding keys are written and combined.
 // Requires head_dim % 8 == 0, q_stride % 8 == 0 and 16-byte aligned q, k_cache and v_cache
 // (q and K/V rows are read with 16-byte loads); one block serves all query heads of a kv head
-// (up to 8), so K/V are read once per group. Without splits, head_dim 64 or 128 and groups of
-// up to 16 run on tensor cores instead (decode_attention_mma.h).
+// (up to 8 on CUDA cores, up to 16 on tensor cores), so K/V are read once per group. With
+// `tensor_cores`, head_dim 64 (split or not) and head_dim 128 without splits run on tensor
+// cores (decode_attention_mma.h); everything else on CUDA cores.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -43,6 +44,8 @@ struct DecodeAttentionParams {
   // each (sequence, kv head) to finish, and a sequence with keys in at most one partition is
   // written directly: no separate combine launch. Null: a combine kernel is launched.
   int32_t* counters = nullptr;
+  // False: always the CUDA-core kernel (tests, and A/B through RTGEN_DECODE_MMA=0).
+  bool tensor_cores = true;
 };
 
 cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream);

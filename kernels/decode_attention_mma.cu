@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 
@@ -19,12 +20,10 @@ constexpr int kRows = 16;                // query heads per block: the mma's M (
 constexpr int kStages = 2;               // tiles in flight
 constexpr int kPad = 8;                  // bf16 after each smem row: consecutive rows start 16
                                          // bytes apart mod 128, so ldmatrix is conflict-free
-constexpr int kTableCache = 512;         // block-table entries kept in shared memory
-constexpr float kLog2e = 1.4426950408889634f;
 
 // kWarps warps per block; a tile holds 16 keys per warp (warp w scores keys [16 w, 16 w + 16)).
 template <int kD, int kWarps>
-struct Smem {
+struct TileBuffers {
   static constexpr int kTileKeys = 16 * kWarps;
   static constexpr int kRow = kD + kPad;
   __nv_bfloat16 q[kRows][kRow];
@@ -34,7 +33,7 @@ struct Smem {
 
 // Per-warp outputs for the final merge, in the K tiles' space (free by then).
 template <int kD, int kWarps>
-struct MergeSmem {
+struct MergeBuffers {
   float o[kWarps][kRows][kD];
 };
 
@@ -43,19 +42,19 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// grid (num_kv_heads, num_seqs, num_splits), 32 * kWarps threads, sizeof(Smem<kD, kWarps>)
-// dynamic shared memory.
+// grid (num_kv_heads, num_seqs, num_splits), 32 * kWarps threads,
+// sizeof(TileBuffers<kD, kWarps>) bytes of dynamic shared memory.
 template <int kD, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     DecodeAttentionMmaKernel(DecodeAttentionParams p) {
-  using Stages = Smem<kD, kWarps>;
+  using Stages = TileBuffers<kD, kWarps>;
   constexpr int kThreads = 32 * kWarps;
   constexpr int kTileKeys = Stages::kTileKeys;
   constexpr int kChunks = kD / 8;  // 16-byte pieces per row
-  static_assert(sizeof(MergeSmem<kD, kWarps>) <= sizeof(Stages::k));
+  static_assert(sizeof(MergeBuffers<kD, kWarps>) <= sizeof(Stages::k));
   extern __shared__ __align__(16) unsigned char s_raw[];
   Stages& sm = *reinterpret_cast<Stages*>(s_raw);
-  __shared__ int32_t s_table[kTableCache];
+  __shared__ int32_t s_table[kPartitionTableCache];
   __shared__ float s_m[kWarps][kRows], s_l[kWarps][kRows];
 
   const int kv_head = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
@@ -64,7 +63,7 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   // Before the PDL wait (step arrays, written by no kernel): the context length and this
   // partition's block-table entries, so slots resolve from shared memory.
   PartitionRange range;
-  const PartitionRole role = EnterPartition<kThreads, kTableCache>(p, seq, split, s_table, &range);
+  const PartitionRole role = EnterPartition<kThreads>(p, seq, split, s_table, &range);
   if (role.skip) return;
   const int begin = range.begin, end = range.end;
 
@@ -182,8 +181,8 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     l[h] += __shfl_xor_sync(kFullMask, l[h], 2);
     if (t == 0) s_m[warp][g + 8 * h] = m[h];
   }
-  __syncthreads();  // also: every warp is done with the K/V stages that MergeSmem reuses
-  MergeSmem<kD, kWarps>& mg = *reinterpret_cast<MergeSmem<kD, kWarps>*>(&sm.k[0][0][0]);
+  __syncthreads();  // also: every warp is done with the K/V stages that MergeBuffers reuses
+  MergeBuffers<kD, kWarps>& mg = *reinterpret_cast<MergeBuffers<kD, kWarps>*>(&sm.k[0][0][0]);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h;
@@ -217,11 +216,6 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   MergeIfLast<kThreads, kRows>(p, seq, head0, group, kD, role);
 }
 
-bool MmaEnabled() {
-  static const bool enabled = EnvOnUnlessZero("RTGEN_DECODE_MMA");
-  return enabled;
-}
-
 // RTGEN_DECODE_MMA_WARPS=2 or 4 fixes the warps per block (A/B); 0 when unset.
 int ForcedWarps() {
   static const int forced = [] {
@@ -231,44 +225,45 @@ int ForcedWarps() {
   return forced;
 }
 
-int MultiprocessorCount() {
-  static const int count = [] {
-    int device = 0, n = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      return 0;
-    }
-    return n;
-  }();
-  return count;
+constexpr int kMaxCachedDevices = 16;
+
+// On the current device: opts the <kD, kWarps> kernel into its dynamic shared memory and sets
+// *capacity to how many of its blocks are resident at once on the whole GPU. Done once per
+// device (devices past kMaxCachedDevices: every call); a failure is returned, not remembered.
+template <int kD, int kWarps>
+cudaError_t Prepare(int64_t* capacity) {
+  static std::atomic<int64_t> cached[kMaxCachedDevices];  // 0: not prepared yet
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device < kMaxCachedDevices) {
+    *capacity = cached[device].load(std::memory_order_acquire);
+    if (*capacity > 0) return cudaSuccess;
+  }
+  constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps>);
+  int per_sm = 0, sms = 0;
+  if ((err = cudaFuncSetAttribute(DecodeAttentionMmaKernel<kD, kWarps>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem)) !=
+          cudaSuccess ||
+      (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+           &per_sm, DecodeAttentionMmaKernel<kD, kWarps>, 32 * kWarps, kSmem)) != cudaSuccess ||
+      (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) !=
+          cudaSuccess) {
+    return err;
+  }
+  *capacity = int64_t{per_sm} * sms;
+  if (device < kMaxCachedDevices) cached[device].store(*capacity, std::memory_order_release);
+  return cudaSuccess;
 }
 
 template <int kD, int kWarps>
 cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
-  constexpr size_t kSmem = sizeof(Smem<kD, kWarps>);
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
-      DecodeAttentionMmaKernel<kD, kWarps>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (opt_in != cudaSuccess) return opt_in;
+  int64_t capacity = 0;
+  const cudaError_t err = Prepare<kD, kWarps>(&capacity);
+  if (err != cudaSuccess) return err;
   return LaunchKernel(DecodeAttentionMmaKernel<kD, kWarps>,
-                      dim3(p.num_kv_heads, p.num_seqs, p.num_splits), 32 * kWarps, kSmem, stream,
-                      p);
-}
-
-// Blocks of the 4-warp kernel resident at once on the whole GPU (0 if unknown).
-template <int kD>
-int64_t FourWarpCapacity() {
-  static const int64_t capacity = [] {
-    constexpr size_t kSmem = sizeof(Smem<kD, 4>);
-    int per_sm = 0;
-    if (cudaFuncSetAttribute(DecodeAttentionMmaKernel<kD, 4>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem) != cudaSuccess ||
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, DecodeAttentionMmaKernel<kD, 4>,
-                                                      128, kSmem) != cudaSuccess) {
-      return int64_t{0};
-    }
-    return int64_t{per_sm} * MultiprocessorCount();
-  }();
-  return capacity;
+                      dim3(p.num_kv_heads, p.num_seqs, p.num_splits), 32 * kWarps,
+                      sizeof(TileBuffers<kD, kWarps>), stream, p);
 }
 
 // Four warps (a 64-key tile: fewer tiles per sequence) while every block of the grid is
@@ -277,8 +272,14 @@ int64_t FourWarpCapacity() {
 // of 4 warps per SM) batch 32 5.09 ms with 4 warps vs 5.24 with 2, batch 64 5.59 vs 5.42.
 template <int kD>
 cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
-  const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
-  const int warps = ForcedWarps() != 0 ? ForcedWarps() : blocks <= FourWarpCapacity<kD>() ? 4 : 2;
+  int warps = ForcedWarps();
+  if (warps == 0) {
+    int64_t four_warp_capacity = 0;
+    const cudaError_t err = Prepare<kD, 4>(&four_warp_capacity);
+    if (err != cudaSuccess) return err;
+    const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
+    warps = blocks <= four_warp_capacity ? 4 : 2;
+  }
   return warps == 4 ? Launch<kD, 4>(p, stream) : Launch<kD, 2>(p, stream);
 }
 
@@ -287,7 +288,7 @@ cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
 bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p) {
   // head_dim 128 only unsplit: with key splits (batches of 1-8 at 8 kv heads) the CUDA-core
   // kernel measured as fast or faster there.
-  return MmaEnabled() && (p.head_dim == 64 || (p.head_dim == 128 && p.num_splits == 1)) &&
+  return p.tensor_cores && (p.head_dim == 64 || (p.head_dim == 128 && p.num_splits == 1)) &&
          p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 &&
          p.num_heads / p.num_kv_heads <= kRows;
 }

@@ -11,11 +11,12 @@
 
 namespace rtgen::kernels {
 
-// True when the tensor-core kernel serves p: head_dim 64 (split or not) or 128 without key
-// splits, at most 16 query heads per kv head, and not switched off (RTGEN_DECODE_MMA=0 in the
-// environment, for A/B).
+// True when the tensor-core kernel serves p: p.tensor_cores, head_dim 64 (split or not) or 128
+// without key splits, and at most 16 query heads per kv head.
 bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p);
 
+// Called by DecodeAttention, which has validated p (sizes, 16-byte alignment of q and the
+// caches, q_stride % 8 == 0); not checked again here.
 cudaError_t DecodeAttentionMma(const DecodeAttentionParams& p, cudaStream_t stream);
 
 }  // namespace rtgen::kernels

@@ -13,6 +13,9 @@
 
 namespace rtgen::kernels {
 
+constexpr int kPartitionTableCache = 512;  // block-table entries of a partition kept in smem
+constexpr float kLog2e = 1.4426950408889634f;  // scores are kept in base 2
+
 // Keys per partition of a sequence of ctx keys cut into at most num_splits partitions: the
 // smallest multiple of `granule` that covers ctx in num_splits partitions. Sized from the
 // sequence's own length, so every partition of a short context holds keys (one launch
@@ -48,10 +51,11 @@ struct PartitionRange {
   }
 };
 
-// Reads the context length and caches the partition's block-table entries (up to kTableCache,
-// else none) in s_table; step arrays only, so it runs before the PDL wait. Contains a barrier:
-// every thread of the block calls it.
-template <int kThreads, int kTableCache>
+// s_table: kPartitionTableCache entries.
+// Reads the context length and caches the partition's block-table entries (up to
+// kPartitionTableCache, else none) in s_table; step arrays only, so it runs before the PDL wait.
+// Contains a barrier: every thread of the block calls it.
+template <int kThreads>
 __device__ __forceinline__ PartitionRange LoadPartition(const DecodeAttentionParams& p, int seq,
                                                         int split, int32_t* s_table) {
   PartitionRange r;
@@ -63,7 +67,7 @@ __device__ __forceinline__ PartitionRange LoadPartition(const DecodeAttentionPar
   r.table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   r.first_block = r.begin / p.block_size;
   const int len = r.end > r.begin ? (r.end - 1) / p.block_size - r.first_block + 1 : 0;
-  r.cached = len <= kTableCache;
+  r.cached = len <= kPartitionTableCache;
   if (r.cached) {
     for (int j = threadIdx.x; j < len; j += kThreads) s_table[j] = r.table[r.first_block + j];
   }
@@ -111,11 +115,11 @@ __device__ __forceinline__ void StoreResult(const DecodeAttentionParams& p, int6
 // A partition block's start: its range (LoadPartition: step arrays only, before the PDL wait),
 // then the wait and the release of the next kernel (launch.h: every thread waits, before any
 // early return), then its role; the caller returns at once when role.skip.
-template <int kThreads, int kTableCache>
+template <int kThreads>
 __device__ __forceinline__ PartitionRole EnterPartition(const DecodeAttentionParams& p, int seq,
                                                         int split, int32_t* s_table,
                                                         PartitionRange* range) {
-  *range = LoadPartition<kThreads, kTableCache>(p, seq, split, s_table);
+  *range = LoadPartition<kThreads>(p, seq, split, s_table);
   PdlWait();
   PdlLaunchDependents();
   return RoleOf(p, *range, split);

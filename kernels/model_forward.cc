@@ -23,6 +23,12 @@ bool SeparateDecodeCombine() {
   return separate;
 }
 
+// Decode attention on tensor cores where it applies (RTGEN_DECODE_MMA=0: CUDA cores, for A/B).
+bool DecodeTensorCores() {
+  static const bool on = kernels::EnvOnUnlessZero("RTGEN_DECODE_MMA");
+  return on;
+}
+
 // Smallest decode attention partition, in keys (RTGEN_DECODE_MIN_PARTITION, for A/B).
 int32_t DecodeMinPartition() {
   static const int32_t keys = [] {
@@ -141,6 +147,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     // Partitions merged inside the attention kernel (RTGEN_DECODE_COMBINE=kernel: a separate
     // combine launch, for A/B).
     if (!SeparateDecodeCombine()) a.counters = At<int32_t>(split_counters_);
+    a.tensor_cores = DecodeTensorCores();
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::DecodeAttention(a, stream));
   } else {
     kernels::PrefillAttentionParams a;

@@ -132,14 +132,17 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
     Reference(c, s, a.ctx[s], q.data() + size_t{1} * s * stride, a.heads, p.scale,
               want.data() + size_t{1} * s * q_dim);
   }
-  // Separate combine launch (counters null), then the in-kernel merge, launched twice: the
-  // counters must come back to zero, and the second launch must repeat the first bit for bit.
+  // On tensor cores where they apply, then always on CUDA cores: each a separate combine launch
+  // (counters null), then the in-kernel merge, launched twice: the counters must come back to
+  // zero, and the second launch must repeat the first bit for bit.
   const std::vector<int32_t> zeros(size_t{1} * seqs * a.heads, 0);
   DeviceArray<int32_t> d_counters(zeros);
   std::vector<uint16_t> merged_first;
-  for (int run = 0; run < 3; ++run) {
-    SCOPED_TRACE(run == 0 ? "combine kernel" : "in-kernel merge");
-    p.counters = run == 0 ? nullptr : d_counters.get();
+  for (int run = 0; run < 6; ++run) {
+    p.tensor_cores = run < 3;
+    SCOPED_TRACE(run % 3 == 0 ? "combine kernel" : "in-kernel merge");
+    SCOPED_TRACE(p.tensor_cores ? "tensor cores where they apply" : "CUDA cores");
+    p.counters = run % 3 == 0 ? nullptr : d_counters.get();
     DeviceArray<uint16_t> d_run_out(size_t{1} * seqs * q_dim);  // poisoned
     p.out = d_run_out.bf16();
     GPU_CHECK(kernels::DecodeAttention(p, nullptr));
@@ -150,11 +153,11 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
       if (a.ctx[s] != 0) continue;
       for (int i = 0; i < q_dim; ++i) ASSERT_EQ(out[size_t{1} * s * q_dim + i], 0.0f);
     }
-    if (run == 1) merged_first = bits;
-    if (run == 2) {
+    if (run % 3 == 1) merged_first = bits;
+    if (run % 3 == 2) {
       EXPECT_EQ(bits, merged_first);
     }
-    if (run > 0) {
+    if (run % 3 > 0) {
       EXPECT_EQ(d_counters.ToHost(), zeros);
     }
   }
@@ -185,17 +188,23 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 8, 128, 16, {3000, 33}, 0, 32},
                       // head_dim 256 with a group of 8: two blocks of 4 query heads per kv head.
                       AttnShape{16, 2, 256, 16, {300, 40}, 0, 32},
-                      // No splits, head_dim 64 / 128: the tensor-core kernel. Groups of 4, 8, 16
-                      // and 1; contexts around the 64-key tile; a table past the 512 entries
-                      // kept in shared memory.
+                      // The tensor-core kernel (head_dim 64 / 128 without splits, 64 with):
+                      // groups of 4, 8, 16 and 1; contexts around the 64-key tile; a block table
+                      // past the 512 entries kept in shared memory ({9000}); groups past the
+                      // warp count in the last-block merge (8 and 16 with splits).
                       AttnShape{32, 8, 128, 16, {64, 0, 1, 63, 65, 200, 300, 128, 129, 2}, 1},
                       AttnShape{32, 4, 128, 32, {700, 1, 129}, 1},
                       AttnShape{16, 1, 64, 16, {513, 2}, 1},
                       AttnShape{8, 8, 128, 16, {100, 5}, 1},
                       AttnShape{9, 3, 64, 16, {9000, 3}, 1},
-                      // Grids past what 4-warp blocks hold at once: the 2-warp kernel.
+                      AttnShape{32, 8, 128, 16, {9000}, 1},
+                      AttnShape{32, 4, 64, 16, {700, 1, 129}, 3},
+                      AttnShape{16, 1, 64, 16, {513, 2}, 5},
+                      // Grids past what 4-warp blocks hold at once (H200: 396 blocks at
+                      // head_dim 128, 528 at 64): the 2-warp kernel, unsplit and split.
                       AttnShape{32, 8, 128, 16, SpreadContexts(64, 37, 300), 1},
-                      AttnShape{9, 3, 64, 16, SpreadContexts(200, 13, 260), 1}));
+                      AttnShape{9, 3, 64, 16, SpreadContexts(400, 13, 260), 1},
+                      AttnShape{9, 3, 64, 16, SpreadContexts(100, 29, 700), 4}));
 
 TEST(PrefillAttentionTest, CausalOverChunksMatchesReference) {
   const uint64_t seed = FreshSeed();
