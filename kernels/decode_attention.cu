@@ -22,11 +22,6 @@ constexpr int kVec = 8;         // bf16 per 16-byte load
 constexpr int kUnroll = 4;      // keys in flight per lane group
 constexpr int kMaxHeadDim = 256;
 
-// exp2(a - b) that is 0 when a is -inf (an empty state), never NaN.
-__device__ __forceinline__ float Rescale(float a, float b) {
-  return a == -INFINITY ? 0.0f : exp2f(a - b);
-}
-
 // kLanes: lanes per key (head_dim <= 8 * kLanes). kGroup: most query heads one block serves.
 // grid (num_kv_heads * ceil(group / kGroup), num_seqs, num_splits). Two blocks per SM where the
 // group is small (caps registers at 128: the kernel needs ~100 then, without spills).

@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     float bm = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][r]);
-    const float f = m[h] == -INFINITY ? 0.0f : exp2f(m[h] - bm);
+    const float f = Rescale(m[h], bm);
 #pragma unroll
     for (int n = 0; n < kD / 8; ++n) {
       mg.o[warp][r][8 * n + 2 * t] = o[n][2 * h] * f;
@@ -227,10 +227,22 @@ int ForcedWarps() {
 
 constexpr int kMaxCachedDevices = 16;
 
-// On the current device: opts the <kD, kWarps> kernel into its dynamic shared memory and sets
-// *capacity to how many of its blocks are resident at once on the whole GPU. Done once per
-// device (devices past kMaxCachedDevices: every call); a failure is returned, not remembered.
+// Opts the <kD, kWarps> kernel into its dynamic shared memory on the current device; *per_sm:
+// how many of its blocks an SM holds at once.
 template <int kD, int kWarps>
+cudaError_t OptIn(int* per_sm) {
+  constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps>);
+  const cudaError_t err = cudaFuncSetAttribute(DecodeAttentionMmaKernel<kD, kWarps>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (err != cudaSuccess) return err;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      per_sm, DecodeAttentionMmaKernel<kD, kWarps>, 32 * kWarps, kSmem);
+}
+
+// On the current device: both head_dim-kD kernels opted in, and *capacity = how many 4-warp
+// blocks the whole GPU holds at once. Done once per device (devices past kMaxCachedDevices: every
+// call); a failure is returned, not remembered.
+template <int kD>
 cudaError_t Prepare(int64_t* capacity) {
   static std::atomic<int64_t> cached[kMaxCachedDevices];  // 0: not prepared yet
   int device = 0;
@@ -240,27 +252,20 @@ cudaError_t Prepare(int64_t* capacity) {
     *capacity = cached[device].load(std::memory_order_acquire);
     if (*capacity > 0) return cudaSuccess;
   }
-  constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps>);
-  int per_sm = 0, sms = 0;
-  if ((err = cudaFuncSetAttribute(DecodeAttentionMmaKernel<kD, kWarps>,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem)) !=
-          cudaSuccess ||
-      (err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-           &per_sm, DecodeAttentionMmaKernel<kD, kWarps>, 32 * kWarps, kSmem)) != cudaSuccess ||
+  int four_per_sm = 0, two_per_sm = 0, sms = 0;
+  if ((err = OptIn<kD, 4>(&four_per_sm)) != cudaSuccess ||
+      (err = OptIn<kD, 2>(&two_per_sm)) != cudaSuccess ||
       (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) !=
           cudaSuccess) {
     return err;
   }
-  *capacity = int64_t{per_sm} * sms;
+  *capacity = int64_t{four_per_sm} * sms;
   if (device < kMaxCachedDevices) cached[device].store(*capacity, std::memory_order_release);
   return cudaSuccess;
 }
 
 template <int kD, int kWarps>
 cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
-  int64_t capacity = 0;
-  const cudaError_t err = Prepare<kD, kWarps>(&capacity);
-  if (err != cudaSuccess) return err;
   return LaunchKernel(DecodeAttentionMmaKernel<kD, kWarps>,
                       dim3(p.num_kv_heads, p.num_seqs, p.num_splits), 32 * kWarps,
                       sizeof(TileBuffers<kD, kWarps>), stream, p);
@@ -272,14 +277,11 @@ cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
 // of 4 warps per SM) batch 32 5.09 ms with 4 warps vs 5.24 with 2, batch 64 5.59 vs 5.42.
 template <int kD>
 cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
-  int warps = ForcedWarps();
-  if (warps == 0) {
-    int64_t four_warp_capacity = 0;
-    const cudaError_t err = Prepare<kD, 4>(&four_warp_capacity);
-    if (err != cudaSuccess) return err;
-    const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
-    warps = blocks <= four_warp_capacity ? 4 : 2;
-  }
+  int64_t four_warp_capacity = 0;
+  const cudaError_t err = Prepare<kD>(&four_warp_capacity);
+  if (err != cudaSuccess) return err;
+  const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
+  const int warps = ForcedWarps() != 0 ? ForcedWarps() : blocks <= four_warp_capacity ? 4 : 2;
   return warps == 4 ? Launch<kD, 4>(p, stream) : Launch<kD, 2>(p, stream);
 }
 
@@ -294,7 +296,6 @@ bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p) {
 }
 
 cudaError_t DecodeAttentionMma(const DecodeAttentionParams& p, cudaStream_t stream) {
-  if (!DecodeAttentionMmaSupports(p)) return cudaErrorInvalidValue;
   return p.head_dim == 64 ? LaunchFitting<64>(p, stream) : LaunchFitting<128>(p, stream);
 }
 

@@ -15,8 +15,8 @@ namespace rtgen::kernels {
 // without key splits, and at most 16 query heads per kv head.
 bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p);
 
-// Called by DecodeAttention, which has validated p (sizes, 16-byte alignment of q and the
-// caches, q_stride % 8 == 0); not checked again here.
+// Called by DecodeAttention when DecodeAttentionMmaSupports(p), after it has validated p
+// (sizes, 16-byte alignment of q and the caches, q_stride % 8 == 0); nothing is checked again.
 cudaError_t DecodeAttentionMma(const DecodeAttentionParams& p, cudaStream_t stream);
 
 }  // namespace rtgen::kernels

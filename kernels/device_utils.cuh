@@ -9,6 +9,7 @@
 namespace rtgen::kernels {
 
 constexpr unsigned kFullMask = 0xffffffffu;
+constexpr float kLog2e = 1.4426950408889634f;  // softmax scores are kept in base 2: x * log2(e)
 
 template <typename T>
 __device__ __forceinline__ T WarpSum(T v) {

@@ -39,7 +39,6 @@ constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxHidden = 8192;
 constexpr int kTableCache = 1024;                // block-table entries kept in shared memory
-constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ float Dot8(uint4 w, uint4 x, float acc) {
   float a[8], b[8];
