@@ -27,9 +27,18 @@ int SwiGluGemvMode() {
 // The GEMV for small batches, except where cuBLASLt measured faster on the H200
 // (rtgen-gemv-bench, docs/perf/gpu_notes.md): many output features (n > 16384: LM heads,
 // Llama-3-8B's gate+up; there cuBLASLt streams at 4.1-4.2 TB/s against the GEMV's 3.9-4.1)
-// and 9..16 rows of a weight over 4 Mi elements.
+// and 9..16 rows of a weight over 4 Mi elements. Wide shapes of 1-4 rows with k <= 2048 (the LM
+// heads of SmolLM2-135M and Llama-3.2-1B at batch 1-4) still take the GEMV: inside the decode
+// graph it is a programmatic dependent and cuBLASLt is not, and the step measured faster with it
+// (session 7, two runs each: SmolLM2 b1 0.582 / 0.584 -> 0.570 / 0.573 ms, 1B b1 0.973 / 0.959
+// -> 0.953 / 0.956; no gain at 1B b8 or at Llama-3-8B's k = 4096).
+// RTGEN_GEMV_WIDE (A/B): "0" never gives n > 16384 to the GEMV, "all" always at m <= 8.
 bool GemvShape(const MatmulParams& p, bool any_n) {
-  return p.m <= 8 ? any_n || p.n <= 16384 : int64_t{p.n} * p.k <= (int64_t{4} << 20);
+  static const int wide =
+      EnvIs("RTGEN_GEMV_WIDE", "all") ? 2 : EnvOnUnlessZero("RTGEN_GEMV_WIDE") ? 1 : 0;
+  if (p.m > 8) return int64_t{p.n} * p.k <= (int64_t{4} << 20);
+  const bool wide_ok = wide == 2 || (wide == 1 && p.m <= 4 && p.k <= 2048);
+  return any_n || p.n <= 16384 || wide_ok;
 }
 
 bool TuneFromEnv() {

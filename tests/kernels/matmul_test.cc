@@ -71,7 +71,11 @@ INSTANTIATE_TEST_SUITE_P(
                                          MatmulCase{8, 576, 1536}, MatmulCase{17, 3072, 576},
                                          MatmulCase{64, 2048, 2048}, MatmulCase{5, 4000, 200},
                                          MatmulCase{2, 130, 37}, MatmulCase{32, 1024, 4096},
-                                         MatmulCase{64, 1536, 3584}, MatmulCase{48, 520, 264}),
+                                         MatmulCase{64, 1536, 3584}, MatmulCase{48, 520, 264},
+                                         // Wide shapes (LM heads) on either side of the GEMV's
+                                         // 1-4 row, k <= 2048 routing (matmul.cc GemvShape).
+                                         MatmulCase{1, 20000, 576}, MatmulCase{4, 17000, 136},
+                                         MatmulCase{5, 17000, 136}, MatmulCase{2, 16500, 2056}),
                        ::testing::Bool(), ::testing::Bool()));
 
 // Decode-batch shapes are tuned once per process: two contexts run the same algorithm (bitwise
