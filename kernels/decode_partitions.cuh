@@ -56,10 +56,10 @@ struct PartitionRange {
   }
 };
 
-// s_table: kPartitionTableCache entries.
 // Reads the context length and caches the partition's block-table entries (up to
-// kPartitionTableCache, else none) in s_table; step arrays only, so it runs before the PDL wait.
-// Contains a barrier: every thread of the block calls it.
+// kPartitionTableCache, else none) in s_table, which holds kPartitionTableCache entries; step
+// arrays only, so it runs before the PDL wait. Contains a barrier: every thread of the block
+// calls it.
 template <int kThreads>
 __device__ __forceinline__ PartitionRange LoadPartition(const DecodeAttentionParams& p, int seq,
                                                         int split, int32_t* s_table) {
