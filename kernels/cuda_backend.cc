@@ -62,6 +62,7 @@ struct CudaBackend::Impl {
 struct CudaBackend::StepPlan {
   int32_t bucket = 0;                 // graph replayed, 0: eager
   std::vector<int32_t> sample_row;    // logits row of each StepInput::samples entry
+  StepArrays host;                    // the step's pinned arrays (sampled tokens come back here)
 };
 
 bool CudaDeviceAvailable() {
@@ -200,8 +201,8 @@ absl::Status CudaBackend::CaptureGraphs() {
                                                      " is outside [1, ", most, "]"));
     }
   }
-  const StepArrays& h = impl.step->host();
   auto prepare = [&](int32_t bucket) -> absl::Status {
+    const StepArrays h = impl.step->host(bucket, bucket);
     for (int32_t i = 0; i < bucket; ++i) {
       h.token_ids[i] = 0;
       h.positions[i] = 0;
@@ -211,11 +212,11 @@ absl::Status CudaBackend::CaptureGraphs() {
       h.sample_rows[i] = i;
       h.sample_params[i] = Greedy();
     }
-    return impl.step->Upload(bucket, bucket, bucket, 0, impl.stream);
+    return impl.step->Upload(bucket, bucket, 0, impl.stream);
   };
   auto record = [&](int32_t bucket) -> absl::Status {
     const ForwardShape shape{bucket, bucket, bucket, /*decode_only=*/true, /*sample=*/true};
-    return impl.forward->Run(shape, impl.step->device(), impl.kv, impl.stream);
+    return impl.forward->Run(shape, impl.step->device(bucket, bucket), impl.kv, impl.stream);
   };
   ASSIGN_OR_RETURN(impl.graphs, GraphRunner::Capture(buckets, prepare, record, impl.stream));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_after, &total));
@@ -304,13 +305,17 @@ absl::StatusOr<CudaBackend::StepPlan> CudaBackend::Run(const StepInput& in, bool
   RTGEN_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   RETURN_IF_ERROR(CheckStep(in));
   Impl& impl = *impl_;
-  const StepArrays& h = impl.step->host();
   const int32_t width = impl.step->capacity().max_blocks_per_seq;
   const int32_t n = in.num_tokens(), s = in.num_seqs();
   StepPlan plan;
   if (impl.graphs && in.is_decode_only) plan.bucket = impl.graphs->BucketFor(s);
   const int32_t rows = plan.bucket > 0 ? plan.bucket : n;  // tokens (= seqs when a graph runs)
-  const int32_t seqs = plan.bucket > 0 ? plan.bucket : s;
+  // Sequences and sampled rows of the step's layout (a graph's: its bucket).
+  const int32_t seqs = plan.bucket > 0
+                           ? plan.bucket
+                           : std::max(s, static_cast<int32_t>(in.samples.size()));
+  plan.host = impl.step->host(rows, seqs);
+  const StepArrays& h = plan.host;
 
   std::copy(in.token_ids.begin(), in.token_ids.end(), h.token_ids);
   std::copy(in.positions.begin(), in.positions.end(), h.positions);
@@ -348,14 +353,15 @@ absl::StatusOr<CudaBackend::StepPlan> CudaBackend::Run(const StepInput& in, bool
   for (size_t i = 0; i < in.samples.size(); ++i) {
     h.sample_params[plan.sample_row[i]] = sample ? DeviceParams(in.samples[i]) : Greedy();
   }
-  RETURN_IF_ERROR(impl.step->Upload(rows, seqs, num_rows, in.max_blocks_per_seq, impl.stream));
+  RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream));
   if (plan.bucket > 0) {
     RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, impl.stream));
   } else {
     const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample};
-    RETURN_IF_ERROR(impl.forward->Run(shape, impl.step->device(), impl.kv, impl.stream));
+    RETURN_IF_ERROR(
+        impl.forward->Run(shape, impl.step->device(rows, seqs), impl.kv, impl.stream));
   }
-  if (sample) RETURN_IF_ERROR(impl.step->Download(num_rows, impl.stream));
+  if (sample) RETURN_IF_ERROR(impl.step->Download(rows, seqs, impl.stream));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(impl.done, impl.stream));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(impl.done));
   return plan;
@@ -363,7 +369,7 @@ absl::StatusOr<CudaBackend::StepPlan> CudaBackend::Run(const StepInput& in, bool
 
 absl::StatusOr<StepOutput> CudaBackend::Execute(const StepInput& input) {
   ASSIGN_OR_RETURN(StepPlan plan, Run(input, /*sample=*/true));
-  const StepArrays& h = impl_->step->host();
+  const StepArrays& h = plan.host;
   const int32_t vocab = config_.vocab_size;
   StepOutput out;
   out.graph_replayed = plan.bucket > 0;

@@ -3,17 +3,49 @@
 #include <utility>
 
 #include "engine/common/status_macros.h"
+#include "kernels/env_switch.h"
 
 namespace rtgen {
 namespace {
 
-constexpr size_t kAlign = 256;
+constexpr size_t kAlign = 128;  // every array starts on its own cache line
 
 size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+template <typename T>
+const char* Bytes(const T* p) {
+  return reinterpret_cast<const char*>(p);
+}
+
+// RTGEN_STEP_COPIES=split: one copy per array, as before session 8 (A/B).
+bool SplitCopies() {
+  static const bool split = kernels::EnvIs("RTGEN_STEP_COPIES", "split");
+  return split;
+}
+
+// Each input array of `h` but the block tables to `d`, one copy apiece (SplitCopies).
+absl::Status UploadEach(const StepArrays& h, const StepArrays& d, int32_t tokens, int32_t seqs,
+                        cudaStream_t stream) {
+  auto copy = [stream](void* dst, const void* src, size_t bytes) -> absl::Status {
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
+    return absl::OkStatus();
+  };
+  const size_t t = static_cast<size_t>(tokens) * sizeof(int32_t);
+  const size_t s = static_cast<size_t>(seqs) * sizeof(int32_t);
+  RETURN_IF_ERROR(copy(d.token_ids, h.token_ids, t));
+  RETURN_IF_ERROR(copy(d.positions, h.positions, t));
+  RETURN_IF_ERROR(copy(d.slot_mapping, h.slot_mapping, t));
+  RETURN_IF_ERROR(copy(d.token_seq, h.token_seq, t));
+  RETURN_IF_ERROR(copy(d.context_lens, h.context_lens, s));
+  RETURN_IF_ERROR(copy(d.sample_rows, h.sample_rows, s));
+  return copy(d.sample_params, h.sample_params, seqs * sizeof(kernels::SampleRowParams));
+}
+
 }  // namespace
 
-// Lays the arrays out from `base` (aligned, in a fixed order); *bytes gets the total size.
+// Lays the arrays of a step with c.max_tokens tokens and c.max_seqs sequences out from `base`
+// (aligned, in a fixed order: inputs, block tables last among them, then outputs); *bytes gets
+// the total size. A smaller step's layout fits inside a larger one's.
 StepArrays StepBuffers::Carve(char* base, const StepCapacity& c, size_t* bytes) {
   size_t at = 0;
   auto take = [&at, base](size_t n) {
@@ -29,11 +61,13 @@ StepArrays StepBuffers::Carve(char* base, const StepCapacity& c, size_t* bytes) 
   a.slot_mapping = reinterpret_cast<int32_t*>(take(tokens));
   a.token_seq = reinterpret_cast<int32_t*>(take(tokens));
   a.context_lens = reinterpret_cast<int32_t*>(take(seqs));
-  a.block_tables = reinterpret_cast<int32_t*>(take(seqs * c.max_blocks_per_seq));
   a.sample_rows = reinterpret_cast<int32_t*>(take(seqs));
   a.sample_params = reinterpret_cast<kernels::SampleRowParams*>(
       take(static_cast<size_t>(c.max_seqs) * sizeof(kernels::SampleRowParams)));
-  a.out_tokens = reinterpret_cast<int32_t*>(take(seqs));
+  a.block_tables = reinterpret_cast<int32_t*>(take(seqs * c.max_blocks_per_seq));
+  // The outputs unaligned between them: one contiguous download.
+  a.out_tokens = reinterpret_cast<int32_t*>(take(0));
+  at += seqs;
   a.out_logprobs = reinterpret_cast<float*>(take(static_cast<size_t>(c.max_seqs) * sizeof(float)));
   *bytes = at;
   return a;
@@ -46,45 +80,57 @@ absl::StatusOr<StepBuffers> StepBuffers::Create(const StepCapacity& capacity) {
   Carve(nullptr, capacity, &bytes);
   ASSIGN_OR_RETURN(b.device_memory_, DeviceBuffer::Allocate(bytes));
   ASSIGN_OR_RETURN(b.host_memory_, PinnedBuffer::Allocate(bytes));
-  b.device_ = Carve(b.device_memory_.as<char>(), capacity, &bytes);
-  b.host_ = Carve(b.host_memory_.as<char>(), capacity, &bytes);
   return b;
 }
 
-absl::Status StepBuffers::Upload(int32_t num_tokens, int32_t num_seqs, int32_t num_samples,
-                                 int32_t block_cols, cudaStream_t stream) const {
-  auto copy = [stream](void* dst, const void* src, size_t bytes) -> absl::Status {
-    if (bytes == 0) return absl::OkStatus();
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
-    return absl::OkStatus();
-  };
-  const size_t t = static_cast<size_t>(num_tokens) * sizeof(int32_t);
-  const size_t s = static_cast<size_t>(num_seqs) * sizeof(int32_t);
-  const size_t r = static_cast<size_t>(num_samples);
-  RETURN_IF_ERROR(copy(device_.token_ids, host_.token_ids, t));
-  RETURN_IF_ERROR(copy(device_.positions, host_.positions, t));
-  RETURN_IF_ERROR(copy(device_.slot_mapping, host_.slot_mapping, t));
-  RETURN_IF_ERROR(copy(device_.token_seq, host_.token_seq, t));
-  RETURN_IF_ERROR(copy(device_.context_lens, host_.context_lens, s));
-  if (num_seqs > 0 && block_cols > 0) {
-    const size_t pitch = static_cast<size_t>(capacity_.max_blocks_per_seq) * sizeof(int32_t);
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(device_.block_tables, pitch, host_.block_tables,
-                                                 pitch, block_cols * sizeof(int32_t), num_seqs,
+StepArrays StepBuffers::device(int32_t tokens, int32_t seqs) const {
+  size_t bytes = 0;
+  return Carve(device_memory_.as<char>(), {tokens, seqs, capacity_.max_blocks_per_seq}, &bytes);
+}
+
+StepArrays StepBuffers::host(int32_t tokens, int32_t seqs) const {
+  size_t bytes = 0;
+  return Carve(host_memory_.as<char>(), {tokens, seqs, capacity_.max_blocks_per_seq}, &bytes);
+}
+
+absl::Status StepBuffers::Upload(int32_t tokens, int32_t seqs, int32_t block_cols,
+                                 cudaStream_t stream) const {
+  const StepArrays h = host(tokens, seqs), d = device(tokens, seqs);
+  const size_t pitch = static_cast<size_t>(capacity_.max_blocks_per_seq) * sizeof(int32_t);
+  const size_t tables = static_cast<size_t>(seqs) * pitch;
+  const bool split = SplitCopies();
+  const bool whole =
+      !split && (block_cols == capacity_.max_blocks_per_seq || tables <= kWholeTableBytes);
+  if (split) {
+    RETURN_IF_ERROR(UploadEach(h, d, tokens, seqs, stream));
+  } else {
+    const size_t head = static_cast<size_t>(Bytes(h.block_tables) - Bytes(h.token_ids));
+    const size_t bytes = head + (whole ? tables : 0);
+    RTGEN_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(d.token_ids, h.token_ids, bytes, cudaMemcpyHostToDevice, stream));
+  }
+  if (!whole && block_cols > 0) {
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(d.block_tables, pitch, h.block_tables, pitch,
+                                                 block_cols * sizeof(int32_t), seqs,
                                                  cudaMemcpyHostToDevice, stream));
   }
-  RETURN_IF_ERROR(copy(device_.sample_rows, host_.sample_rows, r * sizeof(int32_t)));
-  RETURN_IF_ERROR(
-      copy(device_.sample_params, host_.sample_params, r * sizeof(kernels::SampleRowParams)));
   return absl::OkStatus();
 }
 
-absl::Status StepBuffers::Download(int32_t num_samples, cudaStream_t stream) const {
-  const size_t r = static_cast<size_t>(num_samples);
-  if (r == 0) return absl::OkStatus();
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_.out_tokens, device_.out_tokens,
-                                             r * sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host_.out_logprobs, device_.out_logprobs,
-                                             r * sizeof(float), cudaMemcpyDeviceToHost, stream));
+absl::Status StepBuffers::Download(int32_t tokens, int32_t seqs, cudaStream_t stream) const {
+  const StepArrays h = host(tokens, seqs), d = device(tokens, seqs);
+  if (SplitCopies()) {
+    const size_t bytes = static_cast<size_t>(seqs) * sizeof(int32_t);
+    RTGEN_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(h.out_tokens, d.out_tokens, bytes, cudaMemcpyDeviceToHost, stream));
+    RTGEN_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(h.out_logprobs, d.out_logprobs, bytes, cudaMemcpyDeviceToHost, stream));
+    return absl::OkStatus();
+  }
+  const size_t bytes =
+      static_cast<size_t>(Bytes(h.out_logprobs + seqs) - Bytes(h.out_tokens));
+  RTGEN_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(h.out_tokens, d.out_tokens, bytes, cudaMemcpyDeviceToHost, stream));
   return absl::OkStatus();
 }
 

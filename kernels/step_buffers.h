@@ -1,9 +1,14 @@
 #pragma once
 // Fixed device buffers for everything a step reads that changes per step (token ids, positions,
 // slot mapping, block tables, context lengths, which rows need logits, sampling parameters)
-// and the sampled tokens it writes back. Addresses never change, so captured CUDA graphs read
-// them; the host fills a pinned mirror with the same layout, then Upload() copies the used
-// parts on the stream.
+// and the sampled tokens it writes back. The host fills a pinned mirror with the same layout,
+// then Upload() copies it on the stream.
+//
+// A step's arrays are laid out compactly from the start of each allocation for its own row
+// counts (Layout), inputs first, so the upload is one copy (two when the block tables are
+// wide) and the download one: a batch-1 decode step made ten small copies before (session 8).
+// The same (tokens, seqs) always gives the same addresses, which is what a graph captured for
+// a batch bucket reads on every replay.
 
 #include <cuda_runtime.h>
 
@@ -21,18 +26,19 @@ struct StepCapacity {
   int32_t max_blocks_per_seq = 0;  // block table width
 };
 
-// Pointers into one allocation (device or pinned host), laid out identically in both.
+// Pointers into one allocation (device or pinned host), laid out identically in both. Sizes
+// are those of the layout the arrays were made for (StepBuffers::host / device).
 struct StepArrays {
-  int32_t* token_ids = nullptr;       // [max_tokens]
-  int32_t* positions = nullptr;       // [max_tokens]
-  int32_t* slot_mapping = nullptr;    // [max_tokens]
-  int32_t* token_seq = nullptr;       // [max_tokens] sequence of each token
-  int32_t* context_lens = nullptr;    // [max_seqs]
-  int32_t* block_tables = nullptr;    // [max_seqs, max_blocks_per_seq], -1 padded
-  int32_t* sample_rows = nullptr;     // [max_seqs] token row whose logits are computed
-  kernels::SampleRowParams* sample_params = nullptr;  // [max_seqs]
-  int32_t* out_tokens = nullptr;      // [max_seqs] sampled token per logits row
-  float* out_logprobs = nullptr;      // [max_seqs]
+  int32_t* token_ids = nullptr;       // [tokens]
+  int32_t* positions = nullptr;       // [tokens]
+  int32_t* slot_mapping = nullptr;    // [tokens]
+  int32_t* token_seq = nullptr;       // [tokens] sequence of each token
+  int32_t* context_lens = nullptr;    // [seqs]
+  int32_t* sample_rows = nullptr;     // [seqs] token row whose logits are computed
+  kernels::SampleRowParams* sample_params = nullptr;  // [seqs]
+  int32_t* block_tables = nullptr;    // [seqs, max_blocks_per_seq], -1 padded; last input
+  int32_t* out_tokens = nullptr;      // [seqs] sampled token per logits row
+  float* out_logprobs = nullptr;      // [seqs], right after out_tokens
 };
 
 class StepBuffers {
@@ -40,16 +46,21 @@ class StepBuffers {
   static absl::StatusOr<StepBuffers> Create(const StepCapacity& capacity);
 
   const StepCapacity& capacity() const { return capacity_; }
-  const StepArrays& device() const { return device_; }
-  const StepArrays& host() const { return host_; }  // pinned; fill before Upload
+  // The arrays of a step with `tokens` token rows and `seqs` sequences or sampled rows
+  // (1 <= tokens <= max_tokens, 1 <= seqs <= max_seqs; checked by the caller).
+  StepArrays device(int32_t tokens, int32_t seqs) const;
+  StepArrays host(int32_t tokens, int32_t seqs) const;  // pinned; fill before Upload
 
-  // Copies the first num_tokens / num_seqs / num_samples entries of each input array, and the
-  // first block_cols columns of the first num_seqs block-table rows (kernels never read a
-  // column past a sequence's last block, so the rest may hold an earlier step's values).
-  absl::Status Upload(int32_t num_tokens, int32_t num_seqs, int32_t num_samples,
-                      int32_t block_cols, cudaStream_t stream) const;
-  // Copies the sampled tokens and logprobs of the first num_samples rows into host().
-  absl::Status Download(int32_t num_samples, cudaStream_t stream) const;
+  // Copies every input array of the (tokens, seqs) layout, and of the block tables the first
+  // block_cols columns (kernels never read a column past a sequence's last block, so the rest
+  // may hold an earlier step's values). One copy while the tables are narrow or full width.
+  absl::Status Upload(int32_t tokens, int32_t seqs, int32_t block_cols,
+                      cudaStream_t stream) const;
+  // Copies the sampled tokens and logprobs of the (tokens, seqs) layout into its host mirror.
+  absl::Status Download(int32_t tokens, int32_t seqs, cudaStream_t stream) const;
+
+  // Bytes of block tables below which Upload copies every column (one copy, no 2D copy).
+  static constexpr size_t kWholeTableBytes = size_t{16} << 10;
 
  private:
   static StepArrays Carve(char* base, const StepCapacity& c, size_t* bytes);
@@ -57,8 +68,6 @@ class StepBuffers {
   StepCapacity capacity_;
   DeviceBuffer device_memory_;
   PinnedBuffer host_memory_;
-  StepArrays device_;
-  StepArrays host_;
 };
 
 }  // namespace rtgen

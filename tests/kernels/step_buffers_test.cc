@@ -1,0 +1,114 @@
+// Step buffers: every (tokens, seqs) layout fits the allocation without overlapping arrays,
+// Upload carries every input array to the device (narrow tables in one copy, wide tables with
+// only the asked columns), and Download brings back exactly the outputs.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/step_buffers.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace rtgen::testing_gpu {
+namespace {
+
+struct Span {
+  const char* begin;
+  size_t bytes;
+};
+
+std::vector<Span> Inputs(const StepArrays& a, int32_t tokens, int32_t seqs, int32_t width) {
+  auto span = [](const void* p, size_t n) { return Span{static_cast<const char*>(p), n}; };
+  const size_t t = tokens * sizeof(int32_t), s = seqs * sizeof(int32_t);
+  return {span(a.token_ids, t),    span(a.positions, t),    span(a.slot_mapping, t),
+          span(a.token_seq, t),    span(a.context_lens, s), span(a.sample_rows, s),
+          span(a.sample_params, seqs * sizeof(kernels::SampleRowParams)),
+          span(a.block_tables, s * width)};
+}
+
+// Fills `bytes` at p with random bytes.
+void Scribble(char* p, size_t bytes, std::mt19937_64& rng) {
+  for (size_t i = 0; i < bytes; ++i) p[i] = static_cast<char>(rng());
+}
+
+TEST(StepBuffersTest, LayoutsUploadAndDownload) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const StepCapacity cap{8192, 256, 512};
+  auto made = StepBuffers::Create(cap);
+  ASSERT_TRUE(made.ok()) << made.status();
+  const StepBuffers& b = *made;
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&stream), cudaSuccess);
+  // (tokens, seqs, block columns): graph buckets, a prefill chunk, narrow and wide tables.
+  const int32_t shapes[][3] = {{1, 1, 3},     {1, 1, 512},   {8, 8, 17},   {8, 8, 512},
+                               {64, 64, 5},   {64, 64, 512}, {256, 256, 40}, {8192, 1, 512},
+                               {300, 7, 100}, {8192, 256, 512}};
+  const StepArrays whole = b.host(cap.max_tokens, cap.max_seqs);
+  const char* end = reinterpret_cast<const char*>(whole.out_logprobs + cap.max_seqs);
+  for (const auto& [tokens, seqs, cols] : shapes) {
+    SCOPED_TRACE(testing::Message() << tokens << " tokens, " << seqs << " seqs, " << cols
+                                    << " columns");
+    const StepArrays h = b.host(tokens, seqs), d = b.device(tokens, seqs);
+    // Arrays in order, disjoint, inside the allocation; the outputs adjacent.
+    const std::vector<Span> in = Inputs(h, tokens, seqs, cap.max_blocks_per_seq);
+    for (size_t i = 0; i + 1 < in.size(); ++i) {
+      EXPECT_LE(in[i].begin + in[i].bytes, in[i + 1].begin) << "array " << i;
+    }
+    const char* out = reinterpret_cast<const char*>(h.out_tokens);
+    EXPECT_LE(in.back().begin + in.back().bytes, out);
+    EXPECT_EQ(reinterpret_cast<const char*>(h.out_logprobs), out + seqs * sizeof(int32_t));
+    EXPECT_LE(reinterpret_cast<const char*>(h.out_logprobs + seqs), end);
+    EXPECT_EQ(h.token_ids, whole.token_ids);  // every layout starts at the allocation
+
+    // Upload: every input array, and the first `cols` columns of every table row.
+    const std::vector<Span> din = Inputs(d, tokens, seqs, cap.max_blocks_per_seq);
+    for (const Span& s : in) Scribble(const_cast<char*>(s.begin), s.bytes, rng);
+    for (const Span& s : din) {
+      ASSERT_EQ(cudaMemset(const_cast<char*>(s.begin), 0x7f, s.bytes), cudaSuccess);
+    }
+    ASSERT_TRUE(b.Upload(tokens, seqs, cols, stream).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    for (size_t i = 0; i < in.size(); ++i) {
+      std::vector<char> got(din[i].bytes);
+      ASSERT_EQ(cudaMemcpy(got.data(), din[i].begin, got.size(), cudaMemcpyDeviceToHost),
+                cudaSuccess);
+      if (i + 1 < in.size()) {
+        EXPECT_EQ(std::memcmp(got.data(), in[i].begin, got.size()), 0) << "array " << i;
+        continue;
+      }
+      const size_t row = cap.max_blocks_per_seq * sizeof(int32_t), used = cols * sizeof(int32_t);
+      for (int32_t r = 0; r < seqs; ++r) {
+        ASSERT_EQ(std::memcmp(got.data() + r * row, in[i].begin + r * row, used), 0)
+            << "block table row " << r;
+      }
+    }
+
+    // Download: the outputs written on the device come back, nothing else changes.
+    std::vector<int32_t> tok(seqs);
+    std::vector<float> lp(seqs);
+    for (int32_t i = 0; i < seqs; ++i) {
+      tok[i] = static_cast<int32_t>(rng() % 50000);
+      lp[i] = -0.001f * static_cast<float>(rng() % 9000);
+    }
+    ASSERT_EQ(cudaMemcpy(d.out_tokens, tok.data(), seqs * sizeof(int32_t), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(d.out_logprobs, lp.data(), seqs * sizeof(float), cudaMemcpyHostToDevice),
+              cudaSuccess);
+    const std::vector<char> before(in[0].begin, in.back().begin + in.back().bytes);
+    ASSERT_TRUE(b.Download(tokens, seqs, stream).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(std::vector<int32_t>(h.out_tokens, h.out_tokens + seqs), tok);
+    EXPECT_EQ(std::vector<float>(h.out_logprobs, h.out_logprobs + seqs), lp);
+    EXPECT_EQ(std::memcmp(before.data(), in[0].begin, before.size()), 0);
+  }
+  cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace rtgen::testing_gpu
