@@ -202,7 +202,7 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch.flush, 0x5a, flush_bytes, stream));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&scratch.start));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&scratch.stop));
-  constexpr int kReps = 3;
+  constexpr int kReps = 5;
   const float alpha = 1.0f, beta = 0.0f;
   int best = -1;
   float best_us = std::numeric_limits<float>::infinity(), first_us = NAN;
@@ -233,6 +233,10 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
   if (best < 0) {
     return absl::InternalError(absl::StrCat("cuBLASLt: no candidate ran for m=", p.m, " n=", p.n,
                                             " k=", p.k));
+  }
+  if (best > 0 && best_us > first_us * (1.0f - kTuneMargin)) {  // NaN first_us: it did not run
+    best = 0;
+    best_us = first_us;
   }
   plan->algo = cands[best];
   plan->info = absl::StrCat(AlgoInfo(plan->algo), "; tuned: candidate ", best, " of ",
@@ -275,11 +279,12 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
       if (auto it = tuned.find(tuned_key); it != tuned.end()) {
         plan.algo = it->second.algo;
         plan.info = it->second.info;
-      } else {
+        chosen = true;
+      } else if (tuning_allowed_) {
         RETURN_IF_ERROR(Tune(p, stream, &plan));
         tuned.emplace(tuned_key, TunedAlgo{plan.algo, plan.info});
+        chosen = true;
       }
-      chosen = true;
     }
   }
   if (!chosen) {

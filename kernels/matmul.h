@@ -5,12 +5,18 @@
 // The context owns the cuBLASLt handle, a fixed workspace (so calls can be graph-captured) and a
 // per-shape cache of the chosen algorithm (so a shape always runs the same algorithm: eager and
 // replayed steps give bitwise equal results).
-// Algorithm choice: for m <= kTuneMaxRows (decode batches) the first call of a shape times up to
-// kTuneCandidates cuBLASLt candidates (the heuristic's list plus split-K variants of its
-// algorithms, each within the fixed workspace) with the L2 evicted before each run, and keeps the
-// fastest; the choice is shared by every context of the process (so a graph-runner backend and an
-// eager one run the same algorithm). A first call made while its stream is being captured, larger
-// m, or RTGEN_MATMUL_TUNE=0 take the heuristic's first answer, as before.
+// Algorithm choice: a shape of m <= kTuneMaxRows rows first met while tuning is allowed
+// (AllowTuning: the CUDA backend allows it only around the warm-up runs of its graph capture, so
+// only decode batch buckets are tuned, at start-up) times up to kTuneCandidates cuBLASLt
+// candidates (the heuristic's list plus split-K variants of its algorithms, each within the
+// fixed workspace) with the L2 evicted before each run, and keeps the fastest if it beats the
+// heuristic's first answer by more than kTuneMargin (near ties keep the heuristic's, so a
+// restart rarely changes the choice, and with it the rounding). The choice is shared by every
+// context of the process (a graph-runner backend and an eager one run the same algorithm).
+// Every other first call (tuning not allowed, its stream being captured, larger m,
+// RTGEN_MATMUL_TUNE=0) takes the heuristic's first answer: the same on every run of a given
+// GPU and cuBLASLt, and no timing stalls a serving step (a prefill of a new length used to be
+// tuned on the spot, and two processes could round the same prompt differently).
 
 #include <cublasLt.h>
 #include <cuda_bf16.h>
@@ -44,6 +50,7 @@ class MatmulContext {
   static constexpr size_t kWorkspaceBytes = 32u << 20;
   static constexpr int kTuneMaxRows = 256;
   static constexpr int kTuneCandidates = 32;
+  static constexpr float kTuneMargin = 0.03f;  // a candidate must be 3 % faster than the first
   // use_gemv: route small batches (m <= 8, or <= 16 on small weights) to the custom GEMV.
   // Tuning as RTGEN_MATMUL_TUNE says (on unless "0").
   static absl::StatusOr<std::unique_ptr<MatmulContext>> Create(bool use_gemv);
@@ -54,6 +61,8 @@ class MatmulContext {
 
   bool use_gemv() const { return use_gemv_; }
   bool tune() const { return tune_; }
+  // Whether a new shape may be tuned now (off when created).
+  void AllowTuning(bool allow) { tuning_allowed_ = allow; }
   // The cuBLASLt algorithm this context runs for a shape ("" before its first call): ids, tile,
   // split-K, and for a tuned shape its time against the heuristic's first answer.
   std::string PlanInfo(int32_t m, int32_t n, int32_t k, bool y_f32) const;
@@ -76,6 +85,7 @@ class MatmulContext {
   void* workspace_ = nullptr;
   bool use_gemv_ = false;
   bool tune_ = true;
+  bool tuning_allowed_ = false;
   std::map<std::tuple<int32_t, int32_t, int32_t, bool>, Plan> plans_;
 };
 

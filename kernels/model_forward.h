@@ -58,6 +58,10 @@ class ModelForward {
 
   const float* logits() const { return logits_.as<const float>(); }  // [num_samples, vocab]
 
+  // Whether the linear layers may tune a new shape now (MatmulContext::AllowTuning; off when
+  // created): the backend allows it around its graph warm-up runs only.
+  void AllowMatmulTuning(bool allow) { matmul_->AllowTuning(allow); }
+
   // Columns of each block-table row in the StepArrays passed to Run: enough blocks of
   // block_size tokens for max_context tokens (StepBuffers must be created with this width).
   int32_t BlockTableWidth(int32_t block_size) const {

@@ -186,6 +186,7 @@ absl::Status Run(const Options& o) {
   ASSIGN_OR_RETURN(auto gemv_ctx, kernels::MatmulContext::Create(true));
   ASSIGN_OR_RETURN(auto blas_ctx, kernels::MatmulContext::Create(false, true));
   ASSIGN_OR_RETURN(auto heur_ctx, kernels::MatmulContext::Create(false, false));
+  blas_ctx->AllowTuning(true);  // every shape here is tuned, as the engine tunes its buckets
   cudaStream_t stream;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
 

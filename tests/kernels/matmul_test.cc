@@ -78,8 +78,9 @@ INSTANTIATE_TEST_SUITE_P(
                                          MatmulCase{5, 17000, 136}, MatmulCase{2, 16500, 2056}),
                        ::testing::Bool(), ::testing::Bool()));
 
-// Decode-batch shapes are tuned once per process: two contexts run the same algorithm (bitwise
-// equal outputs, also on a repeat), and the tuned and untuned algorithms both meet the reference.
+// Decode-batch shapes are tuned once per process, where tuning is allowed: a second context
+// (tuning not allowed) runs the same algorithm (bitwise equal outputs, also on a repeat), and the
+// tuned and untuned algorithms both meet the reference.
 TEST(MatmulTuneTest, SharedChoiceIsBitwiseRepeatable) {
   const MatmulCase shape{64, 2048, 4096};
   const uint64_t seed = FreshSeed();
@@ -91,6 +92,7 @@ TEST(MatmulTuneTest, SharedChoiceIsBitwiseRepeatable) {
   auto tuned_b = kernels::MatmulContext::Create(false, true);
   auto untuned = kernels::MatmulContext::Create(false, false);
   ASSERT_TRUE(tuned_a.ok() && tuned_b.ok() && untuned.ok());
+  (*tuned_a)->AllowTuning(true);
   const std::vector<double> want = Reference(shape, x, w);
   std::vector<std::vector<float>> outs;
   for (kernels::MatmulContext* ctx : {tuned_a->get(), tuned_a->get(), tuned_b->get(),
@@ -125,6 +127,7 @@ TEST(MatmulTuneTest, FirstCallUnderCaptureUsesHeuristic) {
   DeviceArray<uint16_t> y(size_t{1} * shape.m * shape.n);
   auto ctx = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
+  (*ctx)->AllowTuning(true);
   cudaStream_t stream;
   GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -144,6 +147,32 @@ TEST(MatmulTuneTest, FirstCallUnderCaptureUsesHeuristic) {
   GPU_CHECK(cudaGraphExecDestroy(exec));
   GPU_CHECK(cudaGraphDestroy(graph));
   GPU_CHECK(cudaStreamDestroy(stream));
+}
+
+// Where tuning is not allowed a new shape takes the heuristic's first algorithm and is not
+// recorded as tuned, so a context allowed to tune still times it (the first keeps its plan).
+TEST(MatmulTuneTest, NoTuningOutsideTheWindow) {
+  const MatmulCase shape{40, 1096, 584};  // used by no other test of the process
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const auto [x, w] = RandomOperands(shape, rng);
+  DeviceArray<uint16_t> d_x(x), d_w(w);
+  DeviceArray<float> y(size_t{1} * shape.m * shape.n);
+  auto closed = kernels::MatmulContext::Create(false, true);
+  auto open = kernels::MatmulContext::Create(false, true);
+  ASSERT_TRUE(closed.ok() && open.ok());
+  const kernels::MatmulParams p{d_x.bf16(), d_w.bf16(), y.get(), true, shape.m, shape.n, shape.k};
+  ASSERT_TRUE(kernels::Matmul(**closed, p, nullptr).ok());
+  EXPECT_LE(RelL2(y.ToHost(), Reference(shape, x, w)), 1e-4);
+  EXPECT_NE((*closed)->PlanInfo(shape.m, shape.n, shape.k, true).find("heuristic's first"),
+            std::string::npos);
+  (*open)->AllowTuning(true);
+  ASSERT_TRUE(kernels::Matmul(**open, p, nullptr).ok());
+  EXPECT_LE(RelL2(y.ToHost(), Reference(shape, x, w)), 1e-4);
+  EXPECT_NE((*open)->PlanInfo(shape.m, shape.n, shape.k, true).find("tuned"), std::string::npos);
+  EXPECT_NE((*closed)->PlanInfo(shape.m, shape.n, shape.k, true).find("heuristic's first"),
+            std::string::npos);
 }
 
 }  // namespace
