@@ -78,8 +78,12 @@ __device__ int KeyToId(const Row& r, uint64_t key) {
 
 // Greedy rows in one pass over the logits: the max, its lowest id, and the sum of exp(l - max)
 // (rescaled whenever the running max rises), instead of separate max, sum and argmax passes.
-// Each thread walks its ids in ascending order (8 float4 loads in flight), then the block
-// combines the threads' states in a fixed order.
+// Each thread walks its ids in ascending order, 8 float4 loads in flight: per batch of loads it
+// takes the batch's max and lowest argmax first, then sums the batch's exp(l - max) in fp32 (the
+// exps independent of each other), and folds that into its running state; threads, warps and
+// blocks are then combined by fixed-order shuffle trees (deterministic, and no serial chain of
+// loads: the last block of a split row used to read the parts' states one after another, and
+// the kernel took ~30 us at any batch on the H200, session 8).
 struct GreedyState {  // 16 bytes (kSampleSplitStateBytes)
   float m = -INFINITY;      // running max
   int i = 0x7fffffff;       // lowest id holding it
@@ -109,9 +113,22 @@ __device__ __forceinline__ GreedyState GreedyCombine(const GreedyState& a, const
   return r;
 }
 
-// Block-wide over ids [begin, end) of a row: thread 0's result is returned to every thread
-// through `out` (lowest id 0x7fffffff when every logit is -inf). `vec`: the row is 16-byte
-// aligned and begin % 4 == 0, so float4 loads may be used.
+// The warp's states combined by a butterfly in which the lower lane's state always comes first
+// (the same tree on every run); every lane gets the result.
+__device__ __forceinline__ GreedyState WarpCombine(GreedyState g) {
+  for (int o = 16; o > 0; o >>= 1) {
+    GreedyState other;
+    other.m = __shfl_xor_sync(kFullMask, g.m, o);
+    other.i = __shfl_xor_sync(kFullMask, g.i, o);
+    other.s = __shfl_xor_sync(kFullMask, g.s, o);
+    g = (threadIdx.x & o) ? GreedyCombine(other, g) : GreedyCombine(g, other);
+  }
+  return g;
+}
+
+// Block-wide over ids [begin, end) of a row: the result reaches every thread through `out`
+// (lowest id 0x7fffffff when every logit is -inf). `vec`: the row is 16-byte aligned and
+// begin % 4 == 0, so float4 loads may be used.
 __device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyState* warp_states,
                            GreedyState* out) {
   constexpr int kBatch = 8;
@@ -125,30 +142,34 @@ __device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyS
       const int c = c0 + u * kThreads;
       v[u] = c < e4 ? l4[c] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
     }
+    GreedyState b;  // this batch: ids ascend with u, then x, y, z, w
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       const int i = 4 * (c0 + u * kThreads);
-      GreedyUpdate(g, v[u].x, i);
-      GreedyUpdate(g, v[u].y, i + 1);
-      GreedyUpdate(g, v[u].z, i + 2);
-      GreedyUpdate(g, v[u].w, i + 3);
+      const float x[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (x[e] > b.m) b.m = x[e], b.i = i + e;  // strictly greater: the lowest id of a tie
+      }
     }
+    if (b.m == -INFINITY) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      sum += (expf(v[u].x - b.m) + expf(v[u].y - b.m)) + (expf(v[u].z - b.m) + expf(v[u].w - b.m));
+    }
+    b.s = sum;
+    g = GreedyCombine(g, b);
   }
   for (int i = max(begin, 4 * e4) + threadIdx.x; i < end; i += kThreads) GreedyUpdate(g, l[i], i);
-  for (int o = 16; o > 0; o >>= 1) {
-    GreedyState other;
-    other.m = __shfl_xor_sync(kFullMask, g.m, o);
-    other.i = __shfl_xor_sync(kFullMask, g.i, o);
-    other.s = __shfl_xor_sync(kFullMask, g.s, o);
-    g = (threadIdx.x & o) ? GreedyCombine(other, g) : GreedyCombine(g, other);
-  }
+  g = WarpCombine(g);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) warp_states[warp] = g;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    GreedyState r = warp_states[0];
-    for (int w = 1; w < kThreads / 32; ++w) r = GreedyCombine(r, warp_states[w]);
-    *out = r;
+  if (warp == 0) {
+    static_assert(kThreads / 32 <= 32);
+    g = WarpCombine(lane < kThreads / 32 ? warp_states[lane] : GreedyState{});
+    if (lane == 0) *out = g;
   }
   __syncthreads();
 }
@@ -161,31 +182,39 @@ __device__ void WriteGreedy(const SampleTokensParams& p, int row, const float* l
 }
 
 // A greedy row split over p.splits blocks (blockIdx.y = part): each block reduces its chunk of
-// ids to a GreedyState in p.split_states; the last block of the row to finish combines them in
-// part order (so the result does not depend on which block finishes last), writes the token
-// and resets the row's counter for the next launch.
+// ids to a GreedyState in p.split_states; in the last block of the row to finish, warp 0 reads
+// the parts' states at once and combines them by the fixed tree (so the result does not depend
+// on which block finishes last), writes the token and resets the row's counter for the next
+// launch.
 __device__ void GreedySplit(const SampleTokensParams& p, int row, const float* l,
                             GreedyState* warp_states, GreedyState* result) {
+  static_assert(kMaxSampleSplits <= 32);
   const int part = blockIdx.y;
   const int per = ((p.vocab + p.splits - 1) / p.splits + 3) / 4 * 4;
   const int begin = min(p.vocab, part * per), end = min(p.vocab, begin + per);
   GreedyPass(l, begin, end, p.row_stride % 4 == 0, warp_states, result);
-  if (threadIdx.x != 0) return;
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
   GreedyState* states = static_cast<GreedyState*>(p.split_states) + int64_t{row} * p.splits;
-  states[part] = *result;
-  __threadfence();  // the state is visible before the arrival is counted
-  if (atomicAdd(&p.split_counters[row], 1) != p.splits - 1) return;
-  p.split_counters[row] = 0;
-  __threadfence();
-  GreedyState r;
-  for (int s = 0; s < p.splits; ++s) {
-    GreedyState o;
-    o.m = __ldcg(&states[s].m);
-    o.i = __ldcg(&states[s].i);
-    o.s = __ldcg(&states[s].s);
-    r = GreedyCombine(r, o);
+  int last = 0;
+  if (lane == 0) {
+    states[part] = *result;
+    __threadfence();  // the state is visible before the arrival is counted
+    last = atomicAdd(&p.split_counters[row], 1) == p.splits - 1;
+    if (last) {
+      p.split_counters[row] = 0;
+      __threadfence();
+    }
   }
-  WriteGreedy(p, row, l, r);
+  if (!__shfl_sync(kFullMask, last, 0)) return;
+  GreedyState o;
+  if (lane < p.splits) {
+    o.m = __ldcg(&states[lane].m);
+    o.i = __ldcg(&states[lane].i);
+    o.s = __ldcg(&states[lane].s);
+  }
+  o = WarpCombine(o);
+  if (lane == 0) WriteGreedy(p, row, l, o);
 }
 
 // Draw in id order over the candidate set: the first id whose inclusive cumulative mass exceeds
