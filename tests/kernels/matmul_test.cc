@@ -44,6 +44,23 @@ Operands RandomOperands(const MatmulCase& shape, std::mt19937_64& rng) {
           ToBf16(RandomNormal(size_t{1} * shape.n * shape.k, 0.05f, rng))};
 }
 
+// A tuning test's inputs: random operands of `shape` from a fresh seed (trace it), also on the
+// device, and their fp64 product.
+struct TuneCase {
+  explicit TuneCase(const MatmulCase& s)
+      : shape(s), seed(FreshSeed()), rng(seed), ops(RandomOperands(s, rng)), d_x(ops.x),
+        d_w(ops.w), want(Reference(s, ops.x, ops.w)) {}
+  kernels::MatmulParams Params(void* y, bool y_f32) const {
+    return {d_x.bf16(), d_w.bf16(), y, y_f32, shape.m, shape.n, shape.k};
+  }
+  MatmulCase shape;
+  uint64_t seed;
+  std::mt19937_64 rng;
+  Operands ops;
+  DeviceArray<uint16_t> d_x, d_w;
+  std::vector<double> want;
+};
+
 TEST_P(MatmulTest, MatchesReference) {
   const auto [shape, use_gemv, f32_out] = GetParam();
   const uint64_t seed = FreshSeed();
@@ -82,28 +99,23 @@ INSTANTIATE_TEST_SUITE_P(
 // (tuning not allowed) runs the same algorithm (bitwise equal outputs, also on a repeat), and the
 // tuned and untuned algorithms both meet the reference.
 TEST(MatmulTuneTest, SharedChoiceIsBitwiseRepeatable) {
-  const MatmulCase shape{64, 2048, 4096};
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  const auto [x, w] = RandomOperands(shape, rng);
-  DeviceArray<uint16_t> d_x(x), d_w(w);
+  const TuneCase c({64, 2048, 4096});
+  SCOPED_TRACE(c.seed);
+  const MatmulCase& shape = c.shape;
   auto tuned_a = kernels::MatmulContext::Create(false, true);
   auto tuned_b = kernels::MatmulContext::Create(false, true);
   auto untuned = kernels::MatmulContext::Create(false, false);
   ASSERT_TRUE(tuned_a.ok() && tuned_b.ok() && untuned.ok());
   (*tuned_a)->AllowTuning(true);
-  const std::vector<double> want = Reference(shape, x, w);
   std::vector<std::vector<float>> outs;
   for (kernels::MatmulContext* ctx : {tuned_a->get(), tuned_a->get(), tuned_b->get(),
                                       untuned->get()}) {
     DeviceArray<float> y(size_t{1} * shape.m * shape.n);
     GPU_CHECK(cudaMemset(y.get(), 0xff, size_t{1} * shape.m * shape.n * sizeof(float)));
-    const absl::Status st = kernels::Matmul(
-        *ctx, {d_x.bf16(), d_w.bf16(), y.get(), true, shape.m, shape.n, shape.k}, nullptr);
+    const absl::Status st = kernels::Matmul(*ctx, c.Params(y.get(), true), nullptr);
     ASSERT_TRUE(st.ok()) << st;
     outs.push_back(y.ToHost());
-    EXPECT_LE(RelL2(outs.back(), want), 1e-4);
+    EXPECT_LE(RelL2(outs.back(), c.want), 1e-4);
   }
   const size_t bytes = outs[0].size() * sizeof(float);
   EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), bytes), 0) << "repeat differs";
@@ -118,12 +130,9 @@ TEST(MatmulTuneTest, SharedChoiceIsBitwiseRepeatable) {
 // A shape first met while its stream is captured cannot be timed: the heuristic's first
 // algorithm is captured, and runs correctly on replay.
 TEST(MatmulTuneTest, FirstCallUnderCaptureUsesHeuristic) {
-  const MatmulCase shape{24, 712, 328};  // used by no other test of the process
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  const auto [x, w] = RandomOperands(shape, rng);
-  DeviceArray<uint16_t> d_x(x), d_w(w);
+  const TuneCase c({24, 712, 328});  // a shape used by no other test of the process
+  SCOPED_TRACE(c.seed);
+  const MatmulCase& shape = c.shape;
   DeviceArray<uint16_t> y(size_t{1} * shape.m * shape.n);
   auto ctx = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
@@ -131,8 +140,7 @@ TEST(MatmulTuneTest, FirstCallUnderCaptureUsesHeuristic) {
   cudaStream_t stream;
   GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  const absl::Status st = kernels::Matmul(
-      **ctx, {d_x.bf16(), d_w.bf16(), y.get(), false, shape.m, shape.n, shape.k}, stream);
+  const absl::Status st = kernels::Matmul(**ctx, c.Params(y.get(), false), stream);
   cudaGraph_t graph = nullptr;
   GPU_CHECK(cudaStreamEndCapture(stream, &graph));
   ASSERT_TRUE(st.ok()) << st;
@@ -141,7 +149,7 @@ TEST(MatmulTuneTest, FirstCallUnderCaptureUsesHeuristic) {
   GPU_CHECK(cudaMemset(y.get(), 0xff, size_t{1} * shape.m * shape.n * sizeof(uint16_t)));
   GPU_CHECK(cudaGraphLaunch(exec, stream));
   GPU_CHECK(cudaStreamSynchronize(stream));
-  EXPECT_LE(RelL2(FromBf16(y.ToHost()), Reference(shape, x, w)), 1e-2);
+  EXPECT_LE(RelL2(FromBf16(y.ToHost()), c.want), 1e-2);
   EXPECT_NE((*ctx)->PlanInfo(shape.m, shape.n, shape.k, false).find("heuristic's first"),
             std::string::npos);
   GPU_CHECK(cudaGraphExecDestroy(exec));
@@ -152,24 +160,21 @@ TEST(MatmulTuneTest, FirstCallUnderCaptureUsesHeuristic) {
 // Where tuning is not allowed a new shape takes the heuristic's first algorithm and is not
 // recorded as tuned, so a context allowed to tune still times it (the first keeps its plan).
 TEST(MatmulTuneTest, NoTuningOutsideTheWindow) {
-  const MatmulCase shape{40, 1096, 584};  // used by no other test of the process
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  const auto [x, w] = RandomOperands(shape, rng);
-  DeviceArray<uint16_t> d_x(x), d_w(w);
+  const TuneCase c({40, 1096, 584});  // a shape used by no other test of the process
+  SCOPED_TRACE(c.seed);
+  const MatmulCase& shape = c.shape;
   DeviceArray<float> y(size_t{1} * shape.m * shape.n);
   auto closed = kernels::MatmulContext::Create(false, true);
   auto open = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(closed.ok() && open.ok());
-  const kernels::MatmulParams p{d_x.bf16(), d_w.bf16(), y.get(), true, shape.m, shape.n, shape.k};
+  const kernels::MatmulParams p = c.Params(y.get(), true);
   ASSERT_TRUE(kernels::Matmul(**closed, p, nullptr).ok());
-  EXPECT_LE(RelL2(y.ToHost(), Reference(shape, x, w)), 1e-4);
+  EXPECT_LE(RelL2(y.ToHost(), c.want), 1e-4);
   EXPECT_NE((*closed)->PlanInfo(shape.m, shape.n, shape.k, true).find("heuristic's first"),
             std::string::npos);
   (*open)->AllowTuning(true);
   ASSERT_TRUE(kernels::Matmul(**open, p, nullptr).ok());
-  EXPECT_LE(RelL2(y.ToHost(), Reference(shape, x, w)), 1e-4);
+  EXPECT_LE(RelL2(y.ToHost(), c.want), 1e-4);
   EXPECT_NE((*open)->PlanInfo(shape.m, shape.n, shape.k, true).find("tuned"), std::string::npos);
   EXPECT_NE((*closed)->PlanInfo(shape.m, shape.n, shape.k, true).find("heuristic's first"),
             std::string::npos);
