@@ -202,6 +202,8 @@ absl::Status CudaBackend::CaptureGraphs() {
     }
   }
   auto prepare = [&](int32_t bucket) -> absl::Status {
+    // The previous bucket's upload may still be reading the pinned mirror, at other offsets.
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
     const StepArrays h = impl.step->host(bucket, bucket);
     for (int32_t i = 0; i < bucket; ++i) {
       h.token_ids[i] = 0;

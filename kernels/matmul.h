@@ -11,8 +11,10 @@
 // candidates (the heuristic's list plus split-K variants of its algorithms, each within the
 // fixed workspace) with the L2 evicted before each run, and keeps the fastest if it beats the
 // heuristic's first answer by more than kTuneMargin (near ties keep the heuristic's, so a
-// restart rarely changes the choice, and with it the rounding). The choice is shared by every
-// context of the process (a graph-runner backend and an eager one run the same algorithm).
+// restart rarely changes the choice, and with it the rounding). A tuned choice is shared by
+// every context of the process that meets the shape afterwards (an eager backend created after
+// a graph-runner one runs its algorithms); a context that met the shape before it was tuned
+// keeps the heuristic's plan. A backend's own eager and replayed steps share one context.
 // Every other first call (tuning not allowed, its stream being captured, larger m,
 // RTGEN_MATMUL_TUNE=0) takes the heuristic's first answer: the same on every run of a given
 // GPU and cuBLASLt, and no timing stalls a serving step (a prefill of a new length used to be

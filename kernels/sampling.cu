@@ -207,6 +207,7 @@ __device__ void GreedySplit(const SampleTokensParams& p, int row, const float* l
     }
   }
   if (!__shfl_sync(kFullMask, last, 0)) return;
+  __syncwarp();  // orders the other lanes' loads after lane 0's acquire (shfl orders no memory)
   GreedyState o;
   if (lane < p.splits) {
     o.m = __ldcg(&states[lane].m);

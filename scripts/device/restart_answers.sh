@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Whether a restart changes the server's greedy answer (issue 4, session 8): starts
 # rtgen-server --backend cuda N times on the SmolLM2 file, asks the same chat question greedily
-# each time, and prints every answer and how many distinct answers there were (1 is the goal).
+# each time, and prints every answer and how many distinct answers there were. Exit status 0
+# only when every run answered and all answers were the same.
 # Usage: scripts/device/restart_answers.sh BUNDLE PARTS_DIR [N]   (default N = 3)
 set -uo pipefail
 bundle="${1:?usage: restart_answers.sh BUNDLE PARTS_DIR [N]}"
@@ -29,9 +30,12 @@ for run in $(seq 1 "${runs}"); do
   if [[ ${up} -ne 1 ]]; then
     echo "run ${run}: the server did not start"; cat "${out}/restart_${run}.log"; exit 1
   fi
-  "${bundle}/bin/rtgen-client" generate --target "127.0.0.1:${port}" --chat \
+  if ! "${bundle}/bin/rtgen-client" generate --target "127.0.0.1:${port}" --chat \
     --prompt "What is the capital of France?" --temperature 0 --max-tokens 32 \
-    >"${out}/answer_${run}.txt" 2>&1
+    >"${out}/answer_${run}.txt" 2>"${out}/client_${run}.log" ||
+    ! grep -qv '^\[finish=' "${out}/answer_${run}.txt"; then
+    echo "run ${run}: no answer"; cat "${out}/client_${run}.log"; exit 1
+  fi
   echo "run ${run}: $(tr '\n' ' ' <"${out}/answer_${run}.txt")"
   kill -TERM "${server}"; wait "${server}" 2>/dev/null
   server=""
@@ -40,4 +44,6 @@ done
 for run in $(seq 1 "${runs}"); do
   grep -v '^\[finish=' "${out}/answer_${run}.txt" | md5sum
 done | sort -u > "${out}/distinct.txt"
-echo "distinct answers: $(wc -l <"${out}/distinct.txt") of ${runs} runs"
+distinct=$(wc -l <"${out}/distinct.txt")
+echo "distinct answers: ${distinct} of ${runs} runs"
+[[ ${distinct} -eq 1 ]]
