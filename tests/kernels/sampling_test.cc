@@ -1,6 +1,7 @@
 // Device sampling vs the CPU sampler (engine/sampling/sampler.h) on identical fp32 logits.
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include "engine/sampling/sampler.h"
@@ -129,6 +130,47 @@ TEST(SamplingTest, MatchesCpuSampler) {
       std::vector<int32_t> again;
       SampleOnDevice(logits, vocab, params, splits, &again, &logprobs);
       EXPECT_EQ(again, tokens);
+    }
+  }
+}
+
+// Greedy edge cases, unsplit and split: a row of -inf only gives id 0; ties inside one float4 and
+// inside one thread's batch of loads go to the lower id; a maximum at the last id (the scalar tail
+// when rows are not 16-byte aligned) is found; logprobs match the CPU and repeat bit for bit.
+TEST(SamplingTest, GreedyEdgeCases) {
+  for (int vocab : {1000, 1001, 49152}) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    const int rows = 4;
+    std::vector<float> logits = RandomNormal(size_t{1} * rows * vocab, 3.0f, rng);
+    const auto row = [&](int r) { return logits.begin() + size_t{1} * r * vocab; };
+    std::fill(row(0), row(0) + vocab, -INFINITY);
+    const float top = 100.0f;
+    row(1)[4] = row(1)[5] = top;                 // one float4 of one thread
+    row(2)[vocab - 1] = top;                     // the last id
+    row(3)[9] = top;                             // ids 9 and 9 + 4 * 512: one thread's batch
+    if (vocab > 9 + 4 * 512) row(3)[9 + 4 * 512] = top;
+    const std::vector<kernels::SampleRowParams> params(rows);  // greedy
+    for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
+      SCOPED_TRACE(testing::Message() << "vocab " << vocab << ", greedy splits " << splits);
+      std::vector<int32_t> tokens;
+      std::vector<float> logprobs;
+      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs);
+      EXPECT_EQ(tokens, (std::vector<int32_t>{0, 4, vocab - 1, 9}));
+      SamplingParams greedy;
+      greedy.temperature = 0.0f;
+      for (int r = 1; r < rows; ++r) {
+        std::vector<float> host(row(r), row(r) + vocab);
+        EXPECT_NEAR(logprobs[r], SampleToken(host, greedy, {}, {}, 0).logprob, 1e-3) << r;
+      }
+      std::vector<int32_t> again;
+      std::vector<float> logprobs_again;
+      SampleOnDevice(logits, vocab, params, splits, &again, &logprobs_again);
+      EXPECT_EQ(again, tokens);
+      for (int r = 1; r < rows; ++r) {
+        EXPECT_EQ(std::memcmp(&logprobs[r], &logprobs_again[r], sizeof(float)), 0) << r;
+      }
     }
   }
 }
