@@ -3,7 +3,6 @@
 #include <utility>
 
 #include "engine/common/status_macros.h"
-#include "kernels/env_switch.h"
 
 namespace rtgen {
 namespace {
@@ -15,30 +14,6 @@ size_t AlignUp(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 template <typename T>
 const char* Bytes(const T* p) {
   return reinterpret_cast<const char*>(p);
-}
-
-// RTGEN_STEP_COPIES=split: one copy per array, as before session 8 (A/B).
-bool SplitCopies() {
-  static const bool split = kernels::EnvIs("RTGEN_STEP_COPIES", "split");
-  return split;
-}
-
-// Each input array of `h` but the block tables to `d`, one copy apiece (SplitCopies).
-absl::Status UploadEach(const StepArrays& h, const StepArrays& d, int32_t tokens, int32_t seqs,
-                        cudaStream_t stream) {
-  auto copy = [stream](void* dst, const void* src, size_t bytes) -> absl::Status {
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream));
-    return absl::OkStatus();
-  };
-  const size_t t = static_cast<size_t>(tokens) * sizeof(int32_t);
-  const size_t s = static_cast<size_t>(seqs) * sizeof(int32_t);
-  RETURN_IF_ERROR(copy(d.token_ids, h.token_ids, t));
-  RETURN_IF_ERROR(copy(d.positions, h.positions, t));
-  RETURN_IF_ERROR(copy(d.slot_mapping, h.slot_mapping, t));
-  RETURN_IF_ERROR(copy(d.token_seq, h.token_seq, t));
-  RETURN_IF_ERROR(copy(d.context_lens, h.context_lens, s));
-  RETURN_IF_ERROR(copy(d.sample_rows, h.sample_rows, s));
-  return copy(d.sample_params, h.sample_params, seqs * sizeof(kernels::SampleRowParams));
 }
 
 }  // namespace
@@ -65,10 +40,10 @@ StepArrays StepBuffers::Carve(char* base, const StepCapacity& c, size_t* bytes) 
   a.sample_params = reinterpret_cast<kernels::SampleRowParams*>(
       take(static_cast<size_t>(c.max_seqs) * sizeof(kernels::SampleRowParams)));
   a.block_tables = reinterpret_cast<int32_t*>(take(seqs * c.max_blocks_per_seq));
-  // The outputs unaligned between them: one contiguous download.
-  a.out_tokens = reinterpret_cast<int32_t*>(take(0));
-  at += seqs;
-  a.out_logprobs = reinterpret_cast<float*>(take(static_cast<size_t>(c.max_seqs) * sizeof(float)));
+  // The outputs side by side, for one contiguous download.
+  char* out = take(seqs + static_cast<size_t>(c.max_seqs) * sizeof(float));
+  a.out_tokens = reinterpret_cast<int32_t*>(out);
+  a.out_logprobs = reinterpret_cast<float*>(out ? out + seqs : nullptr);
   *bytes = at;
   return a;
 }
@@ -98,17 +73,10 @@ absl::Status StepBuffers::Upload(int32_t tokens, int32_t seqs, int32_t block_col
   const StepArrays h = host(tokens, seqs), d = device(tokens, seqs);
   const size_t pitch = static_cast<size_t>(capacity_.max_blocks_per_seq) * sizeof(int32_t);
   const size_t tables = static_cast<size_t>(seqs) * pitch;
-  const bool split = SplitCopies();
-  const bool whole =
-      !split && (block_cols == capacity_.max_blocks_per_seq || tables <= kWholeTableBytes);
-  if (split) {
-    RETURN_IF_ERROR(UploadEach(h, d, tokens, seqs, stream));
-  } else {
-    const size_t head = static_cast<size_t>(Bytes(h.block_tables) - Bytes(h.token_ids));
-    const size_t bytes = head + (whole ? tables : 0);
-    RTGEN_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(d.token_ids, h.token_ids, bytes, cudaMemcpyHostToDevice, stream));
-  }
+  const bool whole = block_cols == capacity_.max_blocks_per_seq || tables <= kWholeTableBytes;
+  const size_t head = static_cast<size_t>(Bytes(h.block_tables) - Bytes(h.token_ids));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.token_ids, h.token_ids, head + (whole ? tables : 0),
+                                             cudaMemcpyHostToDevice, stream));
   if (!whole && block_cols > 0) {
     RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(d.block_tables, pitch, h.block_tables, pitch,
                                                  block_cols * sizeof(int32_t), seqs,
@@ -119,16 +87,7 @@ absl::Status StepBuffers::Upload(int32_t tokens, int32_t seqs, int32_t block_col
 
 absl::Status StepBuffers::Download(int32_t tokens, int32_t seqs, cudaStream_t stream) const {
   const StepArrays h = host(tokens, seqs), d = device(tokens, seqs);
-  if (SplitCopies()) {
-    const size_t bytes = static_cast<size_t>(seqs) * sizeof(int32_t);
-    RTGEN_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(h.out_tokens, d.out_tokens, bytes, cudaMemcpyDeviceToHost, stream));
-    RTGEN_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(h.out_logprobs, d.out_logprobs, bytes, cudaMemcpyDeviceToHost, stream));
-    return absl::OkStatus();
-  }
-  const size_t bytes =
-      static_cast<size_t>(Bytes(h.out_logprobs + seqs) - Bytes(h.out_tokens));
+  const size_t bytes = static_cast<size_t>(Bytes(h.out_logprobs + seqs) - Bytes(h.out_tokens));
   RTGEN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(h.out_tokens, d.out_tokens, bytes, cudaMemcpyDeviceToHost, stream));
   return absl::OkStatus();

@@ -5,8 +5,9 @@
 // then Upload() copies it on the stream.
 //
 // A step's arrays are laid out compactly from the start of each allocation for its own row
-// counts (Layout), inputs first, so the upload is one copy (two when the block tables are
-// wide) and the download one: a batch-1 decode step made ten small copies before (session 8).
+// counts (host / device(tokens, seqs)), inputs first, so the upload is one copy (two when the
+// block tables are wide) and the download one: a batch-1 decode step made ten small copies
+// before (session 8).
 // The same (tokens, seqs) always gives the same addresses, which is what a graph captured for
 // a batch bucket reads on every replay.
 
