@@ -9,6 +9,7 @@
 
 #include "client/bench/bench_report.h"
 #include "client/bench/report_format.h"
+#include "tests/unique_temp_path.h"
 
 namespace rtgen::bench {
 namespace {
@@ -35,7 +36,7 @@ TEST(LatencyPlotTest, GnuplotDrawsAPngFromASweepCsv) {
     r.output_tokens = 10;
     rows.push_back({level, ComputeReport({r, r}, 1.0 / level, SloConfig{})});
   }
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "rtgen_plot";
+  const std::filesystem::path dir = std::filesystem::path(testing::UniqueTempPath("plot"));
   std::filesystem::create_directories(dir);
   const std::string csv = (dir / "sweep.csv").string();
   const std::string png = (dir / "sweep.png").string();

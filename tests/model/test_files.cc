@@ -1,22 +1,12 @@
 #include "tests/model/test_files.h"
 
-#include <unistd.h>
-
-#include <atomic>
-#include <cstdlib>
 #include <fstream>
 
-#include "gtest/gtest.h"
+#include "tests/unique_temp_path.h"
 
 namespace rtgen::testing {
 
-std::string TempPath(const std::string& name) {
-  static std::atomic<int> counter{0};
-  std::string dir = ::testing::TempDir();
-  if (dir.empty() || dir.back() != '/') dir += '/';
-  return dir + "rtgen_model_" + std::to_string(getpid()) + "_" + std::to_string(counter++) +
-         "_" + name;
-}
+std::string TempPath(const std::string& name) { return UniqueTempPath(name); }
 
 std::string WriteTempFile(const std::string& name, const std::string& bytes) {
   const std::string path = TempPath(name);

@@ -8,6 +8,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/tokenizer/test_data.h"
+#include "tests/unique_temp_path.h"
 
 namespace rtgen {
 namespace {
@@ -83,7 +84,7 @@ TEST(GoldenTokenizationTest, Llama3PipelineMatchesHuggingFace) {
   root["pre_tokenizer"] = {{"type", "Sequence"},
                            {"pretokenizers", Json::array({split, byte_level})}};
   root["model"]["ignore_merges"] = true;
-  const std::string path = ::testing::TempDir() + "/llama3_style_tokenizer.json";
+  const std::string path = testing::UniqueTempPath("llama3_style_tokenizer.json");
   std::ofstream(path) << root.dump();
   auto tok = LoadTokenizerFromJson(path);
   ASSERT_TRUE(tok.ok()) << tok.status();

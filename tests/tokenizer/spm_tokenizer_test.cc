@@ -10,6 +10,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/unique_temp_path.h"
 
 namespace rtgen {
 namespace {
@@ -63,7 +64,7 @@ std::unique_ptr<Tokenizer> LoadViaGguf(bool add_space_prefix) {
   w.AddUint32("tokenizer.ggml.bos_token_id", 1);
   w.AddUint32("tokenizer.ggml.eos_token_id", 2);
   w.AddBool("tokenizer.ggml.add_space_prefix", add_space_prefix);
-  const std::string path = ::testing::TempDir() + "/spm_vocab.gguf";
+  const std::string path = testing::UniqueTempPath("spm_vocab.gguf");
   EXPECT_TRUE(w.WriteFile(path).ok());
   auto file = GgufFile::Open(path);
   EXPECT_TRUE(file.ok()) << file.status();
@@ -138,7 +139,7 @@ TEST(SpmTokenizerTest, JsonWithByteFallbackMergesByRank) {
        {{"type", "Sequence"},
         {"normalizers", {{{"type", "Prepend"}, {"prepend", sp}}, {{"type", "Replace"}}}}}},
   };
-  const std::string path = ::testing::TempDir() + "/spm_tokenizer.json";
+  const std::string path = testing::UniqueTempPath("spm_tokenizer.json");
   std::ofstream(path) << root.dump();
   auto tok = LoadTokenizerFromJson(path);
   ASSERT_TRUE(tok.ok()) << tok.status();

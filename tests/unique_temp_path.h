@@ -1,0 +1,24 @@
+#pragma once
+// A temp-file path no other test process can be using at the same time.
+//
+// ctest runs every TEST as its own process, several at once. Two processes that write the same
+// fixed path race: one truncates the file while the other has it mapped, and the reader dies with
+// SIGBUS. The pid and a per-process counter make each path unique; `name` keeps it readable.
+
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace rtgen::testing {
+
+inline std::string UniqueTempPath(const std::string& name) {
+  static std::atomic<int> counter{0};
+  std::string dir = ::testing::TempDir();
+  if (dir.empty() || dir.back() != '/') dir += '/';
+  return dir + "rtgen_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + name;
+}
+
+}  // namespace rtgen::testing
