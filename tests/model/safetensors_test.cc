@@ -15,7 +15,7 @@
 namespace rtgen {
 namespace {
 
-using ::rtgen::testing::TempPath;
+using ::rtgen::testing::UniqueTempPath;
 using ::rtgen::testing::WriteTempFile;
 
 // Builds safetensors bytes in the test (independent of the reader).
@@ -144,7 +144,7 @@ std::vector<float> Tagged(int id, int64_t n) {
 
 TEST(SafetensorsTest, ShardedDirectoryLoadsHfNames) {
   const ModelConfig c = TinyConfig();
-  const std::string dir = TempPath("sharded");
+  const std::string dir = UniqueTempPath("sharded");
   std::filesystem::create_directories(dir);
   SafetensorsBuilder s1, s2;
   s1.Add("model.embed_tokens.weight", "F32", {10, 8}, Tagged(1, 80));
@@ -191,7 +191,7 @@ TEST(SafetensorsTest, ShardedDirectoryLoadsHfNames) {
   bad = LoadSafetensorsWeights(dir, deeper);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "model.layers.2.")) << bad.status();
-  EXPECT_EQ(LoadSafetensorsWeights(TempPath("missing"), c).status().code(),
+  EXPECT_EQ(LoadSafetensorsWeights(UniqueTempPath("missing"), c).status().code(),
             absl::StatusCode::kNotFound);
 }
 

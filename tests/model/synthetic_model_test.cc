@@ -13,7 +13,7 @@ namespace rtgen {
 namespace {
 
 using ::rtgen::testing::kSmolLm2Path;
-using ::rtgen::testing::TempPath;
+using ::rtgen::testing::UniqueTempPath;
 
 TEST(SyntheticModelTest, ShapesAndDtypes) {
   auto s = SyntheticShape("smollm2-135m");
@@ -39,7 +39,7 @@ TEST(SyntheticModelTest, TinyModelWithSmolLm2TokenizerLoads) {
   options.tokenizer_from = tok->get();
   GgufWriter writer;
   ASSERT_TRUE(BuildSyntheticGguf(options, &writer).ok());
-  const std::string path = TempPath("tiny.gguf");
+  const std::string path = UniqueTempPath("tiny.gguf");
   ASSERT_TRUE(writer.WriteFile(path).ok());
 
   auto file = GgufFile::Open(path);
@@ -81,7 +81,7 @@ TEST(SyntheticModelTest, Llama3RopeScalingSurvivesTheFile) {
   options.config.rope_scaling = Llama3RopeScaling{8.0f, 1.0f, 4.0f, 64};
   GgufWriter writer;
   ASSERT_TRUE(BuildSyntheticGguf(options, &writer).ok());
-  const std::string path = TempPath("rope.gguf");
+  const std::string path = UniqueTempPath("rope.gguf");
   ASSERT_TRUE(writer.WriteFile(path).ok());
   auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok());

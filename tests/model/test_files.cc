@@ -6,10 +6,8 @@
 
 namespace rtgen::testing {
 
-std::string TempPath(const std::string& name) { return UniqueTempPath(name); }
-
 std::string WriteTempFile(const std::string& name, const std::string& bytes) {
-  const std::string path = TempPath(name);
+  const std::string path = UniqueTempPath(name);
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
   f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   return path;
