@@ -7,14 +7,23 @@
 // KV for token t is written to slot slot_mapping[t] = block * block_size + offset (-1: skip, for
 // padded rows). Attention for sequence s reads its first context_lens[s] positions through its
 // block table row, causally (a token at position p sees positions <= p).
+//
+// Steps can be pipelined: the engine may Launch step N+1 before it Collects step N, so the host
+// schedules and prepares the next step while the device runs this one. A decode token that step N
+// is still sampling then goes into step N+1 as PendingToken(j): "the token samples[j] of the step
+// launched just before this one drew" (engine/pending_token.h). The backend fills it in where the
+// value lives (on the device for CUDA).
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "engine/pending_token.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/sampling_params.h"
 
@@ -26,12 +35,15 @@ struct SampleRequest {
   int32_t seq_index = 0;             // index into the step's sequences
   const SamplingParams* params = nullptr;
   std::span<const int32_t> prompt;   // for penalties
-  std::span<const int32_t> output;   // tokens generated so far; output.size() is the RNG counter
+  // Tokens generated so far; output.size() is the RNG counter. Its last entry may be a
+  // PendingToken (the sample this step's input token comes from), filled in by the engine once
+  // the earlier step is collected: read it only in Collect, or resolve it (ResolvePendingTokens).
+  std::span<const int32_t> output;
   uint64_t seed = 0;
 };
 
 struct StepInput {
-  std::vector<int32_t> token_ids;      // [num_tokens]
+  std::vector<int32_t> token_ids;      // [num_tokens] vocabulary ids, or PendingToken(j)
   std::vector<int32_t> positions;      // [num_tokens] absolute position of each token
   std::vector<int32_t> slot_mapping;   // [num_tokens] KV slot, or -1
   std::vector<int32_t> query_start;    // [num_seqs + 1]
@@ -55,6 +67,50 @@ struct KvCacheShape {
   int32_t block_size = 16;             // tokens per block
 };
 
+inline bool HasPendingTokens(const StepInput& in) {
+  for (int32_t id : in.token_ids) {
+    if (IsPendingToken(id)) return true;
+  }
+  return false;
+}
+
+// A copy of `in` with every PendingToken(j) replaced by prev_sampled[j], in the token ids and
+// at the end of the samples' outputs (whose copies live in *outputs, which must outlive
+// *resolved). INVALID_ARGUMENT when a stand-in names no sample of the previous step.
+inline absl::Status ResolvePendingTokens(const StepInput& in,
+                                         const std::vector<int32_t>& prev_sampled,
+                                         StepInput* resolved,
+                                         std::vector<std::vector<int32_t>>* outputs) {
+  auto resolve = [&prev_sampled](int32_t id, const char* where, size_t at) -> absl::StatusOr<int32_t> {
+    if (!IsPendingToken(id)) return id;
+    const int32_t j = PendingSampleIndex(id);
+    if (j >= static_cast<int32_t>(prev_sampled.size())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, "[", at, "] = ", id, " names sample ", j, " of the previous step, which sampled ",
+          prev_sampled.size()));
+    }
+    return prev_sampled[static_cast<size_t>(j)];
+  };
+  *resolved = in;
+  for (size_t t = 0; t < resolved->token_ids.size(); ++t) {
+    absl::StatusOr<int32_t> id = resolve(resolved->token_ids[t], "token_ids", t);
+    if (!id.ok()) return id.status();
+    resolved->token_ids[t] = *id;
+  }
+  outputs->assign(in.samples.size(), {});
+  for (size_t i = 0; i < in.samples.size(); ++i) {
+    SampleRequest& s = resolved->samples[i];
+    if (s.output.empty() || !IsPendingToken(s.output.back())) continue;
+    std::vector<int32_t>& copy = (*outputs)[i];
+    copy.assign(s.output.begin(), s.output.end());
+    absl::StatusOr<int32_t> id = resolve(copy.back(), "samples[].output", i);
+    if (!id.ok()) return id.status();
+    copy.back() = *id;
+    s.output = copy;
+  }
+  return absl::OkStatus();
+}
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -63,10 +119,61 @@ class Backend {
   virtual absl::Status AllocateKvCache(const KvCacheShape& shape) = 0;
   // Blocks the KV pool could hold within `memory_bytes` (for sizing from free memory).
   virtual int64_t KvBytesPerBlock(int32_t block_size) const = 0;
-  // Runs the forward pass for the step and samples the requested rows.
+  // Runs the forward pass for the step and samples the requested rows, to completion. No step
+  // may be in flight (Launch without its Collect) and the input has no PendingToken.
   virtual absl::StatusOr<StepOutput> Execute(const StepInput& input) = 0;
   // Forward only: logits [num_samples x vocab] for the rows in input.samples (tests, golden).
   virtual absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput& input) = 0;
+
+  // Pipelined steps. Launch queues a step and returns; Collect waits for the oldest launched step
+  // and returns its output (or its error). At most kMaxStepsInFlight steps are launched and not
+  // collected; `input` and what its spans point to must stay unchanged until its Collect.
+  // PendingToken(j) in the input names samples[j] of the step launched just before this one.
+  // This default runs the step inside Launch (backends that finish a step in Execute); the CUDA
+  // backend queues it on its stream.
+  static constexpr int32_t kMaxStepsInFlight = 2;
+  virtual absl::Status Launch(const StepInput& input) {
+    if (done_.size() >= kMaxStepsInFlight) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("backend ", name(), ": ", kMaxStepsInFlight, " steps are already in flight"));
+    }
+    absl::StatusOr<StepOutput> out = absl::InternalError("unset");
+    if (HasPendingTokens(input)) {
+      StepInput resolved;
+      std::vector<std::vector<int32_t>> outputs;
+      absl::Status st = ResolvePendingTokens(input, last_sampled_, &resolved, &outputs);
+      out = st.ok() ? Execute(resolved) : absl::StatusOr<StepOutput>(st);
+    } else {
+      out = Execute(input);
+    }
+    last_sampled_.clear();
+    Done& done = done_.emplace_back();
+    done.status = out.status();
+    if (out.ok()) {
+      for (const SampledToken& t : out->sampled) last_sampled_.push_back(t.token_id);
+      done.output = *std::move(out);
+    }
+    return absl::OkStatus();
+  }
+  virtual absl::StatusOr<StepOutput> Collect() {
+    if (done_.empty()) return absl::FailedPreconditionError("Collect without a launched step");
+    Done done = std::move(done_.front());
+    done_.pop_front();
+    if (!done.status.ok()) return done.status;
+    return std::move(done.output);
+  }
+  // Whether a row sampled with `params` can feed the next step as a PendingToken: false when
+  // its token is only known after Collect (the CUDA backend samples penalties on the host). The
+  // engine then collects the step before it launches the next one.
+  virtual bool ChainsSample(const SamplingParams& /*params*/) const { return true; }
+
+ private:
+  struct Done {
+    absl::Status status;
+    StepOutput output;
+  };
+  std::deque<Done> done_;              // default Launch: outputs not yet collected
+  std::vector<int32_t> last_sampled_;  // default Launch: the last step's tokens
 };
 
 }  // namespace rtgen

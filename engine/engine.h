@@ -23,6 +23,11 @@ struct EngineConfig {
   int32_t block_size = 16;                // tokens per KV block
   int32_t num_kv_blocks = 0;              // 0: enough for max_num_seqs full contexts
   bool enable_prefix_caching = true;
+  // Pipelined steps: schedule and launch step N+1 while the backend still runs step N, feeding
+  // N's sampled tokens to N+1 where they are (Backend::Launch). A sequence that N ends then
+  // costs one discarded decode row in N+1. Steps whose rows the backend cannot chain (penalties
+  // on the CUDA backend) still run one after the other.
+  bool async_scheduling = true;
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;
 };

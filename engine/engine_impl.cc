@@ -184,7 +184,8 @@ bool EngineImpl::DrainIncoming() {
   bool stop = false;
   {
     absl::MutexLock lock(&mu_);
-    while (!stop_ && incoming_.empty() && cancels_.empty() && scheduler_.num_live() == 0) {
+    while (!stop_ && incoming_.empty() && cancels_.empty() && scheduler_.num_live() == 0 &&
+           !in_flight_.has_value()) {
       cv_.Wait(&mu_);
     }
     submissions.swap(incoming_);
@@ -197,7 +198,8 @@ bool EngineImpl::DrainIncoming() {
   for (auto& seq : submissions) scheduler_.Add(std::move(seq));
   for (const std::string& id : cancels) scheduler_.Finish(id, FinishReason::kCancelled, now);
   if (stop) {
-    scheduler_.FinishAll(FinishReason::kCancelled, now);
+    CollectInFlight();  // its tokens still go out before the final chunks
+    scheduler_.FinishAll(FinishReason::kCancelled, absl::Now());
     PublishLoad();
     return false;
   }
@@ -206,36 +208,65 @@ bool EngineImpl::DrainIncoming() {
 }
 
 void EngineImpl::RunStep() {
+  // A step stays in flight here only when its sampled tokens can feed this one (see below).
   ScheduledBatch batch = scheduler_.Schedule(absl::Now());
   if (batch.empty()) {
+    const bool collected = in_flight_.has_value();
+    CollectInFlight();
     PublishLoad();
-    if (scheduler_.num_live() > 0) {
+    if (!collected && scheduler_.num_live() > 0) {
       // Nothing fits this step (should not persist); wait briefly instead of spinning.
       absl::MutexLock lock(&mu_);
       cv_.WaitWithTimeout(&mu_, absl::Milliseconds(1));
     }
     return;
   }
-  BuildStepInput(batch, config_.block_size, &input_);
-  const StepInput& input = input_;
-  absl::StatusOr<StepOutput> output = backend_->Execute(input);
+  StepInput* input = &inputs_[next_input_];
+  next_input_ ^= 1;
+  BuildStepInput(batch, config_.block_size, input);
+  const absl::Status launched = backend_->Launch(*input);
+  // The step before this one is collected after this launch: the device already runs this one
+  // while the host streams that one's tokens. Its stand-ins are filled in before MarkLaunched.
+  CollectInFlight();
+  if (!launched.ok()) {
+    scheduler_.FailBatch(batch, launched, absl::Now());
+    PublishLoad();
+    return;
+  }
+  scheduler_.MarkLaunched(batch);
+  // Without chaining, the step must finish before the next is scheduled: its sampled tokens
+  // decide what runs next.
+  bool chains = config_.async_scheduling;
+  for (const SampleRequest& sample : input->samples) {
+    chains = chains && backend_->ChainsSample(*sample.params);
+  }
+  in_flight_ = InFlight{std::move(batch), input};
+  if (!chains) CollectInFlight();
+  PublishLoad();
+}
+
+void EngineImpl::CollectInFlight() {
+  if (!in_flight_.has_value()) return;
+  InFlight step = std::move(*in_flight_);
+  in_flight_.reset();
+  absl::StatusOr<StepOutput> output = backend_->Collect();
   const absl::Time now = absl::Now();
+  const StepInput& input = *step.input;
   if (output.ok() && output->sampled.size() != input.samples.size()) {
     output = absl::InternalError(absl::StrCat("backend ", backend_->name(), " returned ",
                                               output->sampled.size(), " sampled tokens for ",
                                               input.samples.size(), " sampling rows"));
   }
   if (!output.ok()) {
-    scheduler_.FailBatch(batch, output.status(), now);
-  } else {
-    scheduler_.Postprocess(batch, output->sampled, now);
-    if (observer_ != nullptr) {
-      observer_->OnStep(static_cast<int32_t>(batch.seqs.size()), batch.num_prefill_tokens,
-                        static_cast<int32_t>(input.samples.size()), output->graph_replayed,
-                        output->graph_bucket);
-    }
+    scheduler_.FailBatch(step.batch, output.status(), now);
+    return;
   }
-  PublishLoad();
+  scheduler_.Complete(step.batch, output->sampled, now);
+  if (observer_ != nullptr) {
+    observer_->OnStep(static_cast<int32_t>(step.batch.seqs.size()), step.batch.num_prefill_tokens,
+                      static_cast<int32_t>(input.samples.size()), output->graph_replayed,
+                      output->graph_bucket);
+  }
 }
 
 void EngineImpl::PublishLoad() {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -41,10 +42,20 @@ class EngineImpl : public Engine {
   absl::Status Validate(const Request& request) const;
 
  private:
+  // A step the backend has launched and the engine has not collected yet.
+  struct InFlight {
+    ScheduledBatch batch;
+    StepInput* input = nullptr;  // one of inputs_, unchanged until collected
+  };
+
   void Loop();
   // Waits for work; moves submissions and cancellations into the scheduler. False on shutdown.
   bool DrainIncoming();
+  // Schedules and launches one step; collects the step before it (after the launch when both
+  // may be in flight, before the schedule otherwise).
   void RunStep();
+  // Collects the in-flight step (if any) and completes or fails its batch.
+  void CollectInFlight();
   void PublishLoad();
 
   const EngineConfig config_;
@@ -52,7 +63,10 @@ class EngineImpl : public Engine {
   const Tokenizer* tokenizer_;
   EngineObserver* observer_;
   Scheduler scheduler_;  // loop thread only
-  StepInput input_;      // loop thread only; reused across steps for its capacity
+  // Loop thread only: two inputs, the in-flight step's and the next one's, reused for capacity.
+  StepInput inputs_[2];
+  int32_t next_input_ = 0;
+  std::optional<InFlight> in_flight_;  // loop thread only
 
   mutable absl::Mutex mu_;
   absl::CondVar cv_;

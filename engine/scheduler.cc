@@ -5,8 +5,20 @@
 #include <utility>
 
 #include "engine/output_processor.h"
+#include "engine/pending_token.h"
 
 namespace rtgen {
+namespace {
+
+// A sequence whose pending token will end it for length once that token is known: another
+// decode would only be discarded.
+bool EndsWithPending(const Sequence& seq, int32_t max_model_len) {
+  return seq.has_pending() &&
+         (seq.num_output_tokens() >= seq.request().stopping.max_tokens ||
+          seq.num_tokens() >= max_model_len);
+}
+
+}  // namespace
 
 bool Scheduler::WaitingOrder::operator()(const Sequence* a, const Sequence* b) const {
   const int32_t pa = a->request().priority;
@@ -46,6 +58,7 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Sequence* seq = running_[i];
     if (seq->num_uncomputed_tokens() != 1) continue;
+    if (EndsWithPending(*seq, config_.max_model_len)) continue;
     bool self_preempted = false;
     while (!block_manager_.CanAppend(*seq, 1)) {
       Sequence* victim = running_.back();
@@ -58,7 +71,7 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
     }
     if (self_preempted) break;
     block_manager_.Append(*seq, 1);
-    batch.seqs.push_back({seq, 1, false});
+    batch.seqs.push_back({seq, 1, false, true});
     ++batch.num_decodes;
     ++batch.num_tokens;
     --budget;
@@ -70,7 +83,7 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
     const int32_t remaining = seq->num_uncomputed_tokens();
     if (remaining <= 1) continue;
     const int32_t n = std::min(remaining, budget);
-    batch.seqs.push_back({seq, n, true});
+    batch.seqs.push_back({seq, n, true, n == remaining});
     batch.num_tokens += n;
     batch.num_prefill_tokens += n;
     budget -= n;
@@ -84,11 +97,12 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
     waiting_.erase(waiting_.begin());
     Admit(seq, now);
     const int32_t n = std::min(seq->num_uncomputed_tokens(), budget);
-    batch.seqs.push_back({seq, n, true});
+    batch.seqs.push_back({seq, n, true, n == seq->num_uncomputed_tokens()});
     batch.num_tokens += n;
     batch.num_prefill_tokens += n;
     budget -= n;
   }
+  for (const ScheduledSeq& s : batch.seqs) ++s.seq->step_refs;
   return batch;
 }
 
@@ -118,22 +132,44 @@ void Scheduler::Preempt(Sequence* victim) {
   if (observer_ != nullptr) observer_->OnPreemption();
 }
 
-void Scheduler::Postprocess(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
-                            absl::Time now) {
-  size_t k = 0;
+void Scheduler::MarkLaunched(const ScheduledBatch& batch) {
+  int32_t sample_index = 0;
   for (const ScheduledSeq& s : batch.seqs) {
+    const int32_t j = s.samples ? sample_index++ : -1;
     Sequence* seq = s.seq;
-    const bool samples = ScheduledBatch::Samples(s);
+    if (seq->status == SequenceStatus::kFinished) continue;  // cancelled since it was scheduled
+    assert(seq->status == SequenceStatus::kRunning);
     seq->num_computed_tokens += s.num_new_tokens;
-    block_manager_.CommitComputedBlocks(*seq);
-    if (!samples) continue;
-    assert(k < sampled.size());
-    EmitToken(seq, sampled[k++], now);
+    if (s.samples) seq->AppendPending(PendingToken(j));
   }
 }
 
+void Scheduler::Complete(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
+                         absl::Time now) {
+  size_t k = 0;
+  for (const ScheduledSeq& s : batch.seqs) {
+    Sequence* seq = s.seq;
+    const SampledToken* token = s.samples ? &sampled[k++] : nullptr;
+    assert(k <= sampled.size());
+    if (seq->status == SequenceStatus::kFinished) {  // its output is dropped
+      ReleaseStepRef(seq);
+      continue;
+    }
+    // A sequence preempted since (back to waiting) keeps no blocks: it recomputes later.
+    if (seq->status == SequenceStatus::kRunning) block_manager_.CommitComputedBlocks(*seq);
+    --seq->step_refs;
+    if (token != nullptr) EmitToken(seq, *token, now);
+  }
+}
+
+void Scheduler::ReleaseStepRef(Sequence* seq) {
+  assert(seq->step_refs > 0);
+  if (--seq->step_refs > 0 || seq->status != SequenceStatus::kFinished) return;
+  retired_.erase(seq);  // destroys `seq`
+}
+
 void Scheduler::EmitToken(Sequence* seq, const SampledToken& sampled, absl::Time now) {
-  const bool first = seq->num_output_tokens() == 0;
+  const bool first = seq->num_known_output_tokens() == 0;
   StreamChunk chunk;
   chunk.token_ids.assign(1, sampled.token_id);
   chunk.finish = AppendSampledToken(*seq, sampled.token_id, *tokenizer_, config_.max_model_len,
@@ -167,16 +203,19 @@ void Scheduler::FinishSequence(Sequence* seq, StreamChunk chunk, absl::Time now)
   Usage& usage = chunk.usage;
   usage.prompt_tokens = seq->num_prompt_tokens();
   usage.cached_tokens = seq->num_cached_tokens;
-  usage.generated_tokens = seq->num_output_tokens();
+  usage.generated_tokens = seq->num_known_output_tokens();  // a pending token was never sent
   usage.queue_time = (seq->ever_scheduled ? seq->first_scheduled_time : now) - arrival;
   usage.time_to_first_token =
-      seq->num_output_tokens() > 0 ? seq->first_token_time - arrival : absl::ZeroDuration();
+      usage.generated_tokens > 0 ? seq->first_token_time - arrival : absl::ZeroDuration();
   usage.total_time = now - arrival;
   if (observer_ != nullptr) observer_->OnFinished(chunk.finish, usage);
   seq->sink(std::move(chunk));
   auto it = live_.find(seq->id());
   assert(it != live_.end());
-  live_.erase(it);  // destroys `seq`
+  if (seq->step_refs > 0) {
+    retired_.emplace(seq, std::move(it->second));  // a launched step still refers to it
+  }
+  live_.erase(it);  // destroys `seq` unless retired
 }
 
 bool Scheduler::Finish(const std::string& id, FinishReason reason, absl::Time now) {
@@ -210,6 +249,11 @@ void Scheduler::FailBatch(const ScheduledBatch& batch, const absl::Status& error
                           absl::Time now) {
   for (const ScheduledSeq& s : batch.seqs) {
     Sequence* seq = s.seq;
+    if (seq->status == SequenceStatus::kFinished) {
+      ReleaseStepRef(seq);
+      continue;
+    }
+    --seq->step_refs;
     StreamChunk chunk;
     chunk.finish = FinishReason::kError;
     chunk.error = error;

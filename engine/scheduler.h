@@ -3,8 +3,15 @@
 // budget and a sequence cap: running decodes first, then chunks of partially prefilled prompts,
 // then new admissions from the waiting queue (priority class, then earliest deadline, then FCFS).
 // When KV blocks run out for a decode, the most recently admitted running sequence is preempted
-// (blocks freed, recomputed later with its generated tokens kept). Postprocess() appends sampled
-// tokens, checks stops, streams chunks and frees finished sequences.
+// (blocks freed, recomputed later with its generated tokens kept).
+//
+// A step's life: Schedule() → the backend launches it → MarkLaunched() (its KV counts as
+// written; each sampling sequence gets a PendingToken stand-in, so the next step can be
+// scheduled before this one's tokens are known) → Complete() (stand-ins filled in, stops
+// checked, chunks streamed, finished sequences freed) or FailBatch(). With pipelining, step N+1
+// is scheduled and launched between MarkLaunched(N) and Complete(N); a sequence that Complete(N)
+// finishes is then still referenced by step N+1, so it is destroyed only when every step holding
+// it is completed (Sequence::step_refs).
 
 #include <cstdint>
 #include <memory>
@@ -35,6 +42,7 @@ struct ScheduledSeq {
   Sequence* seq = nullptr;
   int32_t num_new_tokens = 0;  // KV written this step, from seq->num_computed_tokens on
   bool is_prefill = false;     // false: a single decode token
+  bool samples = false;        // its last uncomputed token is in the step: it samples a token
 };
 
 struct ScheduledBatch {
@@ -44,10 +52,6 @@ struct ScheduledBatch {
   int32_t num_decodes = 0;
   int32_t num_preempted = 0;
   bool empty() const { return seqs.empty(); }
-  // Whether seqs[i] samples a token this step (its last uncomputed token is in the step).
-  static bool Samples(const ScheduledSeq& s) {
-    return s.seq->num_computed_tokens + s.num_new_tokens == s.seq->num_tokens();
-  }
 };
 
 class Scheduler {
@@ -57,11 +61,22 @@ class Scheduler {
 
   // Queues a new sequence (already validated).
   void Add(std::unique_ptr<Sequence> seq);
+  // Every batch returned must end in Complete() or FailBatch().
   ScheduledBatch Schedule(absl::Time now);
-  // `sampled` has one entry per sequence of `batch` that Samples(), in batch order.
+  // The backend accepted the step: its tokens' KV counts as written and each sampling sequence
+  // gets PendingToken(j), j its index among the step's samples. Call after Complete() of the
+  // step launched before it (that fills in the stand-ins this step's input carried).
+  void MarkLaunched(const ScheduledBatch& batch);
+  // The step ran: `sampled` has one entry per sequence of `batch` that samples, in batch order.
+  void Complete(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
+                absl::Time now);
+  // MarkLaunched + Complete, for a step run to completion before the next is scheduled.
   void Postprocess(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
-                   absl::Time now);
-  // The step failed: its sequences finish with kError.
+                   absl::Time now) {
+    MarkLaunched(batch);
+    Complete(batch, sampled, now);
+  }
+  // The step failed: its live sequences finish with kError.
   void FailBatch(const ScheduledBatch& batch, const absl::Status& error, absl::Time now);
 
   // Finishes a live request (kCancelled, kDeadline, ...). False when the id is unknown.
@@ -74,6 +89,8 @@ class Scheduler {
   int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
   int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
   int32_t num_live() const { return static_cast<int32_t>(live_.size()); }
+  // Finished sequences kept alive for a step that still holds them.
+  int32_t num_retired() const { return static_cast<int32_t>(retired_.size()); }
   int64_t num_preemptions() const { return num_preemptions_; }
   const BlockManager& block_manager() const { return block_manager_; }
   const SchedulerConfig& config() const { return config_; }
@@ -88,12 +105,16 @@ class Scheduler {
   // Sends `chunk` (finish set) as the last chunk and forgets the sequence.
   void FinishSequence(Sequence* seq, StreamChunk chunk, absl::Time now);
   void EmitToken(Sequence* seq, const SampledToken& sampled, absl::Time now);
+  // Drops one step's hold on `seq`; destroys it when it is finished and no step holds it.
+  void ReleaseStepRef(Sequence* seq);
 
   SchedulerConfig config_;
   const Tokenizer* tokenizer_;
   EngineObserver* observer_;
   BlockManager block_manager_;
   absl::flat_hash_map<std::string, std::unique_ptr<Sequence>> live_;
+  // Finished sequences a scheduled step still holds (Sequence::step_refs > 0).
+  absl::flat_hash_map<Sequence*, std::unique_ptr<Sequence>> retired_;
   std::set<Sequence*, WaitingOrder> waiting_;
   std::vector<Sequence*> running_;  // in admission order: the back is preempted first
   int64_t num_preemptions_ = 0;

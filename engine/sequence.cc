@@ -18,7 +18,7 @@ Sequence::Sequence(Request request, StreamSink sink_fn, const Tokenizer* tokeniz
   if (request_.latency_budget.has_value()) {
     ordering_deadline_ = std::min(ordering_deadline_, request_.arrival + *request_.latency_budget);
   }
-  tokens_.reserve(tokens_.size() + static_cast<size_t>(request_.stopping.max_tokens));
+  tokens_.reserve(tokens_.size() + static_cast<size_t>(request_.stopping.max_tokens) + 1);
 }
 
 }  // namespace rtgen

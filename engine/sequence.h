@@ -45,7 +45,24 @@ class Sequence {
   int32_t num_tokens() const { return static_cast<int32_t>(tokens_.size()); }
   int32_t num_prompt_tokens() const { return num_prompt_tokens_; }
   int32_t num_output_tokens() const { return num_tokens() - num_prompt_tokens_; }
-  void AppendToken(int32_t id) { tokens_.push_back(id); }
+  // Appends a sampled token; when a stand-in is pending (AppendPending), fills it in instead.
+  void AppendToken(int32_t id) {
+    if (has_pending_) {
+      tokens_.back() = id;
+      has_pending_ = false;
+    } else {
+      tokens_.push_back(id);
+    }
+  }
+  // Appends PendingToken(j) for the token a launched, not yet collected step is sampling. Its
+  // position counts as a token (the next decode computes its KV); its value is not known yet.
+  void AppendPending(int32_t stand_in) {
+    tokens_.push_back(stand_in);
+    has_pending_ = true;
+  }
+  bool has_pending() const { return has_pending_; }
+  // Output tokens whose values are known (a pending stand-in is not one).
+  int32_t num_known_output_tokens() const { return num_output_tokens() - (has_pending_ ? 1 : 0); }
 
   // Tokens that still need their KV computed before the next sample.
   int32_t num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
@@ -59,6 +76,9 @@ class Sequence {
   bool was_preempted = false;        // back in the waiting queue after a preemption
   int32_t num_cached_tokens = 0;     // prefix-cache hit tokens at the first admission
   bool ever_scheduled = false;
+  // Scheduled steps that hold this sequence and are not completed or failed yet; a finished
+  // sequence is destroyed only when this reaches 0 (a launched step may still refer to it).
+  int32_t step_refs = 0;
 
   IncrementalDetokenizer detokenizer;
   std::string held_text;             // decoded text held back: it may start a stop string
@@ -76,7 +96,10 @@ class Sequence {
   int64_t order_;
   absl::Time ordering_deadline_;
   int32_t num_prompt_tokens_;
+  // Reserved for the prompt, max_tokens outputs and one stand-in, so spans taken by a step
+  // (SampleRequest) stay valid while later tokens are appended.
   std::vector<int32_t> tokens_;
+  bool has_pending_ = false;
 };
 
 }  // namespace rtgen

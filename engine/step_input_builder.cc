@@ -55,7 +55,7 @@ void BuildStepInput(const ScheduledBatch& batch, int32_t block_size, StepInput* 
     std::copy_n(seq.block_table.begin(), used_blocks,
                 in.block_tables.begin() + static_cast<std::ptrdiff_t>(i) * max_blocks);
     if (s.is_prefill) in.is_decode_only = false;
-    if (ScheduledBatch::Samples(s)) {
+    if (s.samples) {
       SampleRequest sample;
       sample.seq_index = static_cast<int32_t>(i);
       sample.params = &seq.request().sampling;

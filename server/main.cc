@@ -34,6 +34,8 @@ ABSL_FLAG(int32_t, max_waiting, 1024, "queued requests before RESOURCE_EXHAUSTED
 ABSL_FLAG(int32_t, num_kv_blocks, 0, "KV cache blocks (0: enough for max-num-seqs contexts)");
 ABSL_FLAG(int32_t, block_size, 16, "tokens per KV block");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse KV blocks of shared prompt prefixes");
+ABSL_FLAG(bool, async_scheduling, true,
+          "launch the next step while the backend still runs this one (pipelined steps)");
 ABSL_FLAG(int32_t, threads, 0, "CPU backend threads (0: every core)");
 ABSL_FLAG(std::string, cpu_weight_dtype, "native",
           "CPU backend weight storage: native (the file's quantized blocks where it has them, "
@@ -105,6 +107,7 @@ int main(int argc, char** argv) {
   config.engine.num_kv_blocks = absl::GetFlag(FLAGS_num_kv_blocks);
   config.engine.block_size = absl::GetFlag(FLAGS_block_size);
   config.engine.enable_prefix_caching = absl::GetFlag(FLAGS_enable_prefix_caching);
+  config.engine.async_scheduling = absl::GetFlag(FLAGS_async_scheduling);
   if (const std::string buckets = absl::GetFlag(FLAGS_latency_buckets); !buckets.empty()) {
     absl::StatusOr<std::vector<double>> parsed = rtgen::ParseLatencyBuckets(buckets);
     if (!parsed.ok()) return Fail(parsed.status());

@@ -57,6 +57,8 @@ class FakeBackend : public Backend {
     step_delay_ = d;
   }
   int64_t steps() const { return steps_; }
+  // Launched steps whose input named a token of the step before (PendingToken).
+  int64_t pending_steps() const { return pending_steps_; }
   int32_t max_step_tokens() const { return max_step_tokens_; }
 
   std::string name() const override { return "fake"; }
@@ -69,6 +71,11 @@ class FakeBackend : public Backend {
     return absl::OkStatus();
   }
   int64_t KvBytesPerBlock(int32_t block_size) const override { return 8LL * block_size; }
+
+  absl::Status Launch(const StepInput& in) override {
+    if (HasPendingTokens(in)) ++pending_steps_;
+    return Backend::Launch(in);
+  }
 
   absl::StatusOr<StepOutput> Execute(const StepInput& in) override {
     absl::MutexLock lock(&mu_);
@@ -149,6 +156,7 @@ class FakeBackend : public Backend {
   absl::Duration step_delay_ = absl::ZeroDuration();
   std::atomic<int32_t> fail_steps_{0};
   std::atomic<int64_t> steps_{0};
+  std::atomic<int64_t> pending_steps_{0};
   std::atomic<int32_t> max_step_tokens_{0};
 };
 

@@ -1,7 +1,8 @@
 // Randomised runs of the scheduler over thousands of steps with random arrivals, cancellations,
 // deadlines, shared prefixes and tiny KV pools (so preemption is frequent). Checks: blocks are
 // never leaked or double-freed, every request finishes exactly once with the right reason, and
-// every request that ran to its length produced exactly what it would produce alone.
+// every request that ran to its length produced exactly what it would produce alone. Each shape
+// also runs pipelined (step N+1 launched before step N is collected, as with async scheduling).
 
 #include <gtest/gtest.h>
 
@@ -23,8 +24,8 @@ struct Expect {
 };
 
 int64_t RunRandom(uint32_t seed, int32_t block_size, int32_t num_blocks, int32_t budget,
-               int32_t max_seqs, int32_t steps) {
-  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+               int32_t max_seqs, int32_t steps, bool pipelined = false) {
+  SCOPED_TRACE(::testing::Message() << "seed " << seed << (pipelined ? " pipelined" : ""));
   std::mt19937 rng(seed);
   FakeTokenizer tok;
   SchedulerConfig config;
@@ -33,7 +34,7 @@ int64_t RunRandom(uint32_t seed, int32_t block_size, int32_t num_blocks, int32_t
   config.max_model_len = num_blocks * block_size;
   config.block_size = block_size;
   config.num_kv_blocks = num_blocks;
-  StepDriver d(config, &tok);
+  StepDriver d(config, &tok, nullptr, pipelined);
   std::map<std::string, std::unique_ptr<Expect>> all;
   // A few shared prefixes so that prefix caching is exercised.
   std::vector<std::vector<int32_t>> prefixes;
@@ -81,7 +82,14 @@ int64_t RunRandom(uint32_t seed, int32_t block_size, int32_t num_blocks, int32_t
   }
   // Drain without new work.
   for (int i = 0; i < 100000 && d.scheduler.num_live() > 0; ++i) d.Step(now);
+  d.Drain(now);
   EXPECT_EQ(d.scheduler.num_live(), 0);
+  EXPECT_EQ(d.scheduler.num_retired(), 0);  // no finished sequence outlives its last step
+  if (pipelined) {
+    EXPECT_GT(d.pending_steps(), steps / 2);
+  } else {
+    EXPECT_EQ(d.pending_steps(), 0);
+  }
   const BlockManager& bm = d.scheduler.block_manager();
   EXPECT_EQ(bm.num_used_blocks(), 0);
   EXPECT_EQ(bm.num_free_blocks(), bm.num_blocks());
@@ -126,6 +134,19 @@ TEST(SchedulerRandomTest, LargerBlocksAndBudget) {
 
 TEST(SchedulerRandomTest, BudgetSmallerThanBatch) {
   RunRandom(99, 8, 20, 5, 12, 3000);
+}
+
+TEST(SchedulerRandomTest, PipelinedTinyPoolManyPreemptions) {
+  int64_t preemptions = 0;
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    preemptions += RunRandom(seed, 4, 12, 16, 6, 3000, /*pipelined=*/true);
+  }
+  EXPECT_GT(preemptions, 10);
+}
+
+TEST(SchedulerRandomTest, PipelinedLargerBlocksAndSmallBudget) {
+  for (uint32_t seed = 10; seed <= 12; ++seed) RunRandom(seed, 16, 10, 64, 16, 2000, true);
+  RunRandom(99, 8, 20, 5, 12, 3000, true);
 }
 
 }  // namespace

@@ -1,0 +1,218 @@
+// Pipelined steps (async scheduling): step N+1 is scheduled and launched before step N is
+// collected, its decode inputs naming N's samples as PendingToken stand-ins. Checks what the
+// randomised runs cannot pin down: a sequence that step N ends is dropped from step N+1 (its
+// extra row discarded, nothing streamed, freed once), a sequence whose pending token ends it by
+// length is not scheduled again, the stand-in encoding and its errors, and that the threaded
+// engine streams the same tokens with async scheduling on and off.
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "engine/engine.h"
+#include "engine/pending_token.h"
+#include "tests/engine/fake_backend.h"
+#include "tests/engine/step_driver.h"
+#include "tests/engine/test_util.h"
+
+namespace rtgen::testing {
+namespace {
+
+SchedulerConfig SmallConfig() {
+  SchedulerConfig c;
+  c.max_num_seqs = 4;
+  c.max_num_batched_tokens = 32;
+  c.max_model_len = 64;
+  c.block_size = 4;
+  c.num_kv_blocks = 32;
+  return c;
+}
+
+TEST(PipelinedStepsTest, StopTokenInStepNDropsTheRowAlreadyLaunchedInStepNPlus1) {
+  FakeTokenizer tok;
+  StepDriver d(SmallConfig(), &tok, nullptr, /*pipelined=*/true);
+  d.backend.Script(9, {'a', 'b', 'z', 'c'});
+  Recorded rec;
+  Request r = MakeRequest("s", {9, 1, 2}, 10);
+  r.stopping.stop_token_ids = {'z'};
+  d.scheduler.Add(MakeSeq(&tok, std::move(r), &rec));
+  while (d.scheduler.num_live() > 0) d.Step();
+  // Prefill (samples a), decodes of a and b (sample b, z), and the decode of z launched before
+  // z was known to stop the request: four steps, the last one's token dropped.
+  EXPECT_EQ(d.backend.steps(), 4);
+  EXPECT_EQ(d.scheduler.num_retired(), 1);  // the fourth step still holds it
+  d.Drain();
+  EXPECT_EQ(d.scheduler.num_retired(), 0);
+  EXPECT_EQ(rec.finals, 1);
+  EXPECT_EQ(rec.tokens(), (std::vector<int32_t>{'a', 'b', 'z'}));
+  EXPECT_EQ(rec.text(), "ab");
+  EXPECT_EQ(rec.last().finish, FinishReason::kStop);
+  EXPECT_EQ(rec.last().usage.generated_tokens, 3);
+  d.ExpectBlocksBalanced();
+  EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+}
+
+TEST(PipelinedStepsTest, PendingTokenThatEndsByLengthIsNotDecodedAgain) {
+  FakeTokenizer tok;
+  StepDriver d(SmallConfig(), &tok, nullptr, /*pipelined=*/true);
+  Recorded rec;
+  d.scheduler.Add(MakeSeq(&tok, MakeRequest("n", Range(1, 5), 3), &rec));
+  while (d.scheduler.num_live() > 0) d.Step();
+  d.Drain();
+  // Prefill + two decodes make three tokens; a third decode would only be discarded.
+  EXPECT_EQ(d.backend.steps(), 3);
+  EXPECT_EQ(d.pending_steps(), 2);
+  EXPECT_EQ(rec.tokens(), FakeGreedyOutput(Range(1, 5), 3));
+  EXPECT_EQ(rec.last().finish, FinishReason::kLength);
+}
+
+TEST(PipelinedStepsTest, CancelWhileItsStepIsInFlightFreesItOnce) {
+  FakeTokenizer tok;
+  StepDriver d(SmallConfig(), &tok, nullptr, /*pipelined=*/true);
+  Recorded a, b;
+  d.scheduler.Add(MakeSeq(&tok, MakeRequest("a", Range(1, 6), 20), &a, 0));
+  d.scheduler.Add(MakeSeq(&tok, MakeRequest("b", Range(30, 6), 20), &b, 1));
+  for (int i = 0; i < 4; ++i) d.Step();
+  ASSERT_TRUE(d.scheduler.Finish("a", FinishReason::kCancelled, absl::Now()));
+  EXPECT_EQ(d.scheduler.num_retired(), 1);  // the step in flight holds "a"
+  const size_t streamed = a.tokens().size();
+  while (d.scheduler.num_live() > 0) d.Step();
+  d.Drain();
+  EXPECT_EQ(a.finals, 1);
+  EXPECT_EQ(a.last().finish, FinishReason::kCancelled);
+  EXPECT_EQ(a.tokens().size(), streamed);  // nothing after the final chunk
+  EXPECT_EQ(a.last().usage.generated_tokens, static_cast<int32_t>(streamed));
+  EXPECT_EQ(b.tokens(), FakeGreedyOutput(Range(30, 6), 20));
+  EXPECT_EQ(d.scheduler.num_retired(), 0);
+  EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+}
+
+TEST(PipelinedStepsTest, StandInsEncodeSampleIndices) {
+  EXPECT_EQ(PendingToken(0), -1);
+  EXPECT_EQ(PendingToken(7), -8);
+  EXPECT_TRUE(IsPendingToken(PendingToken(3)));
+  EXPECT_FALSE(IsPendingToken(0));
+  EXPECT_EQ(PendingSampleIndex(PendingToken(5)), 5);
+}
+
+TEST(PipelinedStepsTest, ResolveFillsTokenIdsAndOutputsAndNamesBadIndices) {
+  const std::vector<int32_t> prompt = {4, 5}, output = {6, PendingToken(1)};
+  StepInput in;
+  in.token_ids = {PendingToken(1), 8};
+  SampleRequest sample;
+  sample.prompt = prompt;
+  sample.output = output;
+  in.samples = {sample};
+  StepInput resolved;
+  std::vector<std::vector<int32_t>> outputs;
+  ASSERT_TRUE(ResolvePendingTokens(in, {11, 12}, &resolved, &outputs).ok());
+  EXPECT_EQ(resolved.token_ids, (std::vector<int32_t>{12, 8}));
+  EXPECT_EQ(std::vector<int32_t>(resolved.samples[0].output.begin(),
+                                 resolved.samples[0].output.end()),
+            (std::vector<int32_t>{6, 12}));
+  EXPECT_EQ(output.back(), PendingToken(1));  // the sequence's own tokens are left alone
+  const absl::Status bad = ResolvePendingTokens(in, {11}, &resolved, &outputs);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(),
+            "token_ids[0] = -2 names sample 1 of the previous step, which sampled 1");
+}
+
+TEST(PipelinedStepsTest, DefaultLaunchRefusesAThirdStepAndReportsBadStandInsAtCollect) {
+  FakeBackend backend;
+  ASSERT_TRUE(backend.AllocateKvCache({8, 4}).ok());
+  StepInput in;  // names a sample although no step ran before
+  in.token_ids = {PendingToken(0)};
+  ASSERT_TRUE(backend.Launch(in).ok());
+  ASSERT_TRUE(backend.Launch(in).ok());
+  const absl::Status third = backend.Launch(in);
+  EXPECT_EQ(third.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(third.message(), "backend fake: 2 steps are already in flight");
+  const absl::StatusOr<StepOutput> out = backend.Collect();
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(backend.Collect().status().code() == absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend.Collect().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// Streams of a fixed workload through the threaded engine (greedy and seeded sampling, a stop
+// token, prefix sharing), keyed by request id.
+std::map<std::string, Recorded> RunEngine(bool async, int64_t* pending_steps) {
+  FakeTokenizer tok;
+  EngineConfig config;
+  config.max_num_seqs = 6;
+  config.max_num_batched_tokens = 24;
+  config.max_model_len = 80;
+  config.block_size = 4;
+  config.num_kv_blocks = 40;
+  config.async_scheduling = async;
+  auto backend = std::make_unique<FakeBackend>();
+  FakeBackend* fake = backend.get();
+  fake->Script(200, {'q', 'r', 's', 'x', 't'});
+  auto created = Engine::Create(config, std::move(backend), &tok);
+  EXPECT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<Engine> engine = std::move(created).value();
+  struct Out {
+    absl::Mutex mu;
+    Recorded rec;
+    absl::Notification done;
+  };
+  std::map<std::string, std::unique_ptr<Out>> outs;
+  for (int i = 0; i < 12; ++i) {
+    const std::string id = "e" + std::to_string(i);
+    Request r = MakeRequest(id, Range(i % 3 == 0 ? 200 : 1 + 5 * i, 6 + i), 5 + 3 * i);
+    if (i % 2 == 1) {
+      r.sampling.temperature = 0.8f;
+      r.sampling.seed = 100 + i;
+    }
+    r.stopping.stop_token_ids = {'x'};
+    auto out = std::make_unique<Out>();
+    Out* raw = out.get();
+    outs[id] = std::move(out);
+    EXPECT_TRUE(engine
+                    ->Submit(std::move(r),
+                             [raw](StreamChunk c) {
+                               const bool last = c.finish != FinishReason::kNone;
+                               {
+                                 absl::MutexLock lock(&raw->mu);
+                                 if (last) ++raw->rec.finals;
+                                 raw->rec.chunks.push_back(std::move(c));
+                               }
+                               if (last) raw->done.Notify();
+                             })
+                    .ok());
+  }
+  std::map<std::string, Recorded> result;
+  for (auto& [id, out] : outs) {
+    EXPECT_TRUE(out->done.WaitForNotificationWithTimeout(absl::Seconds(20))) << id;
+    absl::MutexLock lock(&out->mu);
+    result[id] = out->rec;
+  }
+  EXPECT_EQ(engine->GetLoad().kv_blocks_free, config.num_kv_blocks);
+  *pending_steps = fake->pending_steps();
+  engine->Shutdown();
+  return result;
+}
+
+TEST(PipelinedStepsTest, EngineStreamsTheSameTokensWithAsyncSchedulingOnAndOff) {
+  int64_t pending_sync = -1, pending_async = -1;
+  const std::map<std::string, Recorded> sync = RunEngine(false, &pending_sync);
+  const std::map<std::string, Recorded> async = RunEngine(true, &pending_async);
+  EXPECT_EQ(pending_sync, 0);
+  EXPECT_GT(pending_async, 10);
+  ASSERT_EQ(sync.size(), async.size());
+  for (const auto& [id, rec] : sync) {
+    SCOPED_TRACE(id);
+    const Recorded& other = async.at(id);
+    EXPECT_EQ(rec.finals, 1);
+    EXPECT_EQ(other.finals, 1);
+    EXPECT_EQ(rec.tokens(), other.tokens());
+    EXPECT_EQ(rec.text(), other.text());
+    EXPECT_EQ(rec.last().finish, other.last().finish);
+    EXPECT_EQ(rec.last().usage.generated_tokens, other.last().usage.generated_tokens);
+  }
+  EXPECT_EQ(sync.at("e0").last().finish, FinishReason::kStop);  // the scripted 'x'
+}
+
+}  // namespace
+}  // namespace rtgen::testing
