@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <optional>
 #include <utility>
 
@@ -42,27 +43,38 @@ kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
 
 }  // namespace
 
+struct CudaBackend::StepPlan {
+  int32_t bucket = 0;                 // graph replayed, 0: eager
+  std::vector<int32_t> sample_row;    // logits row of each StepInput::samples entry
+  StepArrays host;                    // the step's pinned arrays (sampled tokens come back here)
+  int32_t slot = 0;                   // its host slot (StepBuffers) and done event
+  const StepInput* input = nullptr;   // unchanged until collected (Backend::Launch)
+  bool sample = false;                // false: logits only (ComputeLogits)
+  bool host_sampled = false;          // a row is sampled on the host from the logits buffer
+};
+
 struct CudaBackend::Impl {
   ~Impl() {
     graphs.reset();
     forward.reset();
-    if (done) cudaEventDestroy(done);
+    for (cudaEvent_t e : done) {
+      if (e) cudaEventDestroy(e);
+    }
     if (stream) cudaStreamDestroy(stream);
   }
   cudaStream_t stream = nullptr;
-  cudaEvent_t done = nullptr;  // recorded after a step's downloads; the host waits on it
+  // Per host slot: recorded after a step's downloads; the host waits on it in Collect.
+  cudaEvent_t done[StepBuffers::kHostSlots] = {};
   int32_t num_sms = 0;
   DeviceWeights weights;
   KvPool kv;
   std::optional<StepBuffers> step;  // created with the KV pool (block-table width)
   std::unique_ptr<ModelForward> forward;
   std::unique_ptr<GraphRunner> graphs;
-};
-
-struct CudaBackend::StepPlan {
-  int32_t bucket = 0;                 // graph replayed, 0: eager
-  std::vector<int32_t> sample_row;    // logits row of each StepInput::samples entry
-  StepArrays host;                    // the step's pinned arrays (sampled tokens come back here)
+  std::deque<StepPlan> in_flight;   // launched, not collected; oldest first
+  // Logits row of each sample of the last launched step whose token the device holds (-1: none,
+  // e.g. sampled on the host): PendingToken(j) of the next step reads row chain_rows[j].
+  std::vector<int32_t> chain_rows;
 };
 
 bool CudaDeviceAvailable() {
@@ -128,7 +140,9 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateWithDeviceWeight
   RTGEN_CUDA_RETURN_IF_ERROR(
       cudaDeviceGetAttribute(&impl.num_sms, cudaDevAttrMultiProcessorCount, options.device));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&impl.stream, cudaStreamNonBlocking));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&impl.done, cudaEventDisableTiming));
+  for (cudaEvent_t& e : impl.done) {
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
   b->max_model_len_ = options.max_model_len > 0            ? options.max_model_len
                       : config.max_position_embeddings > 0 ? config.max_position_embeddings
                                                            : 8192;
@@ -162,6 +176,10 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   }
   RTGEN_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
   Impl& impl = *impl_;
+  if (!impl.in_flight.empty()) {
+    return absl::FailedPreconditionError("AllocateKvCache while steps are in flight");
+  }
+  impl.chain_rows.clear();
   impl.graphs.reset();  // they point into the old pool
   impl.kv = KvPool();
   impl.kv.num_blocks = shape.num_blocks;
@@ -286,6 +304,16 @@ absl::Status CudaBackend::CheckStep(const StepInput& in) const {
     }
   }
   for (int32_t t = 0; t < n; ++t) {
+    if (IsPendingToken(in.token_ids[t])) {
+      const int32_t j = PendingSampleIndex(in.token_ids[t]);
+      const std::vector<int32_t>& rows = impl_->chain_rows;
+      if (j >= static_cast<int32_t>(rows.size()) || rows[j] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "token_ids[", t, "] = ", in.token_ids[t], " names sample ", j,
+            " of the previous step, whose token is not on the device (it sampled ", rows.size(),
+            " rows; penalties and logprobs are sampled on the host)"));
+      }
+    }
     if (in.slot_mapping[t] < -1 || in.slot_mapping[t] >= int64_t{nb} * bs) {
       return absl::InvalidArgumentError(
           absl::StrCat("slot_mapping[", t, "] = ", in.slot_mapping[t], " is outside the pool"));
@@ -309,23 +337,42 @@ absl::Status CudaBackend::CheckStep(const StepInput& in) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<CudaBackend::StepPlan> CudaBackend::Run(const StepInput& in, bool sample) {
+absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   RTGEN_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
-  RETURN_IF_ERROR(CheckStep(in));
   Impl& impl = *impl_;
+  if (static_cast<int32_t>(impl.in_flight.size()) >= kMaxStepsInFlight) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("backend cuda: ", kMaxStepsInFlight, " steps are already in flight"));
+  }
+  if (!impl.in_flight.empty() && impl.in_flight.back().host_sampled) {
+    // Its rows are sampled from the one logits buffer in Collect; a later step would overwrite it.
+    return absl::FailedPreconditionError(
+        "a step with rows sampled on the host (penalties, logprobs) must be collected before "
+        "the next launch");
+  }
+  RETURN_IF_ERROR(CheckStep(in));
   const int32_t width = impl.step->capacity().max_blocks_per_seq;
   const int32_t n = in.num_tokens(), s = in.num_seqs();
   StepPlan plan;
+  plan.input = &in;
+  plan.sample = sample;
+  // Consecutive steps use different host slots: the one in flight may not have uploaded yet.
+  plan.slot = impl.in_flight.empty() ? 0 : 1 - impl.in_flight.back().slot;
   if (impl.graphs && in.is_decode_only) plan.bucket = impl.graphs->BucketFor(s);
   const int32_t rows = plan.bucket > 0 ? plan.bucket : n;  // tokens (= seqs when a graph runs)
   // Sequences and sampled rows of the step's layout (a graph's: its bucket).
   const int32_t seqs = plan.bucket > 0
                            ? plan.bucket
                            : std::max(s, static_cast<int32_t>(in.samples.size()));
-  plan.host = impl.step->host(rows, seqs);
+  plan.host = impl.step->host(rows, seqs, plan.slot);
   const StepArrays& h = plan.host;
 
-  std::copy(in.token_ids.begin(), in.token_ids.end(), h.token_ids);
+  // A pending token names a sample of the previous step; the embedding reads it from that
+  // step's logits row r (ModelForward's chain tokens), given here as -1 - r.
+  for (int32_t t = 0; t < n; ++t) {
+    const int32_t id = in.token_ids[t];
+    h.token_ids[t] = IsPendingToken(id) ? -1 - impl.chain_rows[PendingSampleIndex(id)] : id;
+  }
   std::copy(in.positions.begin(), in.positions.end(), h.positions);
   std::copy(in.slot_mapping.begin(), in.slot_mapping.end(), h.slot_mapping);
   for (int32_t q = 0; q < s; ++q) {
@@ -360,8 +407,11 @@ absl::StatusOr<CudaBackend::StepPlan> CudaBackend::Run(const StepInput& in, bool
   }
   for (size_t i = 0; i < in.samples.size(); ++i) {
     h.sample_params[plan.sample_row[i]] = sample ? DeviceParams(in.samples[i]) : Greedy();
+    plan.host_sampled = plan.host_sampled || (sample && NeedsHostSampling(*in.samples[i].params));
   }
-  RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream));
+  // From here on the step is queued: the next step's pending tokens refer to this one.
+  impl.chain_rows.clear();
+  RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream, plan.slot));
   if (plan.bucket > 0) {
     RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, impl.stream));
   } else {
@@ -369,14 +419,47 @@ absl::StatusOr<CudaBackend::StepPlan> CudaBackend::Run(const StepInput& in, bool
     RETURN_IF_ERROR(
         impl.forward->Run(shape, impl.step->device(rows, seqs), impl.kv, impl.stream));
   }
-  if (sample) RETURN_IF_ERROR(impl.step->Download(rows, seqs, impl.stream));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(impl.done, impl.stream));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(impl.done));
+  if (sample) {
+    RETURN_IF_ERROR(impl.step->Download(rows, seqs, impl.stream, plan.slot));
+    for (size_t i = 0; i < in.samples.size(); ++i) {
+      impl.chain_rows.push_back(NeedsHostSampling(*in.samples[i].params) ? -1
+                                                                         : plan.sample_row[i]);
+    }
+  }
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(impl.done[plan.slot], impl.stream));
+  impl.in_flight.push_back(std::move(plan));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CudaBackend::StepPlan> CudaBackend::WaitOldest() {
+  Impl& impl = *impl_;
+  if (impl.in_flight.empty()) return absl::FailedPreconditionError("Collect without a launched step");
+  StepPlan plan = std::move(impl.in_flight.front());
+  impl.in_flight.pop_front();
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(impl.done[plan.slot]));
   return plan;
 }
 
+absl::Status CudaBackend::Launch(const StepInput& input) {
+  return LaunchStep(input, /*sample=*/true);
+}
+
+bool CudaBackend::ChainsSample(const SamplingParams& params) const {
+  return !NeedsHostSampling(params);
+}
+
 absl::StatusOr<StepOutput> CudaBackend::Execute(const StepInput& input) {
-  ASSIGN_OR_RETURN(StepPlan plan, Run(input, /*sample=*/true));
+  if (!impl_->in_flight.empty()) {
+    return absl::FailedPreconditionError("Execute while steps are in flight (Collect them)");
+  }
+  RETURN_IF_ERROR(LaunchStep(input, /*sample=*/true));
+  return Collect();
+}
+
+absl::StatusOr<StepOutput> CudaBackend::Collect() {
+  ASSIGN_OR_RETURN(StepPlan plan, WaitOldest());
+  const StepInput& input = *plan.input;
   const StepArrays& h = plan.host;
   const int32_t vocab = config_.vocab_size;
   StepOutput out;
@@ -388,6 +471,7 @@ absl::StatusOr<StepOutput> CudaBackend::Execute(const StepInput& input) {
     const SampleRequest& s = input.samples[i];
     const int32_t r = plan.sample_row[i];
     if (NeedsHostSampling(*s.params)) {
+      // The logits buffer is this step's: LaunchStep refuses a later launch until this Collect.
       row.resize(vocab);
       RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpy(row.data(),
                                             impl_->forward->logits() + int64_t{r} * vocab,
@@ -404,7 +488,11 @@ absl::StatusOr<StepOutput> CudaBackend::Execute(const StepInput& input) {
 }
 
 absl::StatusOr<std::vector<float>> CudaBackend::ComputeLogits(const StepInput& input) {
-  ASSIGN_OR_RETURN(StepPlan plan, Run(input, /*sample=*/false));
+  if (!impl_->in_flight.empty()) {
+    return absl::FailedPreconditionError("ComputeLogits while steps are in flight (Collect them)");
+  }
+  RETURN_IF_ERROR(LaunchStep(input, /*sample=*/false));
+  ASSIGN_OR_RETURN(StepPlan plan, WaitOldest());
   const int64_t vocab = config_.vocab_size;
   std::vector<float> out(input.samples.size() * vocab);
   for (size_t i = 0; i < input.samples.size(); ++i) {

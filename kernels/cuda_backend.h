@@ -59,6 +59,12 @@ class CudaBackend : public Backend {
   int64_t KvBytesPerBlock(int32_t block_size) const override;
   absl::StatusOr<StepOutput> Execute(const StepInput& input) override;
   absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput& input) override;
+  // Queues the step on the backend's stream (upload, graph or eager forward, download) and
+  // returns. A pending token is read on the device from the previous step's sampled tokens.
+  absl::Status Launch(const StepInput& input) override;
+  absl::StatusOr<StepOutput> Collect() override;
+  // Penalties and top-n logprobs are sampled on the host in Collect: those rows do not chain.
+  bool ChainsSample(const SamplingParams& params) const override;
 
   // Captured decode buckets, ascending (empty before AllocateKvCache or with graphs off).
   std::vector<int32_t> graph_buckets() const;
@@ -76,8 +82,11 @@ class CudaBackend : public Backend {
   struct StepPlan;
   CudaBackend(const ModelConfig& config, const CudaBackendOptions& options);
   absl::Status CheckStep(const StepInput& input) const;
-  // Fills the step buffers, runs the step (graph or eager), waits, and reports the rows used.
-  absl::StatusOr<StepPlan> Run(const StepInput& input, bool sample);
+  // Fills the step buffers of a free host slot and queues the step (graph or eager); its plan
+  // goes to the in-flight queue.
+  absl::Status LaunchStep(const StepInput& input, bool sample);
+  // Waits for the oldest launched step and hands back its plan.
+  absl::StatusOr<StepPlan> WaitOldest();
   absl::Status CaptureGraphs();
 
   ModelConfig config_;

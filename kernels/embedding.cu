@@ -5,6 +5,12 @@
 namespace rtgen::kernels {
 namespace {
 
+// The vocabulary id of token t: a pending id -1 - r is the previous step's sample of row r.
+__device__ __forceinline__ int32_t TokenId(const EmbeddingParams& p, int t) {
+  const int32_t id = p.token_ids[t];
+  return id < 0 && p.pending_tokens != nullptr ? p.pending_tokens[-1 - id] : id;
+}
+
 // Vector path (hidden % 8 == 0, hidden <= kVecMaxHidden): the table row (weights, written by no
 // kernel) is loaded before the PDL wait, 16 bytes per load, all loads of a thread at once.
 constexpr int kThreads = 256;
@@ -13,7 +19,7 @@ constexpr int kVecMaxHidden = kThreads * kVecPerThread * 8;
 
 __global__ void __launch_bounds__(kThreads) EmbeddingVecKernel(EmbeddingParams p) {
   const int t = blockIdx.x;
-  const int32_t id = p.token_ids[t];
+  const int32_t id = TokenId(p, t);
   const bool valid = id >= 0 && id < p.vocab;
   const int n8 = p.hidden / 8;
   const uint4* row = reinterpret_cast<const uint4*>(p.table + static_cast<int64_t>(valid ? id : 0) *
@@ -43,7 +49,7 @@ __global__ void EmbeddingKernel(EmbeddingParams p) {
   PdlWait();  // out (the residual stream) may still be read by the previous step's kernels
   PdlLaunchDependents();
   const int t = blockIdx.x;
-  const int32_t id = p.token_ids[t];
+  const int32_t id = TokenId(p, t);
   float* out = p.out + static_cast<int64_t>(t) * p.hidden;
   if (id < 0 || id >= p.vocab) {
     for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) out[i] = 0.0f;

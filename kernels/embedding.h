@@ -1,5 +1,7 @@
 #pragma once
 // Token embedding gather: out[t] = table[token_ids[t]] (bf16 table, fp32 residual stream).
+// A negative id -1 - r is a pending token: the one the previous step sampled in logits row r,
+// read from pending_tokens[r] (SampleTokensParams::chain_token_ids of that step).
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -15,6 +17,9 @@ struct EmbeddingParams {
   int32_t num_tokens = 0;
   int32_t hidden = 0;
   int32_t vocab = 0;
+  // [rows of the previous step] tokens it sampled; null: negative ids give zeros. Written only
+  // by an earlier step's sampling kernel, so it may be read before the PDL wait.
+  const int32_t* pending_tokens = nullptr;
 };
 
 cudaError_t Embedding(EmbeddingParams p, cudaStream_t stream);

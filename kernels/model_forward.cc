@@ -86,6 +86,8 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
                                                               kernels::kSampleSplitStateBytes));
   ASSIGN_OR_RETURN(f->sample_counters_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->sample_counters_.get(), 0, s * sizeof(int32_t)));
+  ASSIGN_OR_RETURN(f->chain_tokens_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->chain_tokens_.get(), 0, s * sizeof(int32_t)));
   if (PersistentDecodeWanted(persistent_decode)) {
     ASSIGN_OR_RETURN(f->persistent_, PersistentDecoder::CreateIfSupported(config, *weights));
   }
@@ -200,7 +202,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   if (kv.block_size <= 0) return absl::FailedPreconditionError("the KV pool is not allocated");
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::Embedding(
       {weights_->embedding.as<__nv_bfloat16>(), step.token_ids, At<float>(residual_),
-       shape.num_tokens, c.hidden_size, c.vocab_size},
+       shape.num_tokens, c.hidden_size, c.vocab_size, At<int32_t>(chain_tokens_)},
       stream));
   // One sequence decoding one token: the whole step (layers, final norm, LM head) as one
   // persistent kernel. Its logits row is row 0, which is what sample_rows holds for this step.
@@ -237,6 +239,7 @@ absl::Status ModelForward::Sample(const ForwardShape& shape, const StepArrays& s
   sp.splits = kernels::PlanSampleSplits(shape.num_samples, vocab, num_sms_);
   sp.split_states = sample_states_.get();
   sp.split_counters = At<int32_t>(sample_counters_);
+  sp.chain_token_ids = At<int32_t>(chain_tokens_);
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::SampleTokens(sp, stream));
   return absl::OkStatus();
 }

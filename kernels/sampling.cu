@@ -178,6 +178,7 @@ __device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyS
 __device__ void WriteGreedy(const SampleTokensParams& p, int row, const float* l, GreedyState r) {
   if (r.i == 0x7fffffff) r.i = 0;
   p.token_ids[row] = r.i;
+  if (p.chain_token_ids != nullptr) p.chain_token_ids[row] = r.i;
   p.logprobs[row] = l[r.i] - (r.m + static_cast<float>(log(r.s)));
 }
 
@@ -345,6 +346,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   const int token = DrawToken(l, p.vocab, m, rp, dscratch, iscratch);
   if (threadIdx.x == 0) {
     p.token_ids[row] = token;
+    if (p.chain_token_ids != nullptr) p.chain_token_ids[row] = token;
     p.logprobs[row] = l[token] - lse;
   }
 }

@@ -42,6 +42,9 @@ struct SampleTokensParams {
   int32_t splits = 1;
   void* split_states = nullptr;
   int32_t* split_counters = nullptr;
+  // Optional [num_rows] out: the same tokens at addresses fixed for the process, where the next
+  // step's embedding reads a pending token (kernels/embedding.h). Null: not written.
+  int32_t* chain_token_ids = nullptr;
 };
 
 constexpr int32_t kMaxSampleSplits = 32;

@@ -53,8 +53,9 @@ absl::StatusOr<StepBuffers> StepBuffers::Create(const StepCapacity& capacity) {
   b.capacity_ = capacity;
   size_t bytes = 0;
   Carve(nullptr, capacity, &bytes);
+  b.slot_bytes_ = bytes;
   ASSIGN_OR_RETURN(b.device_memory_, DeviceBuffer::Allocate(bytes));
-  ASSIGN_OR_RETURN(b.host_memory_, PinnedBuffer::Allocate(bytes));
+  ASSIGN_OR_RETURN(b.host_memory_, PinnedBuffer::Allocate(bytes * kHostSlots));
   return b;
 }
 
@@ -63,14 +64,15 @@ StepArrays StepBuffers::device(int32_t tokens, int32_t seqs) const {
   return Carve(device_memory_.as<char>(), {tokens, seqs, capacity_.max_blocks_per_seq}, &bytes);
 }
 
-StepArrays StepBuffers::host(int32_t tokens, int32_t seqs) const {
+StepArrays StepBuffers::host(int32_t tokens, int32_t seqs, int32_t slot) const {
   size_t bytes = 0;
-  return Carve(host_memory_.as<char>(), {tokens, seqs, capacity_.max_blocks_per_seq}, &bytes);
+  return Carve(host_memory_.as<char>() + static_cast<size_t>(slot) * slot_bytes_,
+               {tokens, seqs, capacity_.max_blocks_per_seq}, &bytes);
 }
 
 absl::Status StepBuffers::Upload(int32_t tokens, int32_t seqs, int32_t block_cols,
-                                 cudaStream_t stream) const {
-  const StepArrays h = host(tokens, seqs), d = device(tokens, seqs);
+                                 cudaStream_t stream, int32_t slot) const {
+  const StepArrays h = host(tokens, seqs, slot), d = device(tokens, seqs);
   const size_t pitch = static_cast<size_t>(capacity_.max_blocks_per_seq) * sizeof(int32_t);
   const size_t tables = static_cast<size_t>(seqs) * pitch;
   const bool whole = block_cols == capacity_.max_blocks_per_seq || tables <= kWholeTableBytes;
@@ -85,8 +87,9 @@ absl::Status StepBuffers::Upload(int32_t tokens, int32_t seqs, int32_t block_col
   return absl::OkStatus();
 }
 
-absl::Status StepBuffers::Download(int32_t tokens, int32_t seqs, cudaStream_t stream) const {
-  const StepArrays h = host(tokens, seqs), d = device(tokens, seqs);
+absl::Status StepBuffers::Download(int32_t tokens, int32_t seqs, cudaStream_t stream,
+                                   int32_t slot) const {
+  const StepArrays h = host(tokens, seqs, slot), d = device(tokens, seqs);
   const size_t bytes = static_cast<size_t>(Bytes(h.out_logprobs + seqs) - Bytes(h.out_tokens));
   RTGEN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(h.out_tokens, d.out_tokens, bytes, cudaMemcpyDeviceToHost, stream));

@@ -10,6 +10,11 @@
 // before (session 8).
 // The same (tokens, seqs) always gives the same addresses, which is what a graph captured for
 // a batch bucket reads on every replay.
+//
+// The pinned mirror has kHostSlots copies: with pipelined steps the host fills the next step's
+// inputs while the previous step's upload may not have run yet and its sampled tokens have not
+// been read yet; consecutive steps use different slots. The device side has one copy (steps run
+// in stream order).
 
 #include <cuda_runtime.h>
 
@@ -50,15 +55,19 @@ class StepBuffers {
   // The arrays of a step with `tokens` token rows and `seqs` sequences or sampled rows
   // (1 <= tokens <= max_tokens, 1 <= seqs <= max_seqs; checked by the caller).
   StepArrays device(int32_t tokens, int32_t seqs) const;
-  StepArrays host(int32_t tokens, int32_t seqs) const;  // pinned; fill before Upload
+  // Pinned, in host slot `slot` (0..kHostSlots-1); fill before Upload.
+  StepArrays host(int32_t tokens, int32_t seqs, int32_t slot = 0) const;
 
   // Copies every input array of the (tokens, seqs) layout, and of the block tables the first
   // block_cols columns (kernels never read a column past a sequence's last block, so the rest
   // may hold an earlier step's values). One copy while the tables are narrow or full width.
-  absl::Status Upload(int32_t tokens, int32_t seqs, int32_t block_cols,
-                      cudaStream_t stream) const;
-  // Copies the sampled tokens and logprobs of the (tokens, seqs) layout into its host mirror.
-  absl::Status Download(int32_t tokens, int32_t seqs, cudaStream_t stream) const;
+  absl::Status Upload(int32_t tokens, int32_t seqs, int32_t block_cols, cudaStream_t stream,
+                      int32_t slot = 0) const;
+  // Copies the sampled tokens and logprobs of the (tokens, seqs) layout into host slot `slot`.
+  absl::Status Download(int32_t tokens, int32_t seqs, cudaStream_t stream,
+                        int32_t slot = 0) const;
+
+  static constexpr int32_t kHostSlots = 2;
 
   // Bytes of block tables below which Upload copies every column (one copy, no 2D copy).
   static constexpr size_t kWholeTableBytes = size_t{16} << 10;
@@ -67,6 +76,7 @@ class StepBuffers {
   static StepArrays Carve(char* base, const StepCapacity& c, size_t* bytes);
 
   StepCapacity capacity_;
+  size_t slot_bytes_ = 0;  // one layout of the full capacity
   DeviceBuffer device_memory_;
   PinnedBuffer host_memory_;
 };

@@ -13,7 +13,10 @@
 // TPOT is a repeat's wall time (host clock; Execute waits for its step) over `steps`, median of
 // the repeats, in two variants: step inputs prebuilt before the clock starts (the backend's own
 // host work stays in: filling its pinned step buffers and the upload/download), and, with
-// graphs only, inputs built inside the loop (what a serving loop pays on top). The floor is the
+// graphs only, inputs built inside the loop (what a serving loop pays on top). With graphs a
+// third variant pipelines the prebuilt steps as the engine's async scheduling does: step i+1 is
+// launched before step i is collected, its tokens PendingToken stand-ins read on the device
+// (its greedy tokens must equal the serial run's). The floor is the
 // bytes a decode step must read (weights, minus the embedding table when untied, plus the
 // batch's KV) over the measured device-to-device copy bandwidth (bytes read + written, median
 // of 10 copies).
@@ -180,6 +183,8 @@ class Batch {
 struct DecodeResult {
   double tpot_ms = 0.0;          // inputs prebuilt
   double tpot_built_ms = 0.0;    // inputs built inside the loop
+  double tpot_pipelined_ms = 0.0;  // inputs prebuilt, step i+1 launched before i is collected
+  double pipelined_tokens_equal = 0.0;  // fraction of the pipelined run's tokens equal to serial
   std::vector<int32_t> tokens;   // every sequence's tokens of the first timed run, step-major
   bool graph_replayed = false;   // every step of every run replayed a graph
 };
@@ -187,7 +192,7 @@ struct DecodeResult {
 // Prefills the batch, then times decode runs (see the file comment).
 absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig& config,
                                         const Options& o, int32_t batch_size,
-                                        int32_t built_repeats) {
+                                        int32_t built_repeats, bool pipelined) {
   const int32_t bps = (o.prompt + o.steps + kBlockSize - 1) / kBlockSize;
   Batch batch(batch_size, bps, o.seed);
   const int32_t per_chunk = std::max(1, kMaxNumTokens / o.prompt);
@@ -227,12 +232,48 @@ absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig&
     }
     return (Now() - t0) * 1e3 / steps;
   };
+  // Pipelined: at most two steps in flight; step i's tokens are step i-1's samples (seq s is
+  // sample s of every step), given as stand-ins and read on the device.
+  auto run_pipelined = [&](int32_t steps, std::vector<int32_t>* tokens) -> absl::StatusOr<double> {
+    std::vector<StepInput> inputs;
+    for (int32_t i = 0; i < steps; ++i) {
+      inputs.push_back(batch.Step(0, batch_size, o.prompt + i, 1, config.vocab_size));
+      for (int32_t s = 0; s < batch_size; ++s) {
+        inputs.back().token_ids[s] = i == 0 ? first_tokens[s] : PendingToken(s);
+      }
+    }
+    auto collect = [&]() -> absl::Status {
+      ASSIGN_OR_RETURN(StepOutput out, backend.Collect());
+      for (int32_t s = 0; s < batch_size; ++s) {
+        const int32_t t = out.sampled[s].token_id;
+        if (t < 0 || t >= config.vocab_size) {
+          return absl::InternalError(absl::StrCat("pipelined decode sampled token ", t));
+        }
+        if (tokens) tokens->push_back(t);
+      }
+      r.graph_replayed = r.graph_replayed && out.graph_replayed;
+      return absl::OkStatus();
+    };
+    const double t0 = Now();
+    for (int32_t i = 0; i < steps; ++i) {
+      RETURN_IF_ERROR(backend.Launch(inputs[i]));
+      if (i > 0) RETURN_IF_ERROR(collect());
+    }
+    RETURN_IF_ERROR(collect());
+    return (Now() - t0) * 1e3 / steps;
+  };
   RETURN_IF_ERROR(run(std::min(16, o.steps), true, nullptr).status());  // warm-up
-  std::vector<double> prebuilt, built;
+  if (pipelined) RETURN_IF_ERROR(run_pipelined(std::min(16, o.steps), nullptr).status());
+  std::vector<double> prebuilt, built, piped;
+  std::vector<int32_t> piped_tokens;
   for (int32_t rep = 0; rep < std::max(o.repeats, built_repeats); ++rep) {
     if (rep < o.repeats) {
       ASSIGN_OR_RETURN(double a, run(o.steps, true, rep == 0 ? &r.tokens : nullptr));
       prebuilt.push_back(a);
+      if (pipelined) {
+        ASSIGN_OR_RETURN(double p, run_pipelined(o.steps, rep == 0 ? &piped_tokens : nullptr));
+        piped.push_back(p);
+      }
     }
     if (rep < built_repeats) {
       ASSIGN_OR_RETURN(double c, run(o.steps, false, nullptr));
@@ -241,6 +282,13 @@ absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig&
   }
   r.tpot_ms = Median(prebuilt);
   r.tpot_built_ms = Median(built);
+  r.tpot_pipelined_ms = Median(piped);
+  size_t same = 0;
+  for (size_t k = 0; k < piped_tokens.size() && k < r.tokens.size(); ++k) {
+    same += piped_tokens[k] == r.tokens[k];
+  }
+  r.pipelined_tokens_equal =
+      r.tokens.empty() ? 0.0 : static_cast<double>(same) / static_cast<double>(r.tokens.size());
   return r;
 }
 
@@ -333,16 +381,20 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
       const int32_t bs = o.batches[i];
       // Inputs built in the loop: timed with graphs only (eager is for the graph speed-up).
       ASSIGN_OR_RETURN(DecodeResult r,
-                       TimeDecode(*backend, config, o, bs, graphs ? o.built_repeats : 0));
+                       TimeDecode(*backend, config, o, bs, graphs ? o.built_repeats : 0, graphs));
       const double floor_ms = (bytes.weights + bs * bytes.kv_per_seq) / bandwidth * 1e3;
-      std::printf("  %s bs %3d: tpot %.3f ms (inputs built in the loop %.3f), floor %.3f ms%s\n",
-                  mode, bs, r.tpot_ms, r.tpot_built_ms, floor_ms,
+      std::printf("  %s bs %3d: tpot %.3f ms (inputs built in the loop %.3f, pipelined %.3f, "
+                  "tokens equal %.3f), floor %.3f ms%s\n",
+                  mode, bs, r.tpot_ms, r.tpot_built_ms, r.tpot_pipelined_ms,
+                  r.pipelined_tokens_equal, floor_ms,
                   graphs && !r.graph_replayed ? "  [NOT all steps replayed a graph]" : "");
       std::fflush(stdout);
       if (graphs) {
         decode.push_back(Json{{"batch", bs},
                               {"tpot_ms", r.tpot_ms},
                               {"tpot_inputs_built_ms", r.tpot_built_ms},
+                              {"tpot_pipelined_ms", r.tpot_pipelined_ms},
+                              {"pipelined_tokens_equal", r.pipelined_tokens_equal},
                               {"tok_s", bs / (r.tpot_ms * 1e-3)},
                               {"floor_ms", floor_ms},
                               {"floor_fraction", floor_ms / r.tpot_ms},
@@ -374,14 +426,16 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
 }
 
 void PrintTable(const Json& models) {
-  std::printf("\n%-14s %5s %10s %10s %11s %9s %7s %10s %7s %6s\n", "model", "batch", "tpot_ms",
-              "built_ms", "tok/s", "floor_ms", "floor%", "eager_ms", "graphx", "match");
+  std::printf("\n%-14s %5s %10s %10s %8s %11s %9s %7s %10s %7s %6s\n", "model", "batch",
+              "tpot_ms", "built_ms", "pipe_ms", "tok/s", "floor_ms", "floor%", "eager_ms",
+              "graphx", "match");
   for (const auto& [name, m] : models.items()) {
     if (!m.contains("decode")) continue;
     for (const Json& r : m["decode"]) {
-      std::printf("%-14s %5d %10.3f %10.3f %11.1f %9.3f %6.1f%% %10.3f %7.2f %6.3f\n",
+      std::printf("%-14s %5d %10.3f %10.3f %8.3f %11.1f %9.3f %6.1f%% %10.3f %7.2f %6.3f\n",
                   name.c_str(), r["batch"].get<int>(), r["tpot_ms"].get<double>(),
-                  r["tpot_inputs_built_ms"].get<double>(), r["tok_s"].get<double>(),
+                  r["tpot_inputs_built_ms"].get<double>(),
+                  r.value("tpot_pipelined_ms", 0.0), r["tok_s"].get<double>(),
                   r["floor_ms"].get<double>(), 100.0 * r["floor_fraction"].get<double>(),
                   r.value("eager_tpot_ms", 0.0), r.value("graph_speedup", 0.0),
                   r.value("greedy_tokens_equal_eager", 0.0));

@@ -2,7 +2,9 @@
 # The full server on the GPU (issue 4): joins the SmolLM2 file carried in parts, starts
 # rtgen-server --backend cuda, streams a chat answer with rtgen-client, then measures end-to-end
 # TPOT at one stream with rtgen-bench (prompt 128, 128 new tokens, greedy) for comparison with
-# the engine benchmark's batch-1 TPOT.
+# the engine benchmark's batch-1 TPOT. Then the A/B of pipelined steps: the server restarted
+# with --async-scheduling=false and =true in turn, rtgen-bench at 1 and 16 streams each time
+# (e2e_{sync,async}_{1,2}_c{1,16}.json).
 # Usage: scripts/device/server_e2e.sh BUNDLE PARTS_DIR   (PARTS_DIR holds smollm2.part* + sha256)
 set -uo pipefail
 bundle="${1:?usage: server_e2e.sh BUNDLE PARTS_DIR}"
@@ -41,8 +43,28 @@ echo
 echo "== rtgen-bench, one stream, prompt 128, 128 new tokens"
 "${bundle}/bin/rtgen-bench" --target "127.0.0.1:${port}" --concurrency 1 --num-requests 20 \
   --warmup 3 --input-len 128 --output-len 128 --no-progress --output "${out}/e2e_bench.json"
-[[ -n "${metrics}" ]] || exit 0
-echo "== metrics (graph replays vs eager)"
-curl -s "127.0.0.1:${metrics}/metrics" 2>/dev/null | grep -E '^rtgen_(graph_replays|eager_steps)_total' ||
-  python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:${metrics}/metrics').read().decode())" |
-  grep -E '^rtgen_(graph_replays|eager_steps)_total'
+if [[ -n "${metrics}" ]]; then
+  echo "== metrics (graph replays vs eager)"
+  curl -s "127.0.0.1:${metrics}/metrics" 2>/dev/null | grep -E '^rtgen_(graph_replays|eager_steps)_total' ||
+    python3 -c "import urllib.request;print(urllib.request.urlopen('http://127.0.0.1:${metrics}/metrics').read().decode())" |
+    grep -E '^rtgen_(graph_replays|eager_steps)_total'
+fi
+
+echo "== A/B: async scheduling off / on (server restarted for each), 1 and 16 streams"
+for round in 1 2; do
+  for mode in false true; do
+    kill -TERM "${server}" 2>/dev/null; wait "${server}" 2>/dev/null
+    name=$([[ ${mode} == true ]] && echo async || echo sync)
+    start_server --metrics-port -1 --async-scheduling="${mode}" ||
+      { echo "server did not start (async-scheduling=${mode})"; cat "${out}/server.log"; exit 1; }
+    for c in 1 16; do
+      "${bundle}/bin/rtgen-bench" --target "127.0.0.1:${port}" --concurrency "${c}" \
+        --num-requests $((c == 1 ? 20 : 64)) --warmup 3 --input-len 128 --output-len 128 \
+        --no-progress --output "${out}/e2e_${name}_${round}_c${c}.json" >/dev/null 2>&1 ||
+        echo "rtgen-bench failed (${name}, concurrency ${c})"
+      python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["tpot_ms"]
+print(f"{sys.argv[2]:5s} c={sys.argv[3]:>2s} TPOT p50 {t['"'"'p50'"'"']:.3f} mean {t['"'"'mean'"'"']:.3f} ms, {d['"'"'output_tokens_per_s'"'"']:.0f} tokens/s")' \
+        "${out}/e2e_${name}_${round}_c${c}.json" "${name}" "${c}" || true
+    done
+  done
+done

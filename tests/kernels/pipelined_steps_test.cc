@@ -1,0 +1,193 @@
+// Pipelined steps on the CUDA backend: step N+1 launched before step N is collected, its decode
+// tokens given as PendingToken(j) and read on the device from step N's sampled tokens. The
+// streams must equal serial Execute with the real tokens fed back (same weights, same batches),
+// graph and eager, greedy and seeded sampling, with the batch order changing between steps so a
+// stand-in's sample index differs from its row. Also the refusals: a stand-in naming a row
+// sampled on the host, a third step in flight, Execute while steps are in flight.
+
+#include <memory>
+#include <random>
+
+#include "engine/pending_token.h"
+#include "gtest/gtest.h"
+#include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/test_backends.h"
+
+namespace rtgen::testing_gpu {
+namespace {
+
+constexpr int kSeqs = 3;
+constexpr int kSteps = 8;
+
+struct Session {
+  std::unique_ptr<CudaBackend> backend;
+  std::vector<TestSeq> seqs;
+  int32_t next_block = 0;
+};
+
+// Prefills kSeqs random prompts (logits only), then gives each a first decode token.
+Session Start(const ModelConfig& c, uint64_t seed, bool graphs) {
+  Session r;
+  r.backend = MakeCudaBackend(c, seed, {.graphs = graphs});
+  if (!r.backend) return r;
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  r.seqs.resize(kSeqs);
+  StepBuilder b(kTestBlockSize, &r.next_block);
+  for (int i = 0; i < kSeqs; ++i) {
+    TestSeq& s = r.seqs[i];
+    s.tokens.reserve(256);
+    s.output.reserve(64);  // spans of launched steps point here: no reallocation
+    s.tokens.resize(12 + 9 * i);
+    for (int32_t& t : s.tokens) t = tok(rng);
+    s.seed = 500 + i;
+    b.Add(s, static_cast<int32_t>(s.tokens.size()), nullptr);
+  }
+  EXPECT_TRUE(r.backend->ComputeLogits(b.Build(false)).ok());
+  for (int i = 0; i < kSeqs; ++i) {
+    r.seqs[i].tokens.push_back(7 + i);
+    r.seqs[i].output.push_back(7 + i);
+  }
+  return r;
+}
+
+// The order of the sequences in step `step` (reversed on odd steps).
+int SeqAt(int step, int k) { return step % 2 == 0 ? k : kSeqs - 1 - k; }
+
+std::vector<SamplingParams> Params() {
+  std::vector<SamplingParams> p(kSeqs);
+  for (SamplingParams& q : p) q.temperature = 0.0f;
+  p[2].temperature = 1.5f;  // seeded sampling on the device
+  p[2].top_p = 0.9f;
+  return p;
+}
+
+std::vector<std::vector<int32_t>> Serial(const ModelConfig& c, uint64_t seed, bool graphs) {
+  Session r = Start(c, seed, graphs);
+  std::vector<std::vector<int32_t>> streams(kSeqs);
+  if (!r.backend) return streams;
+  const std::vector<SamplingParams> params = Params();
+  for (int step = 0; step < kSteps; ++step) {
+    StepBuilder b(kTestBlockSize, &r.next_block);
+    for (int k = 0; k < kSeqs; ++k) b.Add(r.seqs[SeqAt(step, k)], 1, &params[SeqAt(step, k)]);
+    absl::StatusOr<StepOutput> out = r.backend->Execute(b.Build(true));
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok()) return streams;
+    for (int k = 0; k < kSeqs; ++k) {
+      TestSeq& s = r.seqs[SeqAt(step, k)];
+      s.tokens.push_back(out->sampled[k].token_id);
+      s.output.push_back(out->sampled[k].token_id);
+      streams[SeqAt(step, k)].push_back(out->sampled[k].token_id);
+    }
+  }
+  return streams;
+}
+
+std::vector<std::vector<int32_t>> Pipelined(const ModelConfig& c, uint64_t seed, bool graphs) {
+  Session r = Start(c, seed, graphs);
+  std::vector<std::vector<int32_t>> streams(kSeqs);
+  if (!r.backend) return streams;
+  const std::vector<SamplingParams> params = Params();
+  StepInput inputs[2];
+  for (int step = 0; step <= kSteps; ++step) {
+    if (step < kSteps) {
+      StepBuilder b(kTestBlockSize, &r.next_block);
+      for (int k = 0; k < kSeqs; ++k) b.Add(r.seqs[SeqAt(step, k)], 1, &params[SeqAt(step, k)]);
+      inputs[step % 2] = b.Build(true);
+      const absl::Status launched = r.backend->Launch(inputs[step % 2]);
+      EXPECT_TRUE(launched.ok()) << launched;
+      if (!launched.ok()) return streams;
+    }
+    if (step == 0) {
+      EXPECT_EQ(r.backend->Execute(inputs[0]).status().code(),
+                absl::StatusCode::kFailedPrecondition);
+    } else {
+      absl::StatusOr<StepOutput> out = r.backend->Collect();  // step - 1
+      EXPECT_TRUE(out.ok()) << out.status();
+      if (!out.ok()) return streams;
+      EXPECT_EQ(out->graph_replayed, graphs);
+      for (int k = 0; k < kSeqs; ++k) {
+        const int i = SeqAt(step - 1, k);
+        TestSeq& s = r.seqs[i];
+        // The stand-in this step's input carried (pushed below after the previous launch).
+        if (step < kSteps) {
+          s.tokens[s.tokens.size() - 1] = out->sampled[k].token_id;
+          s.output[s.output.size() - 1] = out->sampled[k].token_id;
+        }
+        streams[i].push_back(out->sampled[k].token_id);
+      }
+    }
+    if (step < kSteps) {
+      // The next step's tokens are this step's samples, not known yet: stand-ins.
+      for (int k = 0; k < kSeqs; ++k) {
+        TestSeq& s = r.seqs[SeqAt(step, k)];
+        s.tokens.push_back(PendingToken(k));
+        s.output.push_back(PendingToken(k));
+      }
+    }
+  }
+  return streams;
+}
+
+TEST(PipelinedStepsGpuTest, StreamsEqualSerialStepsGraphAndEager) {
+  for (const ModelConfig& c : {TinyConfig(), SmolLm2Config()}) {
+    for (bool graphs : {false, true}) {
+      const uint64_t seed = FreshSeed();
+      SCOPED_TRACE(::testing::Message() << c.name << (graphs ? " graphs" : " eager") << " seed "
+                                        << seed);
+      const auto serial = Serial(c, seed, graphs);
+      const auto pipelined = Pipelined(c, seed, graphs);
+      for (int i = 0; i < kSeqs; ++i) {
+        ASSERT_EQ(serial[i].size(), static_cast<size_t>(kSteps));
+        EXPECT_EQ(pipelined[i], serial[i]) << "sequence " << i;
+      }
+    }
+  }
+}
+
+TEST(PipelinedStepsGpuTest, RefusesStandInsForHostSampledRowsAndAThirdStep) {
+  const ModelConfig c = TinyConfig();
+  const uint64_t seed = FreshSeed();
+  Session r = Start(c, seed, /*graphs=*/true);
+  ASSERT_TRUE(r.backend);
+  SamplingParams penalty;
+  penalty.temperature = 0.0f;
+  penalty.repetition_penalty = 1.3f;  // sampled on the host in Collect
+  EXPECT_FALSE(r.backend->ChainsSample(penalty));
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  EXPECT_TRUE(r.backend->ChainsSample(greedy));
+
+  StepBuilder b0(kTestBlockSize, &r.next_block);
+  b0.Add(r.seqs[0], 1, &penalty);
+  const StepInput first = b0.Build(true);
+  ASSERT_TRUE(r.backend->Launch(first).ok());
+  r.seqs[0].tokens.push_back(PendingToken(0));
+  r.seqs[0].output.push_back(PendingToken(0));
+  StepBuilder b1(kTestBlockSize, &r.next_block);
+  b1.Add(r.seqs[0], 1, &greedy);
+  const StepInput second = b1.Build(true);
+  const absl::Status refused = r.backend->Launch(second);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  ASSERT_TRUE(r.backend->Collect().ok());
+  const absl::Status named = r.backend->Launch(second);
+  EXPECT_EQ(named.code(), absl::StatusCode::kInvalidArgument) << named;
+  EXPECT_NE(named.message().find("token_ids[0] = -1 names sample 0"), std::string::npos) << named;
+
+  // Greedy steps chain; a third launch is refused while two are in flight.
+  StepBuilder b2(kTestBlockSize, &r.next_block), b3(kTestBlockSize, &r.next_block),
+      b4(kTestBlockSize, &r.next_block);
+  b2.Add(r.seqs[1], 1, &greedy);
+  b3.Add(r.seqs[2], 1, &greedy);
+  b4.Add(r.seqs[1], 1, &greedy);
+  const StepInput s2 = b2.Build(true), s3 = b3.Build(true), s4 = b4.Build(true);
+  ASSERT_TRUE(r.backend->Launch(s2).ok());
+  ASSERT_TRUE(r.backend->Launch(s3).ok());
+  EXPECT_EQ(r.backend->Launch(s4).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(r.backend->Collect().ok());
+  EXPECT_TRUE(r.backend->Collect().ok());
+  EXPECT_EQ(r.backend->Collect().status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace rtgen::testing_gpu
