@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <span>
 #include <string>
@@ -72,9 +73,39 @@ class FakeBackend : public Backend {
   }
   int64_t KvBytesPerBlock(int32_t block_size) const override { return 8LL * block_size; }
 
+  // Rows sampled with a repetition penalty do not chain (as the CUDA backend's host-sampled rows).
+  bool ChainsSample(const SamplingParams& params) const override {
+    return params.repetition_penalty == 1.0f;
+  }
+
   absl::Status Launch(const StepInput& in) override {
     if (HasPendingTokens(in)) ++pending_steps_;
+    bool unchained = false;
+    for (const SampleRequest& s : in.samples) unchained = unchained || !ChainsSample(*s.params);
+    {
+      absl::MutexLock lock(&mu_);
+      // Launched while the step before, with a row that cannot chain, was not collected yet.
+      if (!in_flight_unchained_.empty() && in_flight_unchained_.back()) ++unchained_overlaps_;
+      in_flight_unchained_.push_back(unchained);
+      unchained_steps_ += unchained;
+    }
     return Backend::Launch(in);
+  }
+  absl::StatusOr<StepOutput> Collect() override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!in_flight_unchained_.empty()) in_flight_unchained_.pop_front();
+    }
+    return Backend::Collect();
+  }
+  // Steps with a row that cannot chain, and launches that overlapped such a step.
+  int64_t unchained_steps() {
+    absl::MutexLock lock(&mu_);
+    return unchained_steps_;
+  }
+  int64_t unchained_overlaps() {
+    absl::MutexLock lock(&mu_);
+    return unchained_overlaps_;
   }
 
   absl::StatusOr<StepOutput> Execute(const StepInput& in) override {
@@ -157,6 +188,9 @@ class FakeBackend : public Backend {
   std::atomic<int32_t> fail_steps_{0};
   std::atomic<int64_t> steps_{0};
   std::atomic<int64_t> pending_steps_{0};
+  std::deque<bool> in_flight_unchained_;  // launched, not collected: has a row that cannot chain
+  int64_t unchained_steps_ = 0;
+  int64_t unchained_overlaps_ = 0;
   std::atomic<int32_t> max_step_tokens_{0};
 };
 

@@ -137,7 +137,14 @@ TEST(PipelinedStepsTest, DefaultLaunchRefusesAThirdStepAndReportsBadStandInsAtCo
 
 // Streams of a fixed workload through the threaded engine (greedy and seeded sampling, a stop
 // token, prefix sharing), keyed by request id.
-std::map<std::string, Recorded> RunEngine(bool async, int64_t* pending_steps) {
+struct EngineRunStats {
+  int64_t pending_steps = -1;       // launches whose input named a token of the step before
+  int64_t unchained_steps = -1;     // steps with a row the backend cannot chain
+  int64_t unchained_overlaps = -1;  // launches while such a step was still in flight
+};
+
+std::map<std::string, Recorded> RunEngine(bool async, EngineRunStats* stats,
+                                          float repetition_penalty = 1.0f) {
   FakeTokenizer tok;
   EngineConfig config;
   config.max_num_seqs = 6;
@@ -166,6 +173,7 @@ std::map<std::string, Recorded> RunEngine(bool async, int64_t* pending_steps) {
       r.sampling.seed = 100 + i;
     }
     r.stopping.stop_token_ids = {'x'};
+    if (i == 4) r.sampling.repetition_penalty = repetition_penalty;
     auto out = std::make_unique<Out>();
     Out* raw = out.get();
     outs[id] = std::move(out);
@@ -188,18 +196,25 @@ std::map<std::string, Recorded> RunEngine(bool async, int64_t* pending_steps) {
     absl::MutexLock lock(&out->mu);
     result[id] = out->rec;
   }
+  // The load is published after the step that sent the last chunk completes.
+  const absl::Time give_up = absl::Now() + absl::Seconds(5);
+  while (engine->GetLoad().kv_blocks_free != config.num_kv_blocks && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   EXPECT_EQ(engine->GetLoad().kv_blocks_free, config.num_kv_blocks);
-  *pending_steps = fake->pending_steps();
   engine->Shutdown();
+  stats->pending_steps = fake->pending_steps();
+  stats->unchained_steps = fake->unchained_steps();
+  stats->unchained_overlaps = fake->unchained_overlaps();
   return result;
 }
 
 TEST(PipelinedStepsTest, EngineStreamsTheSameTokensWithAsyncSchedulingOnAndOff) {
-  int64_t pending_sync = -1, pending_async = -1;
-  const std::map<std::string, Recorded> sync = RunEngine(false, &pending_sync);
-  const std::map<std::string, Recorded> async = RunEngine(true, &pending_async);
-  EXPECT_EQ(pending_sync, 0);
-  EXPECT_GT(pending_async, 10);
+  EngineRunStats sync_stats, async_stats;
+  const std::map<std::string, Recorded> sync = RunEngine(false, &sync_stats);
+  const std::map<std::string, Recorded> async = RunEngine(true, &async_stats);
+  EXPECT_EQ(sync_stats.pending_steps, 0);
+  EXPECT_GT(async_stats.pending_steps, 10);
   ASSERT_EQ(sync.size(), async.size());
   for (const auto& [id, rec] : sync) {
     SCOPED_TRACE(id);
@@ -212,6 +227,23 @@ TEST(PipelinedStepsTest, EngineStreamsTheSameTokensWithAsyncSchedulingOnAndOff) 
     EXPECT_EQ(rec.last().usage.generated_tokens, other.last().usage.generated_tokens);
   }
   EXPECT_EQ(sync.at("e0").last().finish, FinishReason::kStop);  // the scripted 'x'
+}
+
+TEST(PipelinedStepsTest, StepsWithRowsTheBackendCannotChainRunOneAfterTheOther) {
+  // Request e4 has a penalty, which the fake backend does not chain: every step holding it is
+  // collected before the next launch; the other steps are still pipelined.
+  EngineRunStats sync_stats, async_stats;
+  const auto sync = RunEngine(false, &sync_stats, 1.2f);
+  const auto async = RunEngine(true, &async_stats, 1.2f);
+  EXPECT_EQ(sync_stats.pending_steps, 0);
+  EXPECT_GT(async_stats.pending_steps, 0);
+  EXPECT_GT(async_stats.unchained_steps, 5);
+  EXPECT_EQ(async_stats.unchained_overlaps, 0);
+  for (const auto& [id, rec] : sync) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(rec.tokens(), async.at(id).tokens());
+    EXPECT_EQ(async.at(id).finals, 1);
+  }
 }
 
 }  // namespace
