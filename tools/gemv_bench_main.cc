@@ -1,7 +1,8 @@
-// rtgen-gemv-bench: the decode GEMV (kernels/gemv.h) at the real decode shapes of SmolLM2-135M
-// and Llama-3-8B, against the memory-bandwidth floor and cuBLASLt.
+// rtgen-gemv-bench: the decode GEMV (kernels/gemv.h) at the real decode shapes of SmolLM2-135M,
+// Llama-3.2-1B and Llama-3-8B, against the memory-bandwidth floor and cuBLASLt.
 //
-//   rtgen-gemv-bench [--m 1,2,4,8,16,32,64] [--models smollm2-135m,llama3-8b] [--repeats 9]
+//   rtgen-gemv-bench [--m 1,2,4,8,16,32,64] [--models smollm2-135m,llama3.2-1b,llama3-8b]
+//                    [--repeats 9]
 //                    [--sweep] [--no-legacy] [--device 0]
 //
 // Per shape (n x k, the [n, k] weight of one linear layer) and batch m: random non-zero bf16
@@ -81,6 +82,13 @@ std::vector<Shape> Shapes(const std::vector<std::string>& models) {
       out.push_back({m, "gate_up", 3072, 576, false});
       out.push_back({m, "down", 576, 1536, false});
       out.push_back({m, "lm_head", 49152, 576, true});
+    } else if (m == "llama3.2-1b") {
+      // hidden 2048, 32/8 heads of 64, intermediate 8192, vocab 128256, tied LM head.
+      out.push_back({m, "qkv", 3072, 2048, false});
+      out.push_back({m, "o", 2048, 2048, false});
+      out.push_back({m, "gate_up", 16384, 2048, false});
+      out.push_back({m, "down", 2048, 8192, false});
+      out.push_back({m, "lm_head", 128256, 2048, true});
     } else if (m == "llama3-8b") {
       out.push_back({m, "qkv", 6144, 4096, false});
       out.push_back({m, "o", 4096, 4096, false});
@@ -88,7 +96,7 @@ std::vector<Shape> Shapes(const std::vector<std::string>& models) {
       out.push_back({m, "down", 4096, 14336, false});
       out.push_back({m, "lm_head", 128256, 4096, true});
     } else {
-      std::fprintf(stderr, "unknown model %s (smollm2-135m, llama3-8b)\n", m.c_str());
+      std::fprintf(stderr, "unknown model %s (smollm2-135m, llama3.2-1b, llama3-8b)\n", m.c_str());
     }
   }
   return out;
