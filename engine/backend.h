@@ -152,6 +152,10 @@ class Backend {
     if (out.ok()) {
       for (const SampledToken& t : out->sampled) last_sampled_.push_back(t.token_id);
       done.output = *std::move(out);
+    } else {
+      // The next step may already name these samples. Their sequences fail with this step, so
+      // their rows there are dropped: token 0 stands in, and the rest of that step still runs.
+      last_sampled_.assign(input.samples.size(), 0);
     }
     return absl::OkStatus();
   }
@@ -162,6 +166,10 @@ class Backend {
     if (!done.status.ok()) return done.status;
     return std::move(done.output);
   }
+  // Whether Launch returns while the step still runs (on a device). Only then does pipelining
+  // hide the host's work; a backend that runs the step inside Launch would only deliver every
+  // token one step later, so the engine does not pipeline it.
+  virtual bool OverlapsSteps() const { return false; }
   // Whether a row sampled with `params` can feed the next step as a PendingToken: false when
   // its token is only known after Collect (the CUDA backend samples penalties on the host). The
   // engine then collects the step before it launches the next one.

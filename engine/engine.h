@@ -25,8 +25,9 @@ struct EngineConfig {
   bool enable_prefix_caching = true;
   // Pipelined steps: schedule and launch step N+1 while the backend still runs step N, feeding
   // N's sampled tokens to N+1 where they are (Backend::Launch). A sequence that N ends then
-  // costs one discarded decode row in N+1. Steps whose rows the backend cannot chain (penalties
-  // on the CUDA backend) still run one after the other.
+  // costs one discarded decode row in N+1. Steps run one after the other on a backend that
+  // finishes a step inside Launch (CPU: Backend::OverlapsSteps) and for rows the backend cannot
+  // chain (penalties on the CUDA backend).
   bool async_scheduling = true;
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;

@@ -236,7 +236,7 @@ void EngineImpl::RunStep() {
   scheduler_.MarkLaunched(batch);
   // Without chaining, the step must finish before the next is scheduled: its sampled tokens
   // decide what runs next.
-  bool chains = config_.async_scheduling;
+  bool chains = config_.async_scheduling && backend_->OverlapsSteps();
   for (const SampleRequest& sample : input->samples) {
     chains = chains && backend_->ChainsSample(*sample.params);
   }

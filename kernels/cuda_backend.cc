@@ -411,22 +411,30 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   }
   // From here on the step is queued: the next step's pending tokens refer to this one.
   impl.chain_rows.clear();
-  RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream, plan.slot));
-  if (plan.bucket > 0) {
-    RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, impl.stream));
-  } else {
-    const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample};
-    RETURN_IF_ERROR(
-        impl.forward->Run(shape, impl.step->device(rows, seqs), impl.kv, impl.stream));
+  const auto enqueue = [&]() -> absl::Status {
+    RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream, plan.slot));
+    if (plan.bucket > 0) {
+      RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, impl.stream));
+    } else {
+      const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample};
+      RETURN_IF_ERROR(
+          impl.forward->Run(shape, impl.step->device(rows, seqs), impl.kv, impl.stream));
+    }
+    if (sample) RETURN_IF_ERROR(impl.step->Download(rows, seqs, impl.stream, plan.slot));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(impl.done[plan.slot], impl.stream));
+    return absl::OkStatus();
+  };
+  if (absl::Status queued = enqueue(); !queued.ok()) {
+    // Part of the step may be queued: let it finish before the host slot is filled again.
+    (void)cudaStreamSynchronize(impl.stream);
+    return queued;
   }
   if (sample) {
-    RETURN_IF_ERROR(impl.step->Download(rows, seqs, impl.stream, plan.slot));
     for (size_t i = 0; i < in.samples.size(); ++i) {
       impl.chain_rows.push_back(NeedsHostSampling(*in.samples[i].params) ? -1
                                                                          : plan.sample_row[i]);
     }
   }
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(impl.done[plan.slot], impl.stream));
   impl.in_flight.push_back(std::move(plan));
   return absl::OkStatus();
 }

@@ -63,6 +63,7 @@ class CudaBackend : public Backend {
   // returns. A pending token is read on the device from the previous step's sampled tokens.
   absl::Status Launch(const StepInput& input) override;
   absl::StatusOr<StepOutput> Collect() override;
+  bool OverlapsSteps() const override { return true; }
   // Penalties and top-n logprobs are sampled on the host in Collect: those rows do not chain.
   bool ChainsSample(const SamplingParams& params) const override;
 

@@ -384,10 +384,11 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
                        TimeDecode(*backend, config, o, bs, graphs ? o.built_repeats : 0, graphs));
       const double floor_ms = (bytes.weights + bs * bytes.kv_per_seq) / bandwidth * 1e3;
       std::printf("  %s bs %3d: tpot %.3f ms (inputs built in the loop %.3f, pipelined %.3f, "
-                  "tokens equal %.3f), floor %.3f ms%s\n",
+                  "tokens equal %.3f), floor %.3f ms%s%s\n",
                   mode, bs, r.tpot_ms, r.tpot_built_ms, r.tpot_pipelined_ms,
                   r.pipelined_tokens_equal, floor_ms,
-                  graphs && !r.graph_replayed ? "  [NOT all steps replayed a graph]" : "");
+                  graphs && !r.graph_replayed ? "  [NOT all steps replayed a graph]" : "",
+                  graphs && r.pipelined_tokens_equal != 1.0 ? "  [PIPELINED TOKENS DIFFER]" : "");
       std::fflush(stdout);
       if (graphs) {
         decode.push_back(Json{{"batch", bs},

@@ -73,6 +73,9 @@ class FakeBackend : public Backend {
   }
   int64_t KvBytesPerBlock(int32_t block_size) const override { return 8LL * block_size; }
 
+  // Pipelined like a device backend (its steps run inside Launch, which only shifts when their
+  // tokens are streamed), so the engine tests exercise async scheduling.
+  bool OverlapsSteps() const override { return true; }
   // Rows sampled with a repetition penalty do not chain (as the CUDA backend's host-sampled rows).
   bool ChainsSample(const SamplingParams& params) const override {
     return params.repetition_penalty == 1.0f;
@@ -112,10 +115,6 @@ class FakeBackend : public Backend {
     absl::MutexLock lock(&mu_);
     if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
     ++steps_;
-    if (fail_steps_ > 0) {
-      --fail_steps_;
-      return absl::InternalError("injected backend failure");
-    }
     if (in.num_tokens() > max_step_tokens_) max_step_tokens_ = in.num_tokens();
     if (in.positions.size() != in.token_ids.size() || in.slot_mapping.size() != in.token_ids.size() ||
         in.query_start.size() != static_cast<size_t>(in.num_seqs()) + 1 ||
@@ -141,6 +140,12 @@ class FakeBackend : public Backend {
         kv_token_[slot] = in.token_ids[t];
         kv_pos_[slot] = pos;
       }
+    }
+    // An injected failure comes after the KV writes, as a device error found when the step is
+    // collected: a pipelined step launched after it may already read this step's KV.
+    if (fail_steps_ > 0) {
+      --fail_steps_;
+      return absl::InternalError("injected backend failure");
     }
     StepOutput out;
     for (const SampleRequest& sample : in.samples) {

@@ -89,6 +89,29 @@ TEST(PipelinedStepsTest, CancelWhileItsStepIsInFlightFreesItOnce) {
   EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
 }
 
+TEST(PipelinedStepsTest, AFailedStepFailsOnlyItsOwnSequences) {
+  FakeTokenizer tok;
+  StepDriver d(SmallConfig(), &tok, nullptr, /*pipelined=*/true);
+  d.expect_ok = false;
+  Recorded a, b;
+  d.scheduler.Add(MakeSeq(&tok, MakeRequest("a", Range(1, 5), 20), &a, 0));
+  for (int i = 0; i < 3; ++i) d.Step();
+  d.backend.FailNextSteps(1);
+  d.Step();  // a's decode: fails, which shows only when it is collected
+  // b is admitted into the next step, launched before the failure is known; that step also
+  // names a's sample of the failed step.
+  d.scheduler.Add(MakeSeq(&tok, MakeRequest("b", Range(40, 5), 6), &b, 1));
+  while (d.scheduler.num_live() > 0) d.Step();
+  d.Drain();
+  EXPECT_EQ(a.finals, 1);
+  EXPECT_EQ(a.last().finish, FinishReason::kError);
+  EXPECT_EQ(b.finals, 1);
+  EXPECT_EQ(b.last().finish, FinishReason::kLength);
+  EXPECT_EQ(b.tokens(), FakeGreedyOutput(Range(40, 5), 6));
+  EXPECT_EQ(d.scheduler.num_retired(), 0);
+  EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+}
+
 TEST(PipelinedStepsTest, StandInsEncodeSampleIndices) {
   EXPECT_EQ(PendingToken(0), -1);
   EXPECT_EQ(PendingToken(7), -8);

@@ -2,8 +2,10 @@
 // tokens given as PendingToken(j) and read on the device from step N's sampled tokens. The
 // streams must equal serial Execute with the real tokens fed back (same weights, same batches),
 // graph and eager, greedy and seeded sampling, with the batch order changing between steps so a
-// stand-in's sample index differs from its row. Also the refusals: a stand-in naming a row
-// sampled on the host, a third step in flight, Execute while steps are in flight.
+// stand-in's sample index differs from its position, and a fourth sequence whose whole prompt
+// joins one step (a mixed prefill + decode step, eager even with graphs) and then decodes too.
+// Also the refusals: a stand-in naming a row sampled on the host, a third step in flight,
+// Execute while steps are in flight.
 
 #include <memory>
 #include <random>
@@ -16,8 +18,9 @@
 namespace rtgen::testing_gpu {
 namespace {
 
-constexpr int kSeqs = 3;
+constexpr int kSeqs = 4;   // sequences 0..2 decode from the start; 3 joins at step kJoin
 constexpr int kSteps = 8;
+constexpr int kJoin = 3;
 
 struct Session {
   std::unique_ptr<CudaBackend> backend;
@@ -25,7 +28,8 @@ struct Session {
   int32_t next_block = 0;
 };
 
-// Prefills kSeqs random prompts (logits only), then gives each a first decode token.
+// Prefills sequences 0..2 (logits only) and gives each a first decode token; sequence 3 gets a
+// prompt only (prefilled inside the decode run, at step kJoin).
 Session Start(const ModelConfig& c, uint64_t seed, bool graphs) {
   Session r;
   r.backend = MakeCudaBackend(c, seed, {.graphs = graphs});
@@ -41,24 +45,44 @@ Session Start(const ModelConfig& c, uint64_t seed, bool graphs) {
     s.tokens.resize(12 + 9 * i);
     for (int32_t& t : s.tokens) t = tok(rng);
     s.seed = 500 + i;
-    b.Add(s, static_cast<int32_t>(s.tokens.size()), nullptr);
+    if (i < kJoin) b.Add(s, static_cast<int32_t>(s.tokens.size()), nullptr);
   }
   EXPECT_TRUE(r.backend->ComputeLogits(b.Build(false)).ok());
-  for (int i = 0; i < kSeqs; ++i) {
+  for (int i = 0; i < kJoin; ++i) {
     r.seqs[i].tokens.push_back(7 + i);
     r.seqs[i].output.push_back(7 + i);
   }
   return r;
 }
 
-// The order of the sequences in step `step` (reversed on odd steps).
-int SeqAt(int step, int k) { return step % 2 == 0 ? k : kSeqs - 1 - k; }
+// The sequences of step `step` in batch order: the decoding ones (reversed on odd steps), then
+// at step kJoin sequence 3's whole prompt.
+std::vector<int> Order(int step) {
+  std::vector<int> order;
+  const int decoding = step > kJoin ? kSeqs : kJoin;
+  for (int k = 0; k < decoding; ++k) order.push_back(step % 2 == 0 ? k : decoding - 1 - k);
+  if (step == kJoin) order.push_back(kJoin);
+  return order;
+}
+
+// Builds step `step`: one decode token per decoding sequence, sequence 3's prompt at kJoin.
+StepInput BuildStep(Session& r, int step, const std::vector<SamplingParams>& params) {
+  StepBuilder b(kTestBlockSize, &r.next_block);
+  for (int i : Order(step)) {
+    TestSeq& s = r.seqs[i];
+    const int32_t count = step == kJoin && i == kJoin ? static_cast<int32_t>(s.tokens.size()) : 1;
+    b.Add(s, count, &params[i]);
+  }
+  return b.Build(step != kJoin);
+}
 
 std::vector<SamplingParams> Params() {
   std::vector<SamplingParams> p(kSeqs);
   for (SamplingParams& q : p) q.temperature = 0.0f;
-  p[2].temperature = 1.5f;  // seeded sampling on the device
-  p[2].top_p = 0.9f;
+  for (int i : {2, 3}) {  // seeded sampling on the device
+    p[i].temperature = 1.5f;
+    p[i].top_p = 0.9f;
+  }
   return p;
 }
 
@@ -68,16 +92,15 @@ std::vector<std::vector<int32_t>> Serial(const ModelConfig& c, uint64_t seed, bo
   if (!r.backend) return streams;
   const std::vector<SamplingParams> params = Params();
   for (int step = 0; step < kSteps; ++step) {
-    StepBuilder b(kTestBlockSize, &r.next_block);
-    for (int k = 0; k < kSeqs; ++k) b.Add(r.seqs[SeqAt(step, k)], 1, &params[SeqAt(step, k)]);
-    absl::StatusOr<StepOutput> out = r.backend->Execute(b.Build(true));
+    absl::StatusOr<StepOutput> out = r.backend->Execute(BuildStep(r, step, params));
     EXPECT_TRUE(out.ok()) << out.status();
     if (!out.ok()) return streams;
-    for (int k = 0; k < kSeqs; ++k) {
-      TestSeq& s = r.seqs[SeqAt(step, k)];
+    const std::vector<int> order = Order(step);
+    for (size_t k = 0; k < order.size(); ++k) {
+      TestSeq& s = r.seqs[order[k]];
       s.tokens.push_back(out->sampled[k].token_id);
       s.output.push_back(out->sampled[k].token_id);
-      streams[SeqAt(step, k)].push_back(out->sampled[k].token_id);
+      streams[order[k]].push_back(out->sampled[k].token_id);
     }
   }
   return streams;
@@ -91,9 +114,7 @@ std::vector<std::vector<int32_t>> Pipelined(const ModelConfig& c, uint64_t seed,
   StepInput inputs[2];
   for (int step = 0; step <= kSteps; ++step) {
     if (step < kSteps) {
-      StepBuilder b(kTestBlockSize, &r.next_block);
-      for (int k = 0; k < kSeqs; ++k) b.Add(r.seqs[SeqAt(step, k)], 1, &params[SeqAt(step, k)]);
-      inputs[step % 2] = b.Build(true);
+      inputs[step % 2] = BuildStep(r, step, params);
       const absl::Status launched = r.backend->Launch(inputs[step % 2]);
       EXPECT_TRUE(launched.ok()) << launched;
       if (!launched.ok()) return streams;
@@ -105,24 +126,23 @@ std::vector<std::vector<int32_t>> Pipelined(const ModelConfig& c, uint64_t seed,
       absl::StatusOr<StepOutput> out = r.backend->Collect();  // step - 1
       EXPECT_TRUE(out.ok()) << out.status();
       if (!out.ok()) return streams;
-      EXPECT_EQ(out->graph_replayed, graphs);
-      for (int k = 0; k < kSeqs; ++k) {
-        const int i = SeqAt(step - 1, k);
-        TestSeq& s = r.seqs[i];
-        // The stand-in this step's input carried (pushed below after the previous launch).
-        if (step < kSteps) {
-          s.tokens[s.tokens.size() - 1] = out->sampled[k].token_id;
-          s.output[s.output.size() - 1] = out->sampled[k].token_id;
-        }
-        streams[i].push_back(out->sampled[k].token_id);
+      EXPECT_EQ(out->graph_replayed, graphs && step - 1 != kJoin);
+      const std::vector<int> order = Order(step - 1);
+      for (size_t k = 0; k < order.size(); ++k) {
+        TestSeq& s = r.seqs[order[k]];
+        // Fill in the stand-in pushed after that step's launch (below).
+        s.tokens.back() = out->sampled[k].token_id;
+        s.output.back() = out->sampled[k].token_id;
+        streams[order[k]].push_back(out->sampled[k].token_id);
       }
     }
     if (step < kSteps) {
       // The next step's tokens are this step's samples, not known yet: stand-ins.
-      for (int k = 0; k < kSeqs; ++k) {
-        TestSeq& s = r.seqs[SeqAt(step, k)];
-        s.tokens.push_back(PendingToken(k));
-        s.output.push_back(PendingToken(k));
+      const std::vector<int> order = Order(step);
+      for (size_t k = 0; k < order.size(); ++k) {
+        TestSeq& s = r.seqs[order[k]];
+        s.tokens.push_back(PendingToken(static_cast<int32_t>(k)));
+        s.output.push_back(PendingToken(static_cast<int32_t>(k)));
       }
     }
   }
@@ -138,7 +158,7 @@ TEST(PipelinedStepsGpuTest, StreamsEqualSerialStepsGraphAndEager) {
       const auto serial = Serial(c, seed, graphs);
       const auto pipelined = Pipelined(c, seed, graphs);
       for (int i = 0; i < kSeqs; ++i) {
-        ASSERT_EQ(serial[i].size(), static_cast<size_t>(kSteps));
+        ASSERT_EQ(serial[i].size(), static_cast<size_t>(i < kJoin ? kSteps : kSteps - kJoin));
         EXPECT_EQ(pipelined[i], serial[i]) << "sequence " << i;
       }
     }
