@@ -45,6 +45,7 @@ struct LoadSnapshot {
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
+  // `generated`: tokens streamed by the step (not rows dropped for requests already finished).
   virtual void OnStep(int32_t /*batch_size*/, int32_t /*prompt_tokens*/, int32_t /*generated*/,
                       bool /*graph_replayed*/, int32_t /*bucket*/) {}
   virtual void OnFirstScheduled(absl::Duration /*queue_time*/) {}

@@ -261,11 +261,10 @@ void EngineImpl::CollectInFlight() {
     scheduler_.FailBatch(step.batch, output.status(), now);
     return;
   }
-  scheduler_.Complete(step.batch, output->sampled, now);
+  const int32_t streamed = scheduler_.Complete(step.batch, output->sampled, now);
   if (observer_ != nullptr) {
     observer_->OnStep(static_cast<int32_t>(step.batch.seqs.size()), step.batch.num_prefill_tokens,
-                      static_cast<int32_t>(input.samples.size()), output->graph_replayed,
-                      output->graph_bucket);
+                      streamed, output->graph_replayed, output->graph_bucket);
   }
 }
 

@@ -144,9 +144,10 @@ void Scheduler::MarkLaunched(const ScheduledBatch& batch) {
   }
 }
 
-void Scheduler::Complete(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
-                         absl::Time now) {
+int32_t Scheduler::Complete(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
+                            absl::Time now) {
   size_t k = 0;
+  int32_t streamed = 0;
   for (const ScheduledSeq& s : batch.seqs) {
     Sequence* seq = s.seq;
     const SampledToken* token = s.samples ? &sampled[k++] : nullptr;
@@ -158,8 +159,11 @@ void Scheduler::Complete(const ScheduledBatch& batch, std::span<const SampledTok
     // A sequence preempted since (back to waiting) keeps no blocks: it recomputes later.
     if (seq->status == SequenceStatus::kRunning) block_manager_.CommitComputedBlocks(*seq);
     --seq->step_refs;
-    if (token != nullptr) EmitToken(seq, *token, now);
+    if (token == nullptr) continue;
+    EmitToken(seq, *token, now);
+    ++streamed;
   }
+  return streamed;
 }
 
 void Scheduler::ReleaseStepRef(Sequence* seq) {

@@ -68,8 +68,9 @@ class Scheduler {
   // step launched before it (that fills in the stand-ins this step's input carried).
   void MarkLaunched(const ScheduledBatch& batch);
   // The step ran: `sampled` has one entry per sequence of `batch` that samples, in batch order.
-  void Complete(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
-                absl::Time now);
+  // Returns the tokens streamed (rows of sequences that finished meanwhile are dropped).
+  int32_t Complete(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
+                   absl::Time now);
   // MarkLaunched + Complete, for a step run to completion before the next is scheduled.
   void Postprocess(const ScheduledBatch& batch, std::span<const SampledToken> sampled,
                    absl::Time now) {

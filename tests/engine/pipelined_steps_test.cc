@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <map>
 
 #include "absl/synchronization/mutex.h"
@@ -161,6 +162,7 @@ TEST(PipelinedStepsTest, DefaultLaunchRefusesAThirdStepAndReportsBadStandInsAtCo
 // Streams of a fixed workload through the threaded engine (greedy and seeded sampling, a stop
 // token, prefix sharing), keyed by request id.
 struct EngineRunStats {
+  int64_t generated = -1;           // OnStep's generated tokens, summed
   int64_t pending_steps = -1;       // launches whose input named a token of the step before
   int64_t unchained_steps = -1;     // steps with a row the backend cannot chain
   int64_t unchained_overlaps = -1;  // launches while such a step was still in flight
@@ -179,7 +181,11 @@ std::map<std::string, Recorded> RunEngine(bool async, EngineRunStats* stats,
   auto backend = std::make_unique<FakeBackend>();
   FakeBackend* fake = backend.get();
   fake->Script(200, {'q', 'r', 's', 'x', 't'});
-  auto created = Engine::Create(config, std::move(backend), &tok);
+  struct GeneratedCounter : EngineObserver {
+    std::atomic<int64_t> generated{0};
+    void OnStep(int32_t, int32_t, int32_t n, bool, int32_t) override { generated += n; }
+  } observer;
+  auto created = Engine::Create(config, std::move(backend), &tok, &observer);
   EXPECT_TRUE(created.ok()) << created.status();
   std::unique_ptr<Engine> engine = std::move(created).value();
   struct Out {
@@ -226,6 +232,7 @@ std::map<std::string, Recorded> RunEngine(bool async, EngineRunStats* stats,
   }
   EXPECT_EQ(engine->GetLoad().kv_blocks_free, config.num_kv_blocks);
   engine->Shutdown();
+  stats->generated = observer.generated;
   stats->pending_steps = fake->pending_steps();
   stats->unchained_steps = fake->unchained_steps();
   stats->unchained_overlaps = fake->unchained_overlaps();
@@ -250,6 +257,11 @@ TEST(PipelinedStepsTest, EngineStreamsTheSameTokensWithAsyncSchedulingOnAndOff) 
     EXPECT_EQ(rec.last().usage.generated_tokens, other.last().usage.generated_tokens);
   }
   EXPECT_EQ(sync.at("e0").last().finish, FinishReason::kStop);  // the scripted 'x'
+  // Steps count only streamed tokens, not the rows dropped after a stop.
+  int64_t streamed = 0;
+  for (const auto& [id, rec] : async) streamed += static_cast<int64_t>(rec.tokens().size());
+  EXPECT_EQ(async_stats.generated, streamed);
+  EXPECT_EQ(sync_stats.generated, streamed);
 }
 
 TEST(PipelinedStepsTest, StepsWithRowsTheBackendCannotChainRunOneAfterTheOther) {
