@@ -135,11 +135,11 @@ void Metrics::PreRegisterGraphBuckets(const std::vector<int32_t>& buckets) {
 
 void Metrics::OnRejected() { requests_[static_cast<int>(FinishReason::kNone)]->Increment(); }
 
-void Metrics::OnStep(int32_t batch_size, int32_t prompt_tokens, int32_t generated,
+// Generated tokens are counted per token in OnToken, before the client can see them.
+void Metrics::OnStep(int32_t batch_size, int32_t prompt_tokens, int32_t /*generated*/,
                      bool graph_replayed, int32_t bucket) {
   batch_size_->Observe(batch_size);
   if (prompt_tokens > 0) prompt_tokens_->Increment(prompt_tokens);
-  if (generated > 0) generation_tokens_->Increment(generated);
   if (!graph_replayed) {
     (prompt_tokens > 0 ? eager_prefill_ : eager_decode_)->Increment();
     return;
@@ -165,6 +165,9 @@ void Metrics::OnFirstScheduled(absl::Duration queue_time) {
 void Metrics::OnToken(absl::Duration since_previous_token, bool first) {
   // The first token's gap is measured from arrival: that is the TTFT.
   (first ? ttft_ : tpot_)->Observe(absl::ToDoubleSeconds(since_previous_token));
+  // Here rather than in OnStep: the engine calls OnToken before it streams the token, so a
+  // client that scrapes after its stream ended sees every one of its tokens counted.
+  generation_tokens_->Increment();
 }
 
 void Metrics::OnFinished(FinishReason reason, const Usage& usage) {
