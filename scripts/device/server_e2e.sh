@@ -50,6 +50,22 @@ if [[ -n "${metrics}" ]]; then
     grep -E '^rtgen_(graph_replays|eager_steps)_total'
 fi
 
+echo "== host-sampled rows (penalty, logprobs) beside a pipelined greedy stream"
+"${bundle}/bin/rtgen-client" generate --target "127.0.0.1:${port}" --chat \
+  --prompt "Tell me a short story about a dragon." --temperature 0 --max-tokens 96 \
+  >"${out}/beside_greedy.txt" 2>&1 &
+beside=$!
+"${bundle}/bin/rtgen-client" generate --target "127.0.0.1:${port}" --chat \
+  --prompt "List five fruits." --temperature 0.7 --seed 3 --repetition-penalty 1.3 \
+  --logprobs 2 --max-tokens 48 >"${out}/penalty.txt" 2>&1
+penalty_rc=$?
+wait "${beside}"
+beside_rc=$?
+echo "penalty + logprobs request: exit ${penalty_rc}, $(wc -c <"${out}/penalty.txt") bytes;" \
+  "greedy beside it: exit ${beside_rc}, $(wc -c <"${out}/beside_greedy.txt") bytes"
+head -c 300 "${out}/penalty.txt"; echo
+[[ ${penalty_rc} -eq 0 && ${beside_rc} -eq 0 ]] || { echo "FAILED"; cat "${out}/server.log"; exit 1; }
+
 echo "== A/B: async scheduling off / on (server restarted for each), 1 and 16 streams"
 for round in 1 2; do
   for mode in false true; do
