@@ -37,7 +37,7 @@ struct SampleRequest {
   std::span<const int32_t> prompt;   // for penalties
   // Tokens generated so far; output.size() is the RNG counter. Its last entry may be a
   // PendingToken (the sample this step's input token comes from), filled in by the engine once
-  // the earlier step is collected: read it only in Collect, or resolve it (ResolvePendingTokens).
+  // the earlier step is collected: read the values only in Collect.
   std::span<const int32_t> output;
   uint64_t seed = 0;
 };
@@ -74,43 +74,6 @@ inline bool HasPendingTokens(const StepInput& in) {
   return false;
 }
 
-// A copy of `in` with every PendingToken(j) replaced by prev_sampled[j], in the token ids and
-// at the end of the samples' outputs (whose copies live in *outputs, which must outlive
-// *resolved). INVALID_ARGUMENT when a stand-in names no sample of the previous step.
-inline absl::Status ResolvePendingTokens(const StepInput& in,
-                                         const std::vector<int32_t>& prev_sampled,
-                                         StepInput* resolved,
-                                         std::vector<std::vector<int32_t>>* outputs) {
-  auto resolve = [&prev_sampled](int32_t id, const char* where, size_t at) -> absl::StatusOr<int32_t> {
-    if (!IsPendingToken(id)) return id;
-    const int32_t j = PendingSampleIndex(id);
-    if (j >= static_cast<int32_t>(prev_sampled.size())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, "[", at, "] = ", id, " names sample ", j, " of the previous step, which sampled ",
-          prev_sampled.size()));
-    }
-    return prev_sampled[static_cast<size_t>(j)];
-  };
-  *resolved = in;
-  for (size_t t = 0; t < resolved->token_ids.size(); ++t) {
-    absl::StatusOr<int32_t> id = resolve(resolved->token_ids[t], "token_ids", t);
-    if (!id.ok()) return id.status();
-    resolved->token_ids[t] = *id;
-  }
-  outputs->assign(in.samples.size(), {});
-  for (size_t i = 0; i < in.samples.size(); ++i) {
-    SampleRequest& s = resolved->samples[i];
-    if (s.output.empty() || !IsPendingToken(s.output.back())) continue;
-    std::vector<int32_t>& copy = (*outputs)[i];
-    copy.assign(s.output.begin(), s.output.end());
-    absl::StatusOr<int32_t> id = resolve(copy.back(), "samples[].output", i);
-    if (!id.ok()) return id.status();
-    copy.back() = *id;
-    s.output = copy;
-  }
-  return absl::OkStatus();
-}
-
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -128,35 +91,25 @@ class Backend {
   // Pipelined steps. Launch queues a step and returns; Collect waits for the oldest launched step
   // and returns its output (or its error). At most kMaxStepsInFlight steps are launched and not
   // collected; `input` and what its spans point to must stay unchanged until its Collect.
-  // PendingToken(j) in the input names samples[j] of the step launched just before this one.
-  // This default runs the step inside Launch (backends that finish a step in Execute); the CUDA
-  // backend queues it on its stream.
+  // PendingToken(j) in the input names samples[j] of the step launched just before this one;
+  // only a backend that OverlapsSteps() takes them (the engine pipelines no other). This default
+  // runs the step inside Launch and keeps its output (or error) for Collect; the CUDA backend
+  // queues it on its stream.
   static constexpr int32_t kMaxStepsInFlight = 2;
   virtual absl::Status Launch(const StepInput& input) {
     if (done_.size() >= kMaxStepsInFlight) {
       return absl::FailedPreconditionError(
           absl::StrCat("backend ", name(), ": ", kMaxStepsInFlight, " steps are already in flight"));
     }
-    absl::StatusOr<StepOutput> out = absl::InternalError("unset");
-    if (HasPendingTokens(input)) {
-      StepInput resolved;
-      std::vector<std::vector<int32_t>> outputs;
-      absl::Status st = ResolvePendingTokens(input, last_sampled_, &resolved, &outputs);
-      out = st.ok() ? Execute(resolved) : absl::StatusOr<StepOutput>(st);
-    } else {
-      out = Execute(input);
-    }
-    last_sampled_.clear();
+    absl::StatusOr<StepOutput> out =
+        HasPendingTokens(input)
+            ? absl::InvalidArgumentError(absl::StrCat(
+                  "backend ", name(), " runs each step inside Launch, so its input cannot name "
+                  "a token of an earlier step (PendingToken)"))
+            : Execute(input);
     Done& done = done_.emplace_back();
     done.status = out.status();
-    if (out.ok()) {
-      for (const SampledToken& t : out->sampled) last_sampled_.push_back(t.token_id);
-      done.output = *std::move(out);
-    } else {
-      // The next step may already name these samples. Their sequences fail with this step, so
-      // their rows there are dropped: token 0 stands in, and the rest of that step still runs.
-      last_sampled_.assign(input.samples.size(), 0);
-    }
+    if (out.ok()) done.output = *std::move(out);
     return absl::OkStatus();
   }
   virtual absl::StatusOr<StepOutput> Collect() {
@@ -180,8 +133,7 @@ class Backend {
     absl::Status status;
     StepOutput output;
   };
-  std::deque<Done> done_;              // default Launch: outputs not yet collected
-  std::vector<int32_t> last_sampled_;  // default Launch: the last step's tokens
+  std::deque<Done> done_;  // default Launch: outputs not yet collected
 };
 
 }  // namespace rtgen

@@ -150,15 +150,13 @@ int32_t Scheduler::Complete(const ScheduledBatch& batch, std::span<const Sampled
   int32_t streamed = 0;
   for (const ScheduledSeq& s : batch.seqs) {
     Sequence* seq = s.seq;
+    assert(!s.samples || k < sampled.size());
     const SampledToken* token = s.samples ? &sampled[k++] : nullptr;
-    assert(k <= sampled.size());
-    if (seq->status == SequenceStatus::kFinished) {  // its output is dropped
-      ReleaseStepRef(seq);
-      continue;
-    }
+    const bool finished = seq->status == SequenceStatus::kFinished;
+    ReleaseStepRef(seq);      // destroys a finished sequence no other step holds
+    if (finished) continue;  // its output is dropped
     // A sequence preempted since (back to waiting) keeps no blocks: it recomputes later.
     if (seq->status == SequenceStatus::kRunning) block_manager_.CommitComputedBlocks(*seq);
-    --seq->step_refs;
     if (token == nullptr) continue;
     EmitToken(seq, *token, now);
     ++streamed;
@@ -253,11 +251,9 @@ void Scheduler::FailBatch(const ScheduledBatch& batch, const absl::Status& error
                           absl::Time now) {
   for (const ScheduledSeq& s : batch.seqs) {
     Sequence* seq = s.seq;
-    if (seq->status == SequenceStatus::kFinished) {
-      ReleaseStepRef(seq);
-      continue;
-    }
-    --seq->step_refs;
+    const bool finished = seq->status == SequenceStatus::kFinished;
+    ReleaseStepRef(seq);
+    if (finished) continue;
     StreamChunk chunk;
     chunk.finish = FinishReason::kError;
     chunk.error = error;

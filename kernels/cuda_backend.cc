@@ -71,10 +71,11 @@ struct CudaBackend::Impl {
   std::optional<StepBuffers> step;  // created with the KV pool (block-table width)
   std::unique_ptr<ModelForward> forward;
   std::unique_ptr<GraphRunner> graphs;
-  std::deque<StepPlan> in_flight;   // launched, not collected; oldest first
-  // Logits row of each sample of the last launched step whose token the device holds (-1: none,
-  // e.g. sampled on the host): PendingToken(j) of the next step reads row chain_rows[j].
-  std::vector<int32_t> chain_rows;
+  // Launched, not collected; oldest first. PendingToken(j) of a new step reads the token of
+  // in_flight.back()'s samples[j], from its logits row sample_row[j] (ModelForward's chain
+  // tokens); a launch after a step with host-sampled rows is refused, so that token is on the
+  // device.
+  std::deque<StepPlan> in_flight;
 };
 
 bool CudaDeviceAvailable() {
@@ -179,7 +180,6 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   if (!impl.in_flight.empty()) {
     return absl::FailedPreconditionError("AllocateKvCache while steps are in flight");
   }
-  impl.chain_rows.clear();
   impl.graphs.reset();  // they point into the old pool
   impl.kv = KvPool();
   impl.kv.num_blocks = shape.num_blocks;
@@ -304,15 +304,11 @@ absl::Status CudaBackend::CheckStep(const StepInput& in) const {
     }
   }
   for (int32_t t = 0; t < n; ++t) {
-    if (IsPendingToken(in.token_ids[t])) {
-      const int32_t j = PendingSampleIndex(in.token_ids[t]);
-      const std::vector<int32_t>& rows = impl_->chain_rows;
-      if (j >= static_cast<int32_t>(rows.size()) || rows[j] < 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "token_ids[", t, "] = ", in.token_ids[t], " names sample ", j,
-            " of the previous step, whose token is not on the device (it sampled ", rows.size(),
-            " rows; penalties and logprobs are sampled on the host)"));
-      }
+    if (IsPendingToken(in.token_ids[t]) && PendingRow(in.token_ids[t]) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token_ids[", t, "] = ", in.token_ids[t], " names sample ",
+          PendingSampleIndex(in.token_ids[t]),
+          " of the previous step, which is not in flight or did not sample it on the device"));
     }
     if (in.slot_mapping[t] < -1 || in.slot_mapping[t] >= int64_t{nb} * bs) {
       return absl::InvalidArgumentError(
@@ -371,7 +367,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   // step's logits row r (ModelForward's chain tokens), given here as -1 - r.
   for (int32_t t = 0; t < n; ++t) {
     const int32_t id = in.token_ids[t];
-    h.token_ids[t] = IsPendingToken(id) ? -1 - impl.chain_rows[PendingSampleIndex(id)] : id;
+    h.token_ids[t] = IsPendingToken(id) ? -1 - PendingRow(id) : id;
   }
   std::copy(in.positions.begin(), in.positions.end(), h.positions);
   std::copy(in.slot_mapping.begin(), in.slot_mapping.end(), h.slot_mapping);
@@ -409,8 +405,6 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     h.sample_params[plan.sample_row[i]] = sample ? DeviceParams(in.samples[i]) : Greedy();
     plan.host_sampled = plan.host_sampled || (sample && NeedsHostSampling(*in.samples[i].params));
   }
-  // From here on the step is queued: the next step's pending tokens refer to this one.
-  impl.chain_rows.clear();
   const auto enqueue = [&]() -> absl::Status {
     RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream, plan.slot));
     if (plan.bucket > 0) {
@@ -429,14 +423,16 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     (void)cudaStreamSynchronize(impl.stream);
     return queued;
   }
-  if (sample) {
-    for (size_t i = 0; i < in.samples.size(); ++i) {
-      impl.chain_rows.push_back(NeedsHostSampling(*in.samples[i].params) ? -1
-                                                                         : plan.sample_row[i]);
-    }
-  }
   impl.in_flight.push_back(std::move(plan));
   return absl::OkStatus();
+}
+
+int32_t CudaBackend::PendingRow(int32_t token_id) const {
+  if (impl_->in_flight.empty()) return -1;
+  const StepPlan& previous = impl_->in_flight.back();
+  const int32_t j = PendingSampleIndex(token_id);
+  if (!previous.sample || j >= static_cast<int32_t>(previous.sample_row.size())) return -1;
+  return previous.sample_row[j];
 }
 
 absl::StatusOr<CudaBackend::StepPlan> CudaBackend::WaitOldest() {

@@ -60,7 +60,8 @@ class CudaBackend : public Backend {
   absl::StatusOr<StepOutput> Execute(const StepInput& input) override;
   absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput& input) override;
   // Queues the step on the backend's stream (upload, graph or eager forward, download) and
-  // returns. A pending token is read on the device from the previous step's sampled tokens.
+  // returns. A pending token is read on the device from the sampled tokens of the step launched
+  // before, which must still be in flight (the engine launches N+1 before it collects N).
   absl::Status Launch(const StepInput& input) override;
   absl::StatusOr<StepOutput> Collect() override;
   bool OverlapsSteps() const override { return true; }
@@ -88,6 +89,9 @@ class CudaBackend : public Backend {
   absl::Status LaunchStep(const StepInput& input, bool sample);
   // Waits for the oldest launched step and hands back its plan.
   absl::StatusOr<StepPlan> WaitOldest();
+  // The logits row of the step in flight whose token PendingToken `token_id` names; -1 when no
+  // sampling step is in flight or it has no such sample.
+  int32_t PendingRow(int32_t token_id) const;
   absl::Status CaptureGraphs();
 
   ModelConfig config_;

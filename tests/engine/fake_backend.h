@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "engine/backend.h"
+#include "tests/engine/resolve_pending_tokens.h"
 
 namespace rtgen::testing {
 
@@ -74,7 +75,8 @@ class FakeBackend : public Backend {
   int64_t KvBytesPerBlock(int32_t block_size) const override { return 8LL * block_size; }
 
   // Pipelined like a device backend (its steps run inside Launch, which only shifts when their
-  // tokens are streamed), so the engine tests exercise async scheduling.
+  // tokens are streamed), so the engine tests exercise async scheduling: Launch fills in the
+  // stand-ins from the previous step's tokens (ResolvePendingTokens).
   bool OverlapsSteps() const override { return true; }
   // Rows sampled with a repetition penalty do not chain (as the CUDA backend's host-sampled rows).
   bool ChainsSample(const SamplingParams& params) const override {
@@ -92,7 +94,21 @@ class FakeBackend : public Backend {
       in_flight_unchained_.push_back(unchained);
       unchained_steps_ += unchained;
     }
-    return Backend::Launch(in);
+    if (!HasPendingTokens(in)) return Backend::Launch(in);
+    std::vector<int32_t> previous;
+    {
+      absl::MutexLock lock(&mu_);
+      previous = last_sampled_;
+    }
+    StepInput resolved;
+    std::vector<std::vector<int32_t>> outputs;
+    const absl::Status st = ResolvePendingTokens(in, previous, &resolved, &outputs);
+    if (st.ok()) return Backend::Launch(resolved);
+    {
+      absl::MutexLock lock(&mu_);
+      last_sampled_.assign(in.samples.size(), 0);
+    }
+    return Backend::Launch(in);  // refuses the stand-ins: Collect reports INVALID_ARGUMENT
   }
   absl::StatusOr<StepOutput> Collect() override {
     {
@@ -111,7 +127,24 @@ class FakeBackend : public Backend {
     return unchained_overlaps_;
   }
 
+  // Runs the step and keeps its tokens for the next step's stand-ins. A failed step's samples
+  // stand in as token 0: their sequences fail with it, so their rows are dropped.
   absl::StatusOr<StepOutput> Execute(const StepInput& in) override {
+    absl::StatusOr<StepOutput> out = Run(in);
+    absl::MutexLock lock(&mu_);
+    last_sampled_.assign(in.samples.size(), 0);
+    if (out.ok()) {
+      for (size_t i = 0; i < out->sampled.size(); ++i) last_sampled_[i] = out->sampled[i].token_id;
+    }
+    return out;
+  }
+
+  absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput&) override {
+    return absl::UnimplementedError("fake backend has no logits");
+  }
+
+ private:
+  absl::StatusOr<StepOutput> Run(const StepInput& in) {
     absl::MutexLock lock(&mu_);
     if (step_delay_ > absl::ZeroDuration()) absl::SleepFor(step_delay_);
     ++steps_;
@@ -179,11 +212,6 @@ class FakeBackend : public Backend {
     return out;
   }
 
-  absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput&) override {
-    return absl::UnimplementedError("fake backend has no logits");
-  }
-
- private:
   absl::Mutex mu_;
   KvCacheShape shape_;
   std::vector<int32_t> kv_token_;
@@ -193,6 +221,7 @@ class FakeBackend : public Backend {
   std::atomic<int32_t> fail_steps_{0};
   std::atomic<int64_t> steps_{0};
   std::atomic<int64_t> pending_steps_{0};
+  std::vector<int32_t> last_sampled_;   // the last step's tokens (stand-ins of the next step)
   std::deque<bool> in_flight_unchained_;  // launched, not collected: has a row that cannot chain
   int64_t unchained_steps_ = 0;
   int64_t unchained_overlaps_ = 0;

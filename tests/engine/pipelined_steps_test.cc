@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/pending_token.h"
 #include "tests/engine/fake_backend.h"
+#include "tests/engine/resolve_pending_tokens.h"
 #include "tests/engine/step_driver.h"
 #include "tests/engine/test_util.h"
 
