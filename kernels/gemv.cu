@@ -23,6 +23,7 @@
 // PDL wait (step arrays, written by no kernel).
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/device_utils.cuh"
 #include "kernels/gemv.h"
@@ -45,12 +46,23 @@ __device__ __forceinline__ void Store(const GemvParams& p, int row, int col, flo
 }
 
 // Unpredicated streamed weight load (full groups). Volatile: stays where it is written, so the
-// next group's loads are issued before this group's mmas.
+// next group's loads are issued before this group's mmas. kEvictFirst: the line is marked
+// evict-first in L2 (a cache policy; sm_90 has no plain evict-first qualifier for 16-byte loads).
+template <bool kEvictFirst>
 __device__ __forceinline__ uint4 LoadWeightsFull(const uint4* p) {
   uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
+  if constexpr (kEvictFirst) {
+    asm volatile(
+        "{\n\t.reg .b64 policy;\n\t"
+        "createpolicy.fractional.L2::evict_first.b64 policy, 1.0;\n\t"
+        "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], policy;\n\t}"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+  } else {
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+  }
   return v;
 }
 
@@ -147,7 +159,7 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
 }
 
 // kHi: m > 8 (input rows 8..15 feed the mma's upper half; otherwise it is zero).
-template <int W, int U, bool kHi, Epilogue kEpi>
+template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst>
 __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParams r) {
   constexpr bool kSwiGlu = kEpi == Epilogue::kSwiGlu;
   constexpr bool kRope = kEpi == Epilogue::kRope;
@@ -182,7 +194,7 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
   int grp = warp;
   if (grp < full_groups) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) wv[u] = LoadWeightsFull(w + grp * kGroup + 4 * u);
+    for (int u = 0; u < U; ++u) wv[u] = LoadWeightsFull<kEvictFirst>(w + grp * kGroup + 4 * u);
   }
   // RoPE: each (row, pair) angle and each row's cache slot, also before the wait.
   __shared__ float s_cos[kRope ? kGemvMaxRows * 4 : 1], s_sin[kRope ? kGemvMaxRows * 4 : 1];
@@ -212,7 +224,7 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
     uint4 wn[U];
     if (next < full_groups) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) wn[u] = LoadWeightsFull(w + next * kGroup + 4 * u);
+      for (int u = 0; u < U; ++u) wn[u] = LoadWeightsFull<kEvictFirst>(w + next * kGroup + 4 * u);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
@@ -281,21 +293,27 @@ bool UsePdl() {
 }
 
 template <int W, int U, bool kHi, Epilogue kEpi>
-cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, cudaStream_t stream) {
+cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
+                   cudaStream_t stream) {
   // A SwiGLU tile holds 4 features of each half: ceil(inter / 4) = ceil(n / 8) tiles too; a RoPE
   // tile 4 pairs (8 features) or 8 v features: n / 8 tiles.
   const dim3 grid((p.n + kTileRows - 1) / kTileRows);
-  return LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi>, grid, dim3(W * 32), 0, stream,
-                           p, r);
+  const bool evict_first = tuning.evict_first < 0
+                               ? int64_t{p.n} * p.k * 2 <= GemvEvictFirstMaxBytes()
+                               : tuning.evict_first != 0;
+  return evict_first ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true>, grid,
+                                         dim3(W * 32), 0, stream, p, r)
+                     : LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, false>, grid,
+                                         dim3(W * 32), 0, stream, p, r);
 }
 
 template <int W, bool kHi, Epilogue kEpi>
-cudaError_t LaunchW(const GemvParams& p, const GemvRopeParams& r, int unroll,
+cudaError_t LaunchW(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
                     cudaStream_t stream) {
-  switch (unroll) {
-    case 2: return Launch<W, 2, kHi, kEpi>(p, r, stream);
-    case 4: return Launch<W, 4, kHi, kEpi>(p, r, stream);
-    case 8: return Launch<W, 8, kHi, kEpi>(p, r, stream);
+  switch (tuning.unroll) {
+    case 2: return Launch<W, 2, kHi, kEpi>(p, r, tuning, stream);
+    case 4: return Launch<W, 4, kHi, kEpi>(p, r, tuning, stream);
+    case 8: return Launch<W, 8, kHi, kEpi>(p, r, tuning, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -304,10 +322,10 @@ template <bool kHi, Epilogue kEpi>
 cudaError_t LaunchHi(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
                      cudaStream_t stream) {
   switch (tuning.warps) {
-    case 1: return LaunchW<1, kHi, kEpi>(p, r, tuning.unroll, stream);
-    case 2: return LaunchW<2, kHi, kEpi>(p, r, tuning.unroll, stream);
-    case 4: return LaunchW<4, kHi, kEpi>(p, r, tuning.unroll, stream);
-    case 8: return LaunchW<8, kHi, kEpi>(p, r, tuning.unroll, stream);
+    case 1: return LaunchW<1, kHi, kEpi>(p, r, tuning, stream);
+    case 2: return LaunchW<2, kHi, kEpi>(p, r, tuning, stream);
+    case 4: return LaunchW<4, kHi, kEpi>(p, r, tuning, stream);
+    case 8: return LaunchW<8, kHi, kEpi>(p, r, tuning, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -320,6 +338,14 @@ cudaError_t LaunchEpilogue(const GemvParams& p, const GemvRopeParams& r, GemvTun
 }
 
 }  // namespace
+
+int64_t GemvEvictFirstMaxBytes() {
+  static const int64_t bytes = [] {
+    const long long mb = std::atoll(EnvValue("RTGEN_GEMV_EVICT_FIRST_MB", "16"));
+    return static_cast<int64_t>(mb > 0 ? mb : 0) << 20;
+  }();
+  return bytes;
+}
 
 bool GemvSupported(const GemvParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };

@@ -27,10 +27,20 @@ struct GemvParams {
 
 // Launch shape: `warps` per block (1, 2, 4 or 8) split k; each thread keeps `unroll` (2, 4 or 8)
 // 16-byte weight loads in flight. {0, 0} picks the default for the shape.
+// `evict_first`: the weight loads mark their L2 lines evict-first (1), or not (0); -1: where the
+// weight is at most GemvEvictFirstMaxBytes(). Results are the same either way.
 struct GemvTuning {
   int warps = 0;
   int unroll = 0;
+  int evict_first = -1;
 };
+
+// The largest weight (bytes) whose loads are marked evict-first by default:
+// RTGEN_GEMV_EVICT_FIRST_MB (0 = never), default 16 MiB. Measured on the H200 (rtgen-gemv-bench,
+// m = 1): SmolLM2-135M's four layer GEMVs 1.5-1.9 us instead of 1.7-2.6; the decode step of
+// SmolLM2 b1 -5.6 %, Llama-3.2-1B b1 -1.8 % (its qkv and o), Llama-3-8B unchanged (none of its
+// weights is that small). On LM heads (56-1050 MiB) the hint made the GEMV slower.
+int64_t GemvEvictFirstMaxBytes();
 
 // True when `p`'s shape and alignment suit the kernel.
 bool GemvSupported(const GemvParams& p);

@@ -212,6 +212,39 @@ TEST(GemvTest, RejectsUnsupportedShapes) {
   EXPECT_FALSE(kernels::GemvSiluMulSupported(q));
 }
 
+// The evict-first cache policy on the weight loads (GemvTuning::evict_first) is a hint to L2:
+// every output bit must be the same with and without it, for the plain and the SwiGLU epilogue.
+TEST(GemvTest, EvictFirstLoadsChangeNoBit) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int n = 1006, k = 4104;  // a partial last tile; k not a whole number of groups
+  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * kernels::kGemvMaxRows * k, 1.0f, rng)));
+  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+  for (const int m : {1, 9}) {
+    for (const bool swiglu : {false, true}) {
+      for (const kernels::GemvTuning shape :
+           {kernels::GemvTuning{4, 8}, kernels::GemvTuning{1, 2}}) {
+        SCOPED_TRACE(::testing::Message() << "m=" << m << " swiglu=" << swiglu
+                                          << " warps=" << shape.warps);
+        std::vector<uint16_t> outputs[2];
+        for (const int evict_first : {0, 1}) {
+          DeviceArray<uint16_t> d_y(size_t{1} * m * (swiglu ? n / 2 : n));  // poisoned
+          const kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_y.get(), false, m, n, k};
+          kernels::GemvTuning t = shape;
+          t.evict_first = evict_first;
+          const cudaError_t err = swiglu ? kernels::GemvSiluMulTuned(p, t, nullptr)
+                                         : kernels::GemvTuned(p, t, nullptr);
+          ASSERT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
+          outputs[evict_first] = d_y.ToHost();
+        }
+        for (const uint16_t v : outputs[0]) ASSERT_NE(v, 0xffff) << "an output left unwritten";
+        EXPECT_EQ(outputs[1], outputs[0]);
+      }
+    }
+  }
+}
+
 TEST(GemvTest, RepeatedAndGraphReplayedCallsAreBitwiseEqual) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);

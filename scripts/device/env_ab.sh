@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# A/B of GPU switches (kernels/env_switch.h, l2_prefetch.h) on the GPU machine: one short
+# rtgen-engine-bench run per variant, in turn, then a table of graph TPOT per model and batch.
+# Usage: scripts/device/env_ab.sh BUNDLE VARIANT...
+#   VARIANT: label=ENV1=V1,ENV2=V2 (label= alone: the defaults), e.g.
+#     scripts/device/env_ab.sh build/device base= off=RTGEN_GEMV_PREFETCH_MB=0
+# Environment: MODELS (default the three shapes), BATCHES (default 1,64), REPEATS (default 5),
+#   ROUNDS (default 1: the variants are run in turn this many times), OUT (logs and JSON).
+set -uo pipefail
+bundle="${1:?usage: env_ab.sh BUNDLE VARIANT...}"
+shift
+models="${MODELS:-smollm2-135m,llama3.2-1b,llama3-8b}"
+batches="${BATCHES:-1,64}"
+out="${OUT:-$(mktemp -d)}"
+mkdir -p "${out}"
+# shellcheck disable=SC1091
+[[ -f "${bundle}/env.sh" ]] && source "${bundle}/env.sh"
+rc=0
+labels=()
+for round in $(seq 1 "${ROUNDS:-1}"); do
+  for variant in "$@"; do
+    label="${variant%%=*}"
+    assignments="${variant#*=}"
+    [[ "${round}" == 1 ]] && labels+=("${label}")
+    envs=()
+    IFS=',' read -r -a pairs <<< "${assignments}"
+    for pair in "${pairs[@]}"; do [[ -n "${pair}" ]] && envs+=("${pair}"); done
+    echo "== round ${round}: ${label} (${envs[*]:-defaults})"
+    start=$(date +%s)
+    env "${envs[@]}" timeout 300 "${bundle}/bin/rtgen-engine-bench" --models "${models}" \
+      --batches "${batches}" --steps 64 --repeats "${REPEATS:-5}" --built-repeats 0 \
+      --ttft-prompts 128 --ttft-repeats 1 --no-eager --json "${out}/${label}_${round}.json" \
+      > "${out}/${label}_${round}.log" 2>&1
+    status=$?
+    rc=$(( rc | status ))
+    echo "   exit ${status}, $(( $(date +%s) - start )) s"
+    [[ "${status}" != 0 ]] && tail -5 "${out}/${label}_${round}.log"
+  done
+done
+python3 - "${out}" "${ROUNDS:-1}" "${labels[@]}" <<'PY'
+import json, os, sys
+out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def load(label, r):
+    path = os.path.join(out, f"{label}_{r}.json")
+    return json.load(open(path)) if os.path.exists(path) else None
+rows = {}
+for label in labels:
+    for r in range(1, rounds + 1):
+        d = load(label, r)
+        if not d:
+            continue
+        for name, m in d["models"].items():
+            for row in m.get("decode", []):
+                key = (name, row["batch"])
+                rows.setdefault(key, {"floor": row.get("floor_ms")})
+                rows[key].setdefault(label, []).append(row.get("tpot_ms"))
+print("graph TPOT ms per round (floor from the run's copy bandwidth)")
+print(f"{'model':<14} {'batch':>5} " + " ".join(f"{l:>16}" for l in labels) + "   floor")
+for (name, batch), cells in rows.items():
+    text = []
+    for l in labels:
+        v = cells.get(l, [])
+        text.append(f"{'/'.join(f'{x:.3f}' for x in v):>16}")
+    print(f"{name:<14} {batch:>5} " + " ".join(text) + f"   {cells['floor'] or float('nan'):.3f}")
+PY
+exit "${rc}"
