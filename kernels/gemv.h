@@ -29,10 +29,13 @@ struct GemvParams {
 // 16-byte weight loads in flight. {0, 0} picks the default for the shape.
 // `evict_first`: the weight loads mark their L2 lines evict-first (1), or not (0); -1: where the
 // weight is at most GemvEvictFirstMaxBytes(). Results are the same either way.
+// `rows`: the row-streaming kernel (gemv_rows.h; m = 1 only) instead of the tensor-core one;
+// warps, unroll and evict_first do not apply to it.
 struct GemvTuning {
   int warps = 0;
   int unroll = 0;
   int evict_first = -1;
+  bool rows = false;
 };
 
 // The largest weight (bytes) whose loads are marked evict-first by default:
@@ -41,6 +44,10 @@ struct GemvTuning {
 // SmolLM2 b1 -5.6 %, Llama-3.2-1B b1 -1.8 % (its qkv and o), Llama-3-8B unchanged (none of its
 // weights is that small). On LM heads (56-1050 MiB) the hint made the GEMV slower.
 int64_t GemvEvictFirstMaxBytes();
+
+// The smallest weight (bytes) the default tuning streams by rows at m = 1 (with at least 4096
+// output features): RTGEN_GEMV_ROWS_MIN_MB (0 = never), default 24 MiB. Read once per process.
+int64_t GemvRowsMinBytes();
 
 // True when `p`'s shape and alignment suit the kernel.
 bool GemvSupported(const GemvParams& p);

@@ -32,11 +32,16 @@ int SwiGluGemvMode() {
 // graph it is a programmatic dependent and cuBLASLt is not, and the step measured faster with it
 // (session 7, two runs each: SmolLM2 b1 0.582 / 0.584 -> 0.570 / 0.573 ms, 1B b1 0.973 / 0.959
 // -> 0.953 / 0.956; no gain at 1B b8 or at Llama-3-8B's k = 4096).
+// At one row, large weights with many features stream by rows (gemv.h GemvTuning::rows), the
+// wide ones included: fused with SiLU·mul and a programmatic dependent, Llama-3-8B's gate_up, down
+// and LM head took the batch-1 step from 4.45 to 4.22 ms (session 11).
 // RTGEN_GEMV_WIDE (A/B): "0" never gives n > 16384 to the GEMV, "all" always at m <= 8.
 bool GemvShape(const MatmulParams& p, bool any_n) {
   static const int wide =
       EnvIs("RTGEN_GEMV_WIDE", "all") ? 2 : EnvOnUnlessZero("RTGEN_GEMV_WIDE") ? 1 : 0;
   if (p.m > 8) return int64_t{p.n} * p.k <= (int64_t{4} << 20);
+  // One row of a large weight streams by rows, LM heads and Llama-3-8B's gate_up included.
+  if (p.m == 1 && GemvDefaultTuning({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k}).rows) return true;
   const bool wide_ok = wide == 2 || (wide == 1 && p.m <= 4 && p.k <= 2048);
   return any_n || p.n <= 16384 || wide_ok;
 }

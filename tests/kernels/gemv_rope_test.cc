@@ -53,10 +53,11 @@ TEST_P(GemvRopeTest, MatchesGemvThenRopeKvStoreBitForBit) {
     DeviceArray<int32_t> d_pos(pos), d_slots(slots);
     for (const kernels::GemvTuning t :
          {kernels::GemvTuning{0, 0}, kernels::GemvTuning{1, 2}, kernels::GemvTuning{2, 4},
-          kernels::GemvTuning{8, 8}}) {
+          kernels::GemvTuning{8, 8}, kernels::GemvTuning{0, 0, -1, true}}) {
+      if (t.rows && m != 1) continue;  // the row-streaming kernel takes one input row
       SCOPED_TRACE(::testing::Message() << "m=" << m << " warps=" << t.warps
-                                        << " unroll=" << t.unroll);
-      const kernels::GemvTuning launch = t.warps == 0
+                                        << " unroll=" << t.unroll << " rows=" << t.rows);
+      const kernels::GemvTuning launch = t.warps == 0 && !t.rows
           ? kernels::GemvDefaultTuning({d_x.bf16(), d_w.bf16(), nullptr, false, m, n, s.k})
           : t;
       DeviceArray<uint16_t> plain_y(size_t{1} * m * n), plain_k(cache_elems),
@@ -77,8 +78,9 @@ TEST_P(GemvRopeTest, MatchesGemvThenRopeKvStoreBitForBit) {
                                       fused_k.bf16(), fused_v.bf16(), s.heads,
                                       s.kv_heads,     s.head_dim};
       ASSERT_TRUE(kernels::GemvRopeKvStoreSupported(fp, r));
-      const cudaError_t err = t.warps == 0 ? kernels::GemvRopeKvStore(fp, r, nullptr)
-                                           : kernels::GemvRopeKvStoreTuned(fp, r, t, nullptr);
+      const cudaError_t err = t.warps == 0 && !t.rows
+                                  ? kernels::GemvRopeKvStore(fp, r, nullptr)
+                                  : kernels::GemvRopeKvStoreTuned(fp, r, t, nullptr);
       ASSERT_EQ(err, cudaSuccess) << cudaGetErrorString(err);
 
       const std::vector<uint16_t> want_y = plain_y.ToHost(), got_y = fused_y.ToHost();

@@ -1,0 +1,189 @@
+// The row-streaming decode GEMV (gemv_rows.h).
+//
+// Unit u of a launch is two weight rows handled by one warp: plain rows 2u and 2u + 1; SwiGLU
+// feature u (gate row u, up row inter + u); RoPE rotation pair u (rows i and i + half of one q or
+// k head) or, past the pairs, v features 2v and 2v + 1. Lane l takes the 16-byte chunks
+// l, l + 32, ... of both rows, kUnroll chunks per group, the next group's loads issued before the
+// current group's arithmetic; each chunk's 8 products go to two fp32 accumulators per row with
+// explicit fused multiply-adds (elements 0-3 and 4-7), so every variant forms a row's sum the
+// same way.
+
+#include <cstdint>
+
+#include "kernels/device_utils.cuh"
+#include "kernels/gemv_rows.h"
+#include "kernels/launch.h"
+#include "kernels/rope_math.cuh"
+
+namespace rtgen::kernels {
+namespace {
+
+constexpr int kWarps = 4;   // units per block
+constexpr int kUnroll = 4;  // chunks per row per group: 2 * kUnroll 16-byte loads in flight
+
+// Adds the 8 products of weight chunk w and input chunk x to (lo, hi).
+__device__ __forceinline__ void Dot8(const uint4& w, const uint4& x, float* lo, float* hi) {
+  float wf[8], xf[8];
+  UnpackBf16x8(w, wf);
+  UnpackBf16x8(x, xf);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) *lo = __fmaf_rn(wf[e], xf[e], *lo);
+#pragma unroll
+  for (int e = 4; e < 8; ++e) *hi = __fmaf_rn(wf[e], xf[e], *hi);
+}
+
+struct RowsUnit {
+  int row0 = 0, row1 = 0;  // weight rows
+  int pair = -1;           // kRope: the rotation pair (h * half + i), -1 for a v unit
+};
+
+template <GemvRowsEpilogue kEpi>
+__device__ __forceinline__ RowsUnit UnitRows(const GemvParams& p, const GemvRopeParams& r,
+                                             int unit) {
+  RowsUnit u;
+  if constexpr (kEpi == GemvRowsEpilogue::kStore) {
+    u.row0 = 2 * unit;
+    u.row1 = min(2 * unit + 1, p.n - 1);  // a last odd row repeats (in bounds, not stored)
+  } else if constexpr (kEpi == GemvRowsEpilogue::kSwiGlu) {
+    u.row0 = unit;
+    u.row1 = (p.n >> 1) + unit;
+  } else {
+    const int half = r.head_dim >> 1;
+    const int pairs = (r.num_heads + r.num_kv_heads) * half;
+    if (unit < pairs) {
+      u.pair = unit;
+      u.row0 = (unit / half) * r.head_dim + unit % half;
+      u.row1 = u.row0 + half;
+    } else {
+      u.row0 = (r.num_heads + r.num_kv_heads) * r.head_dim + 2 * (unit - pairs);
+      u.row1 = u.row0 + 1;
+    }
+  }
+  return u;
+}
+
+template <GemvRowsEpilogue kEpi>
+__device__ __forceinline__ void StoreUnit(const GemvParams& p, const GemvRopeParams& r,
+                                          const RowsUnit& u, int unit, float sum0, float sum1,
+                                          float c, float s, int32_t slot) {
+  if constexpr (kEpi == GemvRowsEpilogue::kStore) {
+    const auto store = [&](int row, float v) {
+      if (p.y_f32) {
+        static_cast<float*>(p.y)[row] = v;
+      } else {
+        static_cast<__nv_bfloat16*>(p.y)[row] = __float2bfloat16(v);
+      }
+    };
+    store(u.row0, sum0);
+    if (2 * unit + 1 < p.n) store(u.row1, sum1);
+  } else if constexpr (kEpi == GemvRowsEpilogue::kSwiGlu) {
+    static_cast<__nv_bfloat16*>(p.y)[unit] = SiluTimes(RoundBf16(sum0), RoundBf16(sum1));
+  } else {
+    __nv_bfloat16* y = static_cast<__nv_bfloat16*>(p.y);
+    const int half = r.head_dim >> 1, kv_dim = r.num_kv_heads * r.head_dim;
+    const int q_dim = r.num_heads * r.head_dim;
+    if (u.pair >= 0) {
+      const RotatedPair rot = RotateHalf(RoundBf16(sum0), RoundBf16(sum1), c, s);
+      y[u.row0] = rot.lo;
+      y[u.row1] = rot.hi;
+      const int head = u.pair / half;
+      if (head >= r.num_heads && slot >= 0) {
+        __nv_bfloat16* kc = r.k_cache + static_cast<int64_t>(slot) * kv_dim + u.row0 - q_dim;
+        kc[0] = rot.lo;
+        kc[half] = rot.hi;
+      }
+    } else {
+      const __nv_bfloat16 v0 = __float2bfloat16(sum0), v1 = __float2bfloat16(sum1);
+      y[u.row0] = v0;
+      y[u.row1] = v1;
+      if (slot >= 0) {
+        __nv_bfloat16* vc = r.v_cache + static_cast<int64_t>(slot) * kv_dim + u.row0 - q_dim - kv_dim;
+        vc[0] = v0;
+        vc[1] = v1;
+      }
+    }
+  }
+}
+
+template <GemvRowsEpilogue kEpi>
+__global__ void __launch_bounds__(kWarps * 32)
+    GemvRowsKernel(GemvParams p, GemvRopeParams r, int units) {
+  constexpr bool kRope = kEpi == GemvRowsEpilogue::kRope;
+  const int lane = threadIdx.x & 31;
+  const int unit = blockIdx.x * kWarps + (threadIdx.x >> 5);
+  const bool active = unit < units;  // a warp past the units only waits (launch.h)
+  const RowsUnit u = UnitRows<kEpi>(p, r, active ? unit : 0);
+  const uint4* w0 = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(u.row0) * p.k) + lane;
+  const uint4* w1 = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(u.row1) * p.k) + lane;
+  const uint4* x = reinterpret_cast<const uint4*>(p.x) + lane;
+  const int chunks = p.k >> 3;
+  const int groups = (chunks + 32 * kUnroll - 1) / (32 * kUnroll);
+  const auto load = [&](int grp, uint4(&a)[kUnroll], uint4(&b)[kUnroll]) {
+#pragma unroll
+    for (int i = 0; i < kUnroll; ++i) {
+      const int j = grp * kUnroll + i;
+      const bool ok = active && lane + 32 * j < chunks;
+      a[i] = LoadStreamed16(w0 + 32 * j, ok);
+      b[i] = LoadStreamed16(w1 + 32 * j, ok);
+    }
+  };
+  // Before the PDL wait: the first group's weights, and RoPE's angle and slot (step arrays).
+  uint4 a[kUnroll], b[kUnroll];
+  load(0, a, b);
+  float c = 1.0f, s = 0.0f;
+  int32_t slot = -1;
+  if constexpr (kRope) {
+    if (active && lane == 0) {
+      if (u.pair >= 0) RopeCosSin(r.positions[0], r.inv_freq[u.pair % (r.head_dim >> 1)], &c, &s);
+      slot = r.slot_mapping[0];
+    }
+  }
+  PdlWait();
+  // As the tensor-core RoPE GEMV: decode attention, its dependent, starts after the main loop.
+  if constexpr (!kRope) PdlLaunchDependents();
+  float s0 = 0.0f, s0h = 0.0f, s1 = 0.0f, s1h = 0.0f;
+  for (int grp = 0; grp < groups; ++grp) {
+    uint4 na[kUnroll], nb[kUnroll];
+    if (grp + 1 < groups) load(grp + 1, na, nb);
+#pragma unroll
+    for (int i = 0; i < kUnroll; ++i) {
+      const int j = grp * kUnroll + i;
+      const uint4 xv = LoadCached16(x + 32 * j, active && lane + 32 * j < chunks);
+      Dot8(a[i], xv, &s0, &s0h);
+      Dot8(b[i], xv, &s1, &s1h);
+    }
+#pragma unroll
+    for (int i = 0; i < kUnroll; ++i) a[i] = na[i], b[i] = nb[i];
+  }
+  if constexpr (kRope) PdlLaunchDependents();
+  const float sum0 = WarpSum(s0 + s0h), sum1 = WarpSum(s1 + s1h);
+  if (active && lane == 0) StoreUnit<kEpi>(p, r, u, unit, sum0, sum1, c, s, slot);
+}
+
+template <GemvRowsEpilogue kEpi>
+cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, int units, bool pdl,
+                   cudaStream_t stream) {
+  const dim3 grid((units + kWarps - 1) / kWarps);
+  return LaunchKernelPdlIf(pdl, GemvRowsKernel<kEpi>, grid, dim3(kWarps * 32), 0, stream, p, r,
+                           units);
+}
+
+}  // namespace
+
+cudaError_t LaunchGemvRows(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue epi,
+                           bool pdl, cudaStream_t stream) {
+  if (p.m != 1) return cudaErrorInvalidValue;
+  switch (epi) {
+    case GemvRowsEpilogue::kStore:
+      return Launch<GemvRowsEpilogue::kStore>(p, r, (p.n + 1) / 2, pdl, stream);
+    case GemvRowsEpilogue::kSwiGlu:
+      return Launch<GemvRowsEpilogue::kSwiGlu>(p, r, p.n / 2, pdl, stream);
+    case GemvRowsEpilogue::kRope:
+      return Launch<GemvRowsEpilogue::kRope>(
+          p, r, (r.num_heads + r.num_kv_heads) * (r.head_dim / 2) + r.num_kv_heads * r.head_dim / 2,
+          pdl, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace rtgen::kernels
