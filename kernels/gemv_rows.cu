@@ -97,7 +97,8 @@ __device__ __forceinline__ void StoreUnit(const GemvParams& p, const GemvRopePar
       y[u.row0] = v0;
       y[u.row1] = v1;
       if (slot >= 0) {
-        __nv_bfloat16* vc = r.v_cache + static_cast<int64_t>(slot) * kv_dim + u.row0 - q_dim - kv_dim;
+        __nv_bfloat16* vc =
+            r.v_cache + static_cast<int64_t>(slot) * kv_dim + (u.row0 - q_dim - kv_dim);
         vc[0] = v0;
         vc[1] = v1;
       }

@@ -5,7 +5,8 @@
 #   VARIANT: label=ENV1=V1,ENV2=V2 (label= alone: the defaults), e.g.
 #     scripts/device/env_ab.sh build/device base= off=RTGEN_GEMV_PREFETCH_MB=0
 # Environment: MODELS (default the three shapes), BATCHES (default 1,64), REPEATS (default 5),
-#   ROUNDS (default 1: the variants are run in turn this many times), OUT (logs and JSON).
+#   ROUNDS (default 1: the variants are run in turn this many times), EAGER=1 (also time the
+#   eager path: graph/eager cells), OUT (logs and JSON).
 set -uo pipefail
 bundle="${1:?usage: env_ab.sh BUNDLE VARIANT...}"
 shift
@@ -15,6 +16,8 @@ out="${OUT:-$(mktemp -d)}"
 mkdir -p "${out}"
 # shellcheck disable=SC1091
 [[ -f "${bundle}/env.sh" ]] && source "${bundle}/env.sh"
+eager_flag=(--no-eager)
+[[ "${EAGER:-0}" == 1 ]] && eager_flag=()
 rc=0
 labels=()
 for round in $(seq 1 "${ROUNDS:-1}"); do
@@ -29,7 +32,8 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
     start=$(date +%s)
     env "${envs[@]}" timeout 300 "${bundle}/bin/rtgen-engine-bench" --models "${models}" \
       --batches "${batches}" --steps 64 --repeats "${REPEATS:-5}" --built-repeats 0 \
-      --ttft-prompts 128 --ttft-repeats 1 --no-eager --json "${out}/${label}_${round}.json" \
+      --ttft-prompts 128 --ttft-repeats 1 "${eager_flag[@]}" \
+      --json "${out}/${label}_${round}.json" \
       > "${out}/${label}_${round}.log" 2>&1
     status=$?
     rc=$(( rc | status ))
@@ -53,14 +57,17 @@ for label in labels:
             for row in m.get("decode", []):
                 key = (name, row["batch"])
                 rows.setdefault(key, {"floor": row.get("floor_ms")})
-                rows[key].setdefault(label, []).append(row.get("tpot_ms"))
-print("graph TPOT ms per round (floor from the run's copy bandwidth)")
+                cell = (row.get("tpot_ms"), row.get("eager_tpot_ms"))
+                rows[key].setdefault(label, []).append(cell)
+print("graph TPOT ms per round (eager in parentheses when timed;"
+      " floor from the run's copy bandwidth)")
 print(f"{'model':<14} {'batch':>5} " + " ".join(f"{l:>16}" for l in labels) + "   floor")
 for (name, batch), cells in rows.items():
     text = []
     for l in labels:
         v = cells.get(l, [])
-        text.append(f"{'/'.join(f'{x:.3f}' for x in v):>16}")
+        cell = "/".join(f"{g:.3f}" + (f" ({e:.3f})" if e is not None else "") for g, e in v)
+        text.append(f"{cell:>16}")
     print(f"{name:<14} {batch:>5} " + " ".join(text) + f"   {cells['floor'] or float('nan'):.3f}")
 PY
 exit "${rc}"
