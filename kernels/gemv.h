@@ -27,10 +27,12 @@ struct GemvParams {
 
 // Launch shape: `warps` per block (1, 2, 4 or 8) split k; each thread keeps `unroll` (2, 4 or 8)
 // 16-byte weight loads in flight. {0, 0} picks the default for the shape.
-// `evict_first`: the weight loads mark their L2 lines evict-first (1), or not (0); -1: where the
-// weight is at most GemvEvictFirstMaxBytes(). Results are the same either way.
+// `evict_first`: the full groups' weight loads mark their L2 lines evict-first (1), or not (0);
+// -1: where the weight is at most GemvEvictFirstMaxBytes(). Results are the same either way.
 // `rows`: the row-streaming kernel (gemv_rows.h; m = 1 only) instead of the tensor-core one;
-// warps, unroll and evict_first do not apply to it.
+// warps, unroll and evict_first do not apply to it. Its sums are formed in another order than the
+// tensor-core kernel's, so where the default picks it a row alone (m = 1) and the same row in a
+// batch of 2-16 may differ in the last bits (the tensor-core kernel's rows do not depend on m).
 struct GemvTuning {
   int warps = 0;
   int unroll = 0;

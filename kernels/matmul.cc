@@ -35,7 +35,9 @@ int SwiGluGemvMode() {
 // At one row, large weights with many features stream by rows (gemv.h GemvTuning::rows), the
 // wide ones included: fused with SiLU·mul and a programmatic dependent, Llama-3-8B's gate_up, down
 // and LM head took the batch-1 step from 4.45 to 4.22 ms (session 11).
-// RTGEN_GEMV_WIDE (A/B): "0" never gives n > 16384 to the GEMV, "all" always at m <= 8.
+// RTGEN_GEMV_WIDE (A/B): "0" never gives n > 16384 to the GEMV but at one row of a weight the
+// row-streaming kernel takes (RTGEN_GEMV_ROWS_MIN_MB=0 turns that off too), "all" always at
+// m <= 8.
 bool GemvShape(const MatmulParams& p, bool any_n) {
   static const int wide =
       EnvIs("RTGEN_GEMV_WIDE", "all") ? 2 : EnvOnUnlessZero("RTGEN_GEMV_WIDE") ? 1 : 0;

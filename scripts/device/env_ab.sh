@@ -6,10 +6,14 @@
 #     scripts/device/env_ab.sh build/device base= off=RTGEN_GEMV_PREFETCH_MB=0
 # Environment: MODELS (default the three shapes), BATCHES (default 1,64), REPEATS (default 5),
 #   ROUNDS (default 1: the variants are run in turn this many times), EAGER=1 (also time the
-#   eager path: graph/eager cells), OUT (logs and JSON).
+#   eager path: graph/eager cells), TIMEOUT (seconds per run, default 300), OUT (logs and JSON).
 set -uo pipefail
 bundle="${1:?usage: env_ab.sh BUNDLE VARIANT...}"
 shift
+(( $# > 0 )) || { echo "env_ab: no VARIANT given (label=ENV=V,... or label=)" >&2; exit 2; }
+for variant in "$@"; do
+  [[ "${variant}" == *=* ]] || { echo "env_ab: VARIANT '${variant}' has no '='" >&2; exit 2; }
+done
 models="${MODELS:-smollm2-135m,llama3.2-1b,llama3-8b}"
 batches="${BATCHES:-1,64}"
 out="${OUT:-$(mktemp -d)}"
@@ -30,8 +34,8 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
     for pair in "${pairs[@]}"; do [[ -n "${pair}" ]] && envs+=("${pair}"); done
     echo "== round ${round}: ${label} (${envs[*]:-defaults})"
     start=$(date +%s)
-    env "${envs[@]}" timeout 300 "${bundle}/bin/rtgen-engine-bench" --models "${models}" \
-      --batches "${batches}" --steps 64 --repeats "${REPEATS:-5}" --built-repeats 0 \
+    env "${envs[@]}" timeout "${TIMEOUT:-300}" "${bundle}/bin/rtgen-engine-bench" \
+      --models "${models}" --batches "${batches}" --steps 64 --repeats "${REPEATS:-5}" --built-repeats 0 \
       --ttft-prompts 128 --ttft-repeats 1 "${eager_flag[@]}" \
       --json "${out}/${label}_${round}.json" \
       > "${out}/${label}_${round}.log" 2>&1
@@ -66,7 +70,8 @@ for (name, batch), cells in rows.items():
     text = []
     for l in labels:
         v = cells.get(l, [])
-        cell = "/".join(f"{g:.3f}" + (f" ({e:.3f})" if e is not None else "") for g, e in v)
+        cell = "/".join(f"{g if g is not None else float('nan'):.3f}"
+                        + (f" ({e:.3f})" if e is not None else "") for g, e in v)
         text.append(f"{cell:>16}")
     print(f"{name:<14} {batch:>5} " + " ".join(text) + f"   {cells['floor'] or float('nan'):.3f}")
 PY

@@ -10,4 +10,5 @@ bundle="${1:?usage: persistent_ab.sh BUNDLE [MODELS] [MODES]}"
 variants=()
 for mode in ${3:-1 0}; do variants+=("persistent${mode}=RTGEN_PERSISTENT_DECODE=${mode}"); done
 MODELS="${2:-smollm2-135m,llama3.2-1b,llama3-8b}" BATCHES=1 REPEATS="${REPEATS:-3}" EAGER=1 \
+  TIMEOUT="${TIMEOUT:-400}" \
   exec "$(dirname "${BASH_SOURCE[0]}")/env_ab.sh" "${bundle}" "${variants[@]}"

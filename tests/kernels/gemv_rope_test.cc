@@ -42,7 +42,10 @@ TEST_P(GemvRopeTest, MatchesGemvThenRopeKvStoreBitForBit) {
   std::vector<int> ms(max_m);
   std::iota(ms.begin(), ms.end(), 1);
   if (int64_t{n} * s.k > (int64_t{8} << 20)) ms = {1, 3, 8, 9, 16};
-  for (const int m : ms) {
+  // m = 1 twice: the second time its one row is padding (slot -1) and writes no cache slot.
+  ms.insert(ms.begin(), 1);
+  for (size_t mi = 0; mi < ms.size(); ++mi) {
+    const int m = ms[mi];
     std::vector<int32_t> pos(m), slots(num_slots);
     std::uniform_int_distribution<int32_t> pd(0, 100000);
     for (int32_t& p : pos) p = pd(rng);
@@ -50,13 +53,15 @@ TEST_P(GemvRopeTest, MatchesGemvThenRopeKvStoreBitForBit) {
     std::shuffle(slots.begin(), slots.end(), rng);
     slots.resize(m);
     if (m > 3) slots[2] = -1;  // a padding row
+    if (mi == 1) slots[0] = -1;
     DeviceArray<int32_t> d_pos(pos), d_slots(slots);
     for (const kernels::GemvTuning t :
          {kernels::GemvTuning{0, 0}, kernels::GemvTuning{1, 2}, kernels::GemvTuning{2, 4},
           kernels::GemvTuning{8, 8}, kernels::GemvTuning{0, 0, -1, true}}) {
       if (t.rows && m != 1) continue;  // the row-streaming kernel takes one input row
-      SCOPED_TRACE(::testing::Message() << "m=" << m << " warps=" << t.warps
-                                        << " unroll=" << t.unroll << " rows=" << t.rows);
+      SCOPED_TRACE(::testing::Message() << "m=" << m << " slot0=" << slots[0]
+                                        << " warps=" << t.warps << " unroll=" << t.unroll
+                                        << " rows=" << t.rows);
       const kernels::GemvTuning launch = t.warps == 0 && !t.rows
           ? kernels::GemvDefaultTuning({d_x.bf16(), d_w.bf16(), nullptr, false, m, n, s.k})
           : t;

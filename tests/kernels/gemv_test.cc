@@ -246,9 +246,10 @@ TEST(GemvTest, EvictFirstLoadsChangeNoBit) {
 }
 
 // The row-streaming kernel (GemvTuning::rows, one input row) against the fp64 reference at tile
-// and group edges (odd n: a last unit with one stored row; k not a multiple of the 4 KiB a warp
-// reads per group), bf16 and fp32 output, nothing written past y; its SwiGLU variant bit for bit
-// the plain one followed by SiluMul; the default tuning picks it for large weights only.
+// and group edges (odd n: a last unit with one stored row; k not a multiple of the 1024 elements
+// a lane group covers per round), bf16 and fp32 output, nothing written past y; its SwiGLU variant
+// bit for bit the plain one followed by SiluMul; the default tuning picks it for large weights
+// with many features only.
 TEST(GemvTest, RowStreamingKernelMatchesReference) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);

@@ -99,7 +99,10 @@ INSTANTIATE_TEST_SUITE_P(
                                          // Wide shapes (LM heads) on either side of the GEMV's
                                          // 1-4 row, k <= 2048 routing (matmul.cc GemvShape).
                                          MatmulCase{1, 20000, 576}, MatmulCase{4, 17000, 136},
-                                         MatmulCase{5, 17000, 136}, MatmulCase{2, 16500, 2056}),
+                                         MatmulCase{5, 17000, 136}, MatmulCase{2, 16500, 2056},
+                                         // One row of >= 24 MiB with >= 4096 features: the
+                                         // row-streaming GEMV, wide or not.
+                                         MatmulCase{1, 4096, 3072}, MatmulCase{1, 20480, 1288}),
                        ::testing::Bool(), ::testing::Bool()));
 
 // Decode-batch shapes are tuned once per process, where tuning is allowed: a second context
