@@ -7,6 +7,7 @@
 
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
+#include "kernels/diag_skip.h"
 #include "kernels/embedding.h"
 #include "kernels/env_switch.h"
 #include "kernels/kv_store.h"
@@ -113,17 +114,23 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   kernels::RmsNormParams norm{At<float>(residual_), layer > 0 ? At<__nv_bfloat16>(proj_) : nullptr,
                               nullptr, w.attn_norm.as<float>(), At<__nv_bfloat16>(normed_), n, h,
                               c.rms_norm_eps};
-  RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+  if (!kernels::DiagSkips(kernels::StepPart::kAttnNorm)) {
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+  }
   // qkv projection, RoPE and the KV store (one fused launch at decode batch sizes, matmul.h).
   const kernels::RopeParams rope{qkv,   qkv + q_dim,         qkv_dim,     step.positions,
                                  weights_->inv_freq.as<float>(), n, c.num_heads, c.num_kv_heads,
                                  hd};
   const kernels::KvStoreParams store{qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, k_cache, v_cache,
                                      step.slot_mapping, n, kv_dim};
-  RETURN_IF_ERROR(kernels::MatmulRopeKvStore(
-      *matmul_, {At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv, false, n, qkv_dim, h},
-      rope, store, stream));
-  if (shape.decode_only) {
+  if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
+    RETURN_IF_ERROR(kernels::MatmulRopeKvStore(
+        *matmul_,
+        {At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv, false, n, qkv_dim, h}, rope,
+        store, stream));
+  }
+  const bool attention = !kernels::DiagSkips(kernels::StepPart::kAttention);
+  if (attention && shape.decode_only) {
     const kernels::DecodeSplitPlan plan =
         kernels::PlanDecodeSplits(shape.num_seqs, c.num_kv_heads, max_context_, num_sms_,
                                   DecodeMinPartition());
@@ -151,7 +158,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     if (!SeparateDecodeCombine()) a.counters = At<int32_t>(split_counters_);
     a.tensor_cores = DecodeTensorCores();
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::DecodeAttention(a, stream));
-  } else {
+  } else if (attention) {
     kernels::PrefillAttentionParams a;
     a.q = qkv;
     a.q_stride = qkv_dim;
@@ -171,24 +178,32 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     a.scale = scale;
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::PrefillAttention(a, stream));
   }
-  RETURN_IF_ERROR(kernels::Matmul(
-      *matmul_,
-      {At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(), At<__nv_bfloat16>(proj_), false, n, h,
-       q_dim},
-      stream));
+  if (!kernels::DiagSkips(kernels::StepPart::kO)) {
+    RETURN_IF_ERROR(kernels::Matmul(
+        *matmul_,
+        {At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(), At<__nv_bfloat16>(proj_), false, n,
+         h, q_dim},
+        stream));
+  }
   norm = {At<float>(residual_), At<__nv_bfloat16>(proj_), nullptr, w.ffn_norm.as<float>(),
           At<__nv_bfloat16>(normed_), n, h, c.rms_norm_eps};
-  RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+  if (!kernels::DiagSkips(kernels::StepPart::kFfnNorm)) {
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+  }
   // gate_up and SiLU·mul: one fused GEMV launch at decode batch sizes (matmul.h).
-  RETURN_IF_ERROR(kernels::MatmulSiluMul(
-      *matmul_,
-      {At<__nv_bfloat16>(normed_), w.w_gate_up.as<__nv_bfloat16>(), At<__nv_bfloat16>(gate_up_),
-       false, n, 2 * inter, h},
-      At<__nv_bfloat16>(act_), stream));
-  RETURN_IF_ERROR(kernels::Matmul(*matmul_,
-                                  {At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(),
-                                   At<__nv_bfloat16>(proj_), false, n, h, inter},
-                                  stream));
+  if (!kernels::DiagSkips(kernels::StepPart::kGateUp)) {
+    RETURN_IF_ERROR(kernels::MatmulSiluMul(
+        *matmul_,
+        {At<__nv_bfloat16>(normed_), w.w_gate_up.as<__nv_bfloat16>(),
+         At<__nv_bfloat16>(gate_up_), false, n, 2 * inter, h},
+        At<__nv_bfloat16>(act_), stream));
+  }
+  if (!kernels::DiagSkips(kernels::StepPart::kDown)) {
+    RETURN_IF_ERROR(kernels::Matmul(*matmul_,
+                                    {At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(),
+                                     At<__nv_bfloat16>(proj_), false, n, h, inter},
+                                    stream));
+  }
   return absl::OkStatus();
 }
 
@@ -222,12 +237,14 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   kernels::RmsNormParams norm{At<float>(residual_), At<__nv_bfloat16>(proj_), step.sample_rows,
                               weights_->final_norm.as<float>(), At<__nv_bfloat16>(final_normed_),
                               shape.num_samples, c.hidden_size, c.rms_norm_eps};
-  RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
-  RETURN_IF_ERROR(kernels::Matmul(*matmul_,
-                                  {At<__nv_bfloat16>(final_normed_), weights_->output_matrix(),
-                                   At<float>(logits_), true, shape.num_samples, c.vocab_size,
-                                   c.hidden_size},
-                                  stream));
+  if (!kernels::DiagSkips(kernels::StepPart::kLmHead)) {
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+    RETURN_IF_ERROR(kernels::Matmul(*matmul_,
+                                    {At<__nv_bfloat16>(final_normed_), weights_->output_matrix(),
+                                     At<float>(logits_), true, shape.num_samples, c.vocab_size,
+                                     c.hidden_size},
+                                    stream));
+  }
   return shape.sample ? Sample(shape, step, stream) : absl::OkStatus();
 }
 

@@ -1,0 +1,26 @@
+#pragma once
+// Diagnostic for "where the time goes" inside the decode graph (issue 4): RTGEN_DIAG_SKIP names
+// parts of the forward step (comma-separated) that every step then leaves out. The step's time
+// without a part, against its time with it, is that part's cost in the graph, its kernel
+// boundaries included. The step's results are garbage then: for rtgen-engine-bench runs only
+// (scripts/device/where_time_goes.sh). The embedding and sampling always run (they write and
+// read the token ids the next step embeds).
+
+namespace rtgen::kernels {
+
+enum class StepPart {
+  kAttnNorm,   // "attn_norm": the RMSNorm (and residual add) before qkv
+  kQkv,        // "qkv": the qkv projection with RoPE and the KV store
+  kAttention,  // "attention"
+  kO,          // "o": the output projection
+  kFfnNorm,    // "ffn_norm"
+  kGateUp,     // "gate_up": gate_up with SiLU·mul
+  kDown,       // "down"
+  kLmHead,     // "lm_head": the final norm and the LM head
+};
+
+// True when RTGEN_DIAG_SKIP names `part` (read once per process; unknown names are reported on
+// stderr and ignored, and the parts left out are reported once).
+bool DiagSkips(StepPart part);
+
+}  // namespace rtgen::kernels

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Where the decode step's time goes inside the CUDA graph (issue 4), on the GPU machine: the
+# step timed whole, then without each part in turn (RTGEN_DIAG_SKIP, kernels/diag_skip.h; the
+# results are garbage then), through env_ab.sh. A part's cost is the whole step's TPOT minus the
+# TPOT without it: per layer for the layer parts, per step for the LM head; kernel boundaries
+# included, so the parts need not add up to the step.
+# Usage: scripts/device/where_time_goes.sh BUNDLE
+# Environment: MODELS, BATCHES (default 1), ROUNDS (default 2), OUT, as env_ab.sh.
+set -uo pipefail
+bundle="${1:?usage: where_time_goes.sh BUNDLE}"
+out="${OUT:-$(mktemp -d)}"
+parts=(attn_norm qkv attention o ffn_norm gate_up down lm_head)
+variants=(whole=)
+for part in "${parts[@]}"; do variants+=("${part}=RTGEN_DIAG_SKIP=${part}"); done
+OUT="${out}" BATCHES="${BATCHES:-1}" ROUNDS="${ROUNDS:-2}" \
+  "$(dirname "${BASH_SOURCE[0]}")/env_ab.sh" "${bundle}" "${variants[@]}"
+rc=$?
+python3 - "${out}" "${ROUNDS:-2}" "${parts[@]}" <<'PY'
+import json, os, statistics, sys
+out, rounds, parts = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def tpots(label):
+    found = {}
+    for r in range(1, rounds + 1):
+        path = os.path.join(out, f"{label}_{r}.json")
+        if not os.path.exists(path):
+            continue
+        for name, m in json.load(open(path))["models"].items():
+            for row in m.get("decode", []):
+                found.setdefault((name, row["batch"]), []).append(row["tpot_ms"])
+                found[(name, "layers")] = m["config"]["layers"]
+    return found
+whole = tpots("whole")
+print("\ncost of each part inside the graph, us (median of the rounds; layer parts per layer)")
+print(f"{'model':<14} {'batch':>5} {'step ms':>8} " + " ".join(f"{p:>9}" for p in parts))
+for (name, batch), values in whole.items():
+    if batch == "layers":
+        continue
+    step = statistics.median(values)
+    cells = []
+    for p in parts:
+        skip = tpots(p).get((name, batch))
+        if not skip:
+            cells.append(f"{'-':>9}")
+            continue
+        saved_us = (step - statistics.median(skip)) * 1e3
+        per = saved_us if p == "lm_head" else saved_us / whole[(name, "layers")]
+        cells.append(f"{per:>9.1f}")
+    print(f"{name:<14} {batch:>5} {step:>8.3f} " + " ".join(cells))
+PY
+exit "${rc}"
