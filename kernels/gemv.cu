@@ -363,6 +363,15 @@ int64_t GemvRowsMinBytes() {
   return bytes;
 }
 
+bool GemvStreamsRows(const GemvParams& p) {
+  // One input row of a large weight with many output features: streamed by rows (gemv_rows.h),
+  // which reads 512 contiguous bytes per warp instruction. Under kRowsMinFeatures the rows kernel
+  // has too few warps (one per two features) to keep the memory busy: Llama-3.2-1B's down
+  // projection (2048 x 8192) measured 60 us per step slower in the decode graph.
+  constexpr int kRowsMinFeatures = 4096;
+  return p.m == 1 && p.n >= kRowsMinFeatures && int64_t{p.n} * p.k * 2 >= GemvRowsMinBytes();
+}
+
 bool GemvSupported(const GemvParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   return p.m >= 1 && p.m <= kGemvMaxRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
@@ -400,13 +409,7 @@ GemvTuning GemvDefaultTuning(const GemvParams& p) {
       break;
     }
   }
-  // One input row of a large weight with many output features: streamed by rows (gemv_rows.h),
-  // which reads 512 contiguous bytes per warp instruction. Under kRowsMinFeatures the rows kernel
-  // has too few warps (one per two features) to keep the memory busy: Llama-3.2-1B's down
-  // projection (2048 x 8192) measured 60 us per step slower in the decode graph.
-  constexpr int kRowsMinFeatures = 4096;
-  tuning.rows =
-      p.m == 1 && p.n >= kRowsMinFeatures && int64_t{p.n} * p.k * 2 >= GemvRowsMinBytes();
+  tuning.rows = GemvStreamsRows(p);
   return tuning;
 }
 

@@ -43,7 +43,7 @@ bool GemvShape(const MatmulParams& p, bool any_n) {
       EnvIs("RTGEN_GEMV_WIDE", "all") ? 2 : EnvOnUnlessZero("RTGEN_GEMV_WIDE") ? 1 : 0;
   if (p.m > 8) return int64_t{p.n} * p.k <= (int64_t{4} << 20);
   // One row of a large weight streams by rows, LM heads and Llama-3-8B's gate_up included.
-  if (p.m == 1 && GemvDefaultTuning({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k}).rows) return true;
+  if (GemvStreamsRows({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k})) return true;
   const bool wide_ok = wide == 2 || (wide == 1 && p.m <= 4 && p.k <= 2048);
   return any_n || p.n <= 16384 || wide_ok;
 }

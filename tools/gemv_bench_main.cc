@@ -41,6 +41,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
+#include "engine/model/synthetic_model.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
 #include "kernels/gemv.h"
@@ -71,33 +72,23 @@ struct Shape {
   bool y_f32;
 };
 
+// The linear layers of each model's decode step, from its synthetic shape (engine/model/
+// synthetic_model.h), as kernels/model_forward.cc runs them: fused qkv, fused gate+up, and the LM
+// head with fp32 logits.
 std::vector<Shape> Shapes(const std::vector<std::string>& models) {
   std::vector<Shape> out;
   for (const std::string& m : models) {
-    if (m == "smollm2-135m") {
-      // hidden 576, 9/3 heads of 64, intermediate 1536, vocab 49152 (kernels/model_forward.cc:
-      // fused qkv, fused gate+up, tied LM head with fp32 logits).
-      out.push_back({m, "qkv", 960, 576, false});
-      out.push_back({m, "o", 576, 576, false});
-      out.push_back({m, "gate_up", 3072, 576, false});
-      out.push_back({m, "down", 576, 1536, false});
-      out.push_back({m, "lm_head", 49152, 576, true});
-    } else if (m == "llama3.2-1b") {
-      // hidden 2048, 32/8 heads of 64, intermediate 8192, vocab 128256, tied LM head.
-      out.push_back({m, "qkv", 3072, 2048, false});
-      out.push_back({m, "o", 2048, 2048, false});
-      out.push_back({m, "gate_up", 16384, 2048, false});
-      out.push_back({m, "down", 2048, 8192, false});
-      out.push_back({m, "lm_head", 128256, 2048, true});
-    } else if (m == "llama3-8b") {
-      out.push_back({m, "qkv", 6144, 4096, false});
-      out.push_back({m, "o", 4096, 4096, false});
-      out.push_back({m, "gate_up", 28672, 4096, false});
-      out.push_back({m, "down", 4096, 14336, false});
-      out.push_back({m, "lm_head", 128256, 4096, true});
-    } else {
-      std::fprintf(stderr, "unknown model %s (smollm2-135m, llama3.2-1b, llama3-8b)\n", m.c_str());
+    const absl::StatusOr<ModelConfig> c = SyntheticShape(m);
+    if (!c.ok()) {
+      std::fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
+      continue;
     }
+    const int q_dim = c->num_heads * c->head_dim, kv_dim = c->num_kv_heads * c->head_dim;
+    out.push_back({m, "qkv", q_dim + 2 * kv_dim, c->hidden_size, false});
+    out.push_back({m, "o", c->hidden_size, q_dim, false});
+    out.push_back({m, "gate_up", 2 * c->intermediate_size, c->hidden_size, false});
+    out.push_back({m, "down", c->hidden_size, c->intermediate_size, false});
+    out.push_back({m, "lm_head", c->vocab_size, c->hidden_size, true});
   }
   return out;
 }
