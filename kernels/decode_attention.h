@@ -10,8 +10,8 @@
 // Requires head_dim % 8 == 0, q_stride % 8 == 0 and 16-byte aligned q, k_cache and v_cache
 // (q and K/V rows are read with 16-byte loads); one block serves all query heads of a kv head
 // (up to 8 on CUDA cores, up to 16 on tensor cores), so K/V are read once per group. With
-// `tensor_cores`, head_dim 64 (split or not) and head_dim 128 without splits run on tensor
-// cores (decode_attention_mma.h); everything else on CUDA cores.
+// `tensor_cores`, head_dim 64 and 128 (split or not) run on tensor cores
+// (decode_attention_mma.h); everything else on CUDA cores.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

@@ -216,11 +216,11 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   MergeIfLast<kThreads, kRows>(p, seq, head0, group, kD, role);
 }
 
-// RTGEN_DECODE_MMA_WARPS=2 or 4 fixes the warps per block (A/B); 0 when unset.
+// RTGEN_DECODE_MMA_WARPS=2, 4 or 8 fixes the warps per block (A/B); 0 when unset.
 int ForcedWarps() {
   static const int forced = [] {
     const int w = std::atoi(EnvValue("RTGEN_DECODE_MMA_WARPS"));
-    return w == 2 || w == 4 ? w : 0;
+    return w == 2 || w == 4 || w == 8 ? w : 0;
   }();
   return forced;
 }
@@ -239,28 +239,40 @@ cudaError_t OptIn(int* per_sm) {
       per_sm, DecodeAttentionMmaKernel<kD, kWarps>, 32 * kWarps, kSmem);
 }
 
-// On the current device: both head_dim-kD kernels opted in, and *capacity = how many 4-warp
-// blocks the whole GPU holds at once. Done once per device (devices past kMaxCachedDevices: every
-// call); a failure is returned, not remembered.
+// How many blocks of the 8- and of the 4-warp kernel the whole GPU holds at once.
+struct Capacity {
+  int64_t eight = 0;
+  int64_t four = 0;
+};
+
+// On the current device: the head_dim-kD kernels opted in, and their capacity. Done once per
+// device (devices past kMaxCachedDevices: every call); a failure is returned, not remembered.
 template <int kD>
-cudaError_t Prepare(int64_t* capacity) {
-  static std::atomic<int64_t> cached[kMaxCachedDevices];  // 0: not prepared yet
+cudaError_t Prepare(Capacity* capacity) {
+  // 0: not prepared yet
+  static std::atomic<int64_t> cached_eight[kMaxCachedDevices], cached_four[kMaxCachedDevices];
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   if (device < kMaxCachedDevices) {
-    *capacity = cached[device].load(std::memory_order_acquire);
-    if (*capacity > 0) return cudaSuccess;
+    capacity->four = cached_four[device].load(std::memory_order_acquire);
+    capacity->eight = cached_eight[device].load(std::memory_order_relaxed);
+    if (capacity->four > 0) return cudaSuccess;
   }
-  int four_per_sm = 0, two_per_sm = 0, sms = 0;
-  if ((err = OptIn<kD, 4>(&four_per_sm)) != cudaSuccess ||
+  int eight_per_sm = 0, four_per_sm = 0, two_per_sm = 0, sms = 0;
+  if ((err = OptIn<kD, 8>(&eight_per_sm)) != cudaSuccess ||
+      (err = OptIn<kD, 4>(&four_per_sm)) != cudaSuccess ||
       (err = OptIn<kD, 2>(&two_per_sm)) != cudaSuccess ||
       (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) !=
           cudaSuccess) {
     return err;
   }
-  *capacity = int64_t{four_per_sm} * sms;
-  if (device < kMaxCachedDevices) cached[device].store(*capacity, std::memory_order_release);
+  capacity->eight = int64_t{eight_per_sm} * sms;
+  capacity->four = int64_t{four_per_sm} * sms;
+  if (device < kMaxCachedDevices) {
+    cached_eight[device].store(capacity->eight, std::memory_order_relaxed);
+    cached_four[device].store(capacity->four, std::memory_order_release);  // published last
+  }
   return cudaSuccess;
 }
 
@@ -271,26 +283,41 @@ cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
                       sizeof(TileBuffers<kD, kWarps>), stream, p);
 }
 
-// Four warps (a 64-key tile: fewer tiles per sequence) while every block of the grid is
-// resident at once; past that, two (a 32-key tile, about twice the blocks per SM: one wave
-// instead of two). Measured on the H200 at context ~190: Llama-3-8B shape (head_dim 128, 3 blocks
-// of 4 warps per SM) batch 32 5.09 ms with 4 warps vs 5.24 with 2, batch 64 5.59 vs 5.42.
+// The most warps (the longest key tile: fewer tiles per sequence, one after another in a block)
+// with which every block of the grid is resident at once: eight (128-key tiles), four (64), else
+// two (32 keys, about twice the blocks per SM of four: one wave instead of two). Measured on the
+// H200 at context ~190: Llama-3-8B shape (head_dim 128, 3 blocks of 4 warps per SM) batch 32 5.09
+// ms with 4 warps vs 5.24 with 2, batch 64 5.59 vs 5.42. Eight against four (session 12, graph
+// TPOT ms at batch 1): SmolLM2-135M 0.50 vs 0.52, Llama-3.2-1B 0.846 vs 0.87, Llama-3-8B 4.08 vs
+// 4.18 at context ~190; 0.64 vs 0.71, 0.93 vs 0.98, 4.23 vs 4.41 at context ~2030.
 template <int kD>
 cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
-  int64_t four_warp_capacity = 0;
-  const cudaError_t err = Prepare<kD>(&four_warp_capacity);
+  Capacity capacity;
+  const cudaError_t err = Prepare<kD>(&capacity);
   if (err != cudaSuccess) return err;
   const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
-  const int warps = ForcedWarps() != 0 ? ForcedWarps() : blocks <= four_warp_capacity ? 4 : 2;
+  const int warps = ForcedWarps() != 0         ? ForcedWarps()
+                    : blocks <= capacity.eight ? 8
+                    : blocks <= capacity.four  ? 4
+                                               : 2;
+  if (warps == 8) return Launch<kD, 8>(p, stream);
   return warps == 4 ? Launch<kD, 4>(p, stream) : Launch<kD, 2>(p, stream);
+}
+
+// RTGEN_DECODE_MMA128_SPLITS=0: head_dim 128 with key partitions on the CUDA-core kernel (A/B).
+bool Mma128Splits() {
+  static const bool on = EnvOnUnlessZero("RTGEN_DECODE_MMA128_SPLITS");
+  return on;
 }
 
 }  // namespace
 
 bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p) {
-  // head_dim 128 only unsplit: with key splits (batches of 1-8 at 8 kv heads) the CUDA-core
-  // kernel measured as fast or faster there.
-  return p.tensor_cores && (p.head_dim == 64 || (p.head_dim == 128 && p.num_splits == 1)) &&
+  // Split head_dim 128 too since 8-warp blocks (session 12, H200, context ~190, graph TPOT):
+  // Llama-3-8B shape b1 4.07-4.10 ms against 4.17-4.18 on the CUDA-core kernel, b8 4.55 against
+  // 4.65; at context ~2030, b1 4.23 against 4.38.
+  return p.tensor_cores &&
+         (p.head_dim == 64 || (p.head_dim == 128 && (p.num_splits == 1 || Mma128Splits()))) &&
          p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 &&
          p.num_heads / p.num_kv_heads <= kRows;
 }

@@ -11,8 +11,10 @@
 
 namespace rtgen::kernels {
 
-// True when the tensor-core kernel serves p: p.tensor_cores, head_dim 64 (split or not) or 128
-// without key splits, and at most 16 query heads per kv head.
+// True when the tensor-core kernel serves p: p.tensor_cores, head_dim 64 or 128 (split or not;
+// RTGEN_DECODE_MMA128_SPLITS=0 keeps split head_dim 128 on CUDA cores, for A/B), and at most 16
+// query heads per kv head. Blocks of 8, 4 or 2 warps (128-, 64- or 32-key tiles): the most with
+// which the whole grid is resident at once.
 bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p);
 
 // Called by DecodeAttention when DecodeAttentionMmaSupports(p), after it has validated p

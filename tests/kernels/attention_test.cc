@@ -178,7 +178,8 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 8, 128, 32, {700, 1, 129}, 3},
                       AttnShape{4, 4, 256, 16, {100, 257}, 1},
                       AttnShape{4, 1, 32, 8, {1500, 64, 0}, 7},
-                      // Batch 1 in the model: many partitions, keys in one (written directly).
+                      // Batch 1 in the model: many partitions, keys in one (written directly);
+                      // both grids past what 8-warp blocks hold at once (4 warps).
                       AttnShape{32, 8, 128, 16, {4096, 100}, 16},
                       AttnShape{15, 5, 64, 16, {257, 4000, 256, 3}, 16},
                       // A 32-key granule at short contexts: partitions sized from each
@@ -188,8 +189,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 8, 128, 16, {3000, 33}, 0, 32},
                       // head_dim 256 with a group of 8: two blocks of 4 query heads per kv head.
                       AttnShape{16, 2, 256, 16, {300, 40}, 0, 32},
-                      // The tensor-core kernel (head_dim 64 / 128 without splits, 64 with):
-                      // groups of 4, 8, 16 and 1; contexts around the 64-key tile; a block table
+                      // The tensor-core kernel (head_dim 64 and 128; 8-warp blocks while the grid
+                      // fits at once, as most shapes here: 128-key tiles, else 4 or 2 warps):
+                      // groups of 4, 8, 16 and 1; contexts around the key tiles; a block table
                       // past the 512 entries kept in shared memory ({9000}); groups past the
                       // warp count in the last-block merge (8 and 16 with splits).
                       AttnShape{32, 8, 128, 16, {64, 0, 1, 63, 65, 200, 300, 128, 129, 2}, 1},
