@@ -239,7 +239,8 @@ cudaError_t OptIn(int* per_sm) {
       per_sm, DecodeAttentionMmaKernel<kD, kWarps>, 32 * kWarps, kSmem);
 }
 
-// How many blocks of the 8- and of the 4-warp kernel the whole GPU holds at once.
+// How many blocks of the 8- and of the 4-warp kernel the whole GPU holds at once (eight: 0 where
+// the 8-warp kernel does not fit).
 struct Capacity {
   int64_t eight = 0;
   int64_t four = 0;
@@ -260,8 +261,12 @@ cudaError_t Prepare(Capacity* capacity) {
     if (capacity->four > 0) return cudaSuccess;
   }
   int eight_per_sm = 0, four_per_sm = 0, two_per_sm = 0, sms = 0;
-  if ((err = OptIn<kD, 8>(&eight_per_sm)) != cudaSuccess ||
-      (err = OptIn<kD, 4>(&four_per_sm)) != cudaSuccess ||
+  // A device without the shared memory of an 8-warp block (~144 KB at head_dim 128) runs 4 or 2.
+  if (OptIn<kD, 8>(&eight_per_sm) != cudaSuccess) {
+    eight_per_sm = 0;
+    (void)cudaGetLastError();  // not sticky: clear it so no later check reports it
+  }
+  if ((err = OptIn<kD, 4>(&four_per_sm)) != cudaSuccess ||
       (err = OptIn<kD, 2>(&two_per_sm)) != cudaSuccess ||
       (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) !=
           cudaSuccess) {
