@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# A/B of GPU switches (kernels/env_switch.h, l2_prefetch.h) on the GPU machine: one short
+# A/B of GPU switches (kernels/env_switch.h lists them) on the GPU machine: one short
 # rtgen-engine-bench run per variant, in turn, then a table of graph TPOT per model and batch.
 # Usage: scripts/device/env_ab.sh BUNDLE VARIANT...
 #   VARIANT: label=ENV1=V1,ENV2=V2 (label= alone: the defaults), e.g.
-#     scripts/device/env_ab.sh build/device base= off=RTGEN_GEMV_PREFETCH_MB=0
+#     scripts/device/env_ab.sh build/device base= off=RTGEN_GEMV_EVICT_FIRST_MB=0
 # Environment: MODELS (default the three shapes), BATCHES (default 1,64), REPEATS (default 5),
 #   ROUNDS (default 1: the variants are run in turn this many times), EAGER=1 (also time the
 #   eager path: graph/eager cells), TIMEOUT (seconds per run, default 300), OUT (logs and JSON).

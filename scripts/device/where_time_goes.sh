@@ -30,6 +30,7 @@ def tpots(label):
                 found[(name, "layers")] = m["config"]["layers"]
     return found
 whole = tpots("whole")
+skipped = {p: tpots(p) for p in parts}
 print("\ncost of each part inside the graph, us (median of the rounds; layer parts per layer)")
 print(f"{'model':<14} {'batch':>5} {'step ms':>8} " + " ".join(f"{p:>9}" for p in parts))
 for (name, batch), values in whole.items():
@@ -38,7 +39,7 @@ for (name, batch), values in whole.items():
     step = statistics.median(values)
     cells = []
     for p in parts:
-        skip = tpots(p).get((name, batch))
+        skip = skipped[p].get((name, batch))
         if not skip:
             cells.append(f"{'-':>9}")
             continue
