@@ -47,19 +47,24 @@ __device__ __forceinline__ void Store(const GemvParams& p, int row, int col, flo
   }
 }
 
+// The L2 cache policy that marks lines evict-first (sm_90 has no plain evict-first qualifier for
+// 16-byte loads); created once per thread and passed to every load.
+__device__ __forceinline__ uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
 // Unpredicated streamed weight load (full groups). Volatile: stays where it is written, so the
 // next group's loads are issued before this group's mmas. kEvictFirst: the line is marked
-// evict-first in L2 (a cache policy; sm_90 has no plain evict-first qualifier for 16-byte loads).
+// evict-first in L2 by `policy` (EvictFirstPolicy; unused otherwise).
 template <bool kEvictFirst>
-__device__ __forceinline__ uint4 LoadWeightsFull(const uint4* p) {
+__device__ __forceinline__ uint4 LoadWeightsFull(const uint4* p, uint64_t policy) {
   uint4 v;
   if constexpr (kEvictFirst) {
-    asm volatile(
-        "{\n\t.reg .b64 policy;\n\t"
-        "createpolicy.fractional.L2::evict_first.b64 policy, 1.0;\n\t"
-        "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], policy;\n\t}"
-        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-        : "l"(p));
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(policy));
   } else {
     asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
@@ -194,9 +199,12 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
   // the mmas of the current one, so U 16-byte loads per thread are always in flight.
   uint4 wv[U];
   int grp = warp;
+  const uint64_t policy = kEvictFirst ? EvictFirstPolicy() : 0;
   if (grp < full_groups) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) wv[u] = LoadWeightsFull<kEvictFirst>(w + grp * kGroup + 4 * u);
+    for (int u = 0; u < U; ++u) {
+      wv[u] = LoadWeightsFull<kEvictFirst>(w + grp * kGroup + 4 * u, policy);
+    }
   }
   // RoPE: each (row, pair) angle and each row's cache slot, also before the wait.
   __shared__ float s_cos[kRope ? kGemvMaxRows * 4 : 1], s_sin[kRope ? kGemvMaxRows * 4 : 1];
@@ -226,7 +234,9 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
     uint4 wn[U];
     if (next < full_groups) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) wn[u] = LoadWeightsFull<kEvictFirst>(w + next * kGroup + 4 * u);
+      for (int u = 0; u < U; ++u) {
+        wn[u] = LoadWeightsFull<kEvictFirst>(w + next * kGroup + 4 * u, policy);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/device_utils.cuh"
+#include "kernels/env_switch.h"
 #include "kernels/gemv_rows.h"
 #include "kernels/launch.h"
 #include "kernels/rope_math.cuh"
@@ -106,9 +107,11 @@ __device__ __forceinline__ void StoreUnit(const GemvParams& p, const GemvRopePar
   }
 }
 
+// early_dependents: the RoPE variant lets its dependent (decode attention) start before the main
+// loop, as the other variants do, instead of after it (RopeEarlyDependents).
 template <GemvRowsEpilogue kEpi>
 __global__ void __launch_bounds__(kWarps * 32)
-    GemvRowsKernel(GemvParams p, GemvRopeParams r, int units) {
+    GemvRowsKernel(GemvParams p, GemvRopeParams r, int units, bool early_dependents) {
   constexpr bool kRope = kEpi == GemvRowsEpilogue::kRope;
   const int lane = threadIdx.x & 31;
   const int unit = blockIdx.x * kWarps + (threadIdx.x >> 5);
@@ -140,8 +143,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
   }
   PdlWait();
-  // As the tensor-core RoPE GEMV: decode attention, its dependent, starts after the main loop.
-  if constexpr (!kRope) PdlLaunchDependents();
+  if (!kRope || early_dependents) PdlLaunchDependents();
   float s0 = 0.0f, s0h = 0.0f, s1 = 0.0f, s1h = 0.0f;
   for (int grp = 0; grp < groups; ++grp) {
     uint4 na[kUnroll], nb[kUnroll];
@@ -156,9 +158,21 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int i = 0; i < kUnroll; ++i) a[i] = na[i], b[i] = nb[i];
   }
-  if constexpr (kRope) PdlLaunchDependents();
+  if (kRope && !early_dependents) PdlLaunchDependents();
   const float sum0 = WarpSum(s0 + s0h), sum1 = WarpSum(s1 + s1h);
   if (active && lane == 0) StoreUnit<kEpi>(p, r, u, unit, sum0, sum1, c, s, slot);
+}
+
+// The tensor-core RoPE GEMV lets decode attention start only after its main loop: that grid is
+// about one block per SM, and placed while the GEMV fills the SMs its blocks land several on the
+// few SMs with room and run slower (Llama-3.2-1B b1 0.871 -> 0.898 ms when started early). Here
+// (Llama-3-8B's qkv at one row: its attention is 8 blocks) starting it before the main loop
+// measured 4.131 / 4.109 -> 4.068 / 4.065 ms for 8B b1 (one call, alternating; that build also
+// capped this kernel at 80 registers, which was not kept: alone it measured within noise).
+// RTGEN_ROPE_EARLY_DEPENDENTS=0: after the main loop (A/B).
+bool RopeEarlyDependents() {
+  static const bool early = EnvOnUnlessZero("RTGEN_ROPE_EARLY_DEPENDENTS");
+  return early;
 }
 
 template <GemvRowsEpilogue kEpi>
@@ -166,7 +180,7 @@ cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, int units, bool
                    cudaStream_t stream) {
   const dim3 grid((units + kWarps - 1) / kWarps);
   return LaunchKernelPdlIf(pdl, GemvRowsKernel<kEpi>, grid, dim3(kWarps * 32), 0, stream, p, r,
-                           units);
+                           units, RopeEarlyDependents());
 }
 
 }  // namespace
