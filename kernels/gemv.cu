@@ -298,6 +298,11 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
   }
 }
 
+// A norm link on either side (only the row-streaming kernel takes one).
+bool HasLink(const GemvParams& p) {
+  return p.link.sum_sq != nullptr || p.link.scale_by != nullptr;
+}
+
 // Off with RTGEN_PDL=0 (every kernel, launch.h) or RTGEN_GEMV_PDL=0 (the GEMV alone).
 bool UsePdl() {
   static const bool use = PdlEnabled() && EnvOnUnlessZero("RTGEN_GEMV_PDL");
@@ -384,9 +389,18 @@ bool GemvStreamsRows(const GemvParams& p) {
 
 bool GemvSupported(const GemvParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  const GemvNormLink& l = p.link;
+  const bool producer = l.residual != nullptr || l.weight != nullptr || l.normed != nullptr ||
+                        l.sum_sq != nullptr;
+  if (producer && (l.residual == nullptr || l.weight == nullptr || l.normed == nullptr ||
+                   l.sum_sq == nullptr)) {
+    return false;
+  }
+  if ((producer || l.scale_by != nullptr) && !GemvStreamsRows(p)) return false;
   return p.m >= 1 && p.m <= kGemvMaxRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
          aligned(p.x) && aligned(p.w);
 }
+
 
 GemvTuning GemvDefaultTuning(const GemvParams& p) {
   // From rtgen-gemv-bench --sweep on the H200 (docs/perf/gpu_notes.md, 2026-11-30 GEMV section).
@@ -424,7 +438,9 @@ GemvTuning GemvDefaultTuning(const GemvParams& p) {
 }
 
 cudaError_t GemvTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
-  if (!GemvSupported(p) || (tuning.rows && p.m != 1)) return cudaErrorInvalidValue;
+  if (!GemvSupported(p) || (tuning.rows && p.m != 1) || (HasLink(p) && !tuning.rows)) {
+    return cudaErrorInvalidValue;
+  }
   return LaunchEpilogue<Epilogue::kStore>(p, {}, tuning, stream);
 }
 
@@ -433,7 +449,10 @@ bool GemvSiluMulSupported(const GemvParams& p) {
 }
 
 cudaError_t GemvSiluMulTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
-  if (!GemvSiluMulSupported(p) || (tuning.rows && p.m != 1)) return cudaErrorInvalidValue;
+  if (!GemvSiluMulSupported(p) || (tuning.rows && p.m != 1) || (HasLink(p) && !tuning.rows) ||
+      p.link.sum_sq != nullptr) {
+    return cudaErrorInvalidValue;
+  }
   return LaunchEpilogue<Epilogue::kSwiGlu>(p, {}, tuning, stream);
 }
 
@@ -451,7 +470,8 @@ bool GemvRopeKvStoreSupported(const GemvParams& p, const GemvRopeParams& r) {
 
 cudaError_t GemvRopeKvStoreTuned(GemvParams p, GemvRopeParams r, GemvTuning tuning,
                                  cudaStream_t stream) {
-  if (!GemvRopeKvStoreSupported(p, r) || (tuning.rows && p.m != 1)) {
+  if (!GemvRopeKvStoreSupported(p, r) || (tuning.rows && p.m != 1) ||
+      (HasLink(p) && !tuning.rows) || p.link.sum_sq != nullptr) {
     return cudaErrorInvalidValue;
   }
   return LaunchEpilogue<Epilogue::kRope>(p, r, tuning, stream);

@@ -15,6 +15,27 @@ namespace rtgen::kernels {
 
 constexpr int kGemvMaxRows = 16;
 
+// An RMSNorm between two row-streaming GEMVs at one row (m = 1), done without a norm launch.
+// The producer (plain epilogue; p.y is not written) joins its products, rounded to bf16 as Gemv
+// would store them, to the residual: h = residual + y, residual = h, normed = bf16(h * weight),
+// and adds sum(h^2) in fixed point (kNormSumScale units, integer atomics: the total does not
+// depend on the order of the warps) to *sum_sq. The consumer (any epilogue, x = normed) scales
+// its sums by 1 / sqrt(*sum_sq / k + eps), and zeroes *zero_after (the slot of the norm before,
+// whose consumer has completed) for its next use. Not bit for bit RmsNorm + Gemv, which applies
+// the scale before rounding the normed row to bf16: the same up to that rounding.
+constexpr double kNormSumScale = 1048576.0;  // 2^20 per unit of h^2
+struct GemvNormLink {
+  // Producer.
+  float* residual = nullptr;               // [n] fp32, updated in place
+  const float* weight = nullptr;           // [n] the next norm's weight
+  __nv_bfloat16* normed = nullptr;         // [n] the consumer's input
+  unsigned long long* sum_sq = nullptr;    // fixed-point sum of h^2 (zero before the producer)
+  // Consumer.
+  const unsigned long long* scale_by = nullptr;
+  unsigned long long* zero_after = nullptr;
+  float eps = 0.0f;
+};
+
 struct GemvParams {
   const __nv_bfloat16* x = nullptr;  // [m, k] row-major, 16-byte aligned rows
   const __nv_bfloat16* w = nullptr;  // [n, k] row-major (HF weight layout)
@@ -23,6 +44,7 @@ struct GemvParams {
   int32_t m = 0;                     // 1..kGemvMaxRows
   int32_t n = 0;
   int32_t k = 0;                     // multiple of 8
+  GemvNormLink link{};               // set: the row-streaming kernel only (GemvSupported)
 };
 
 // Launch shape: `warps` per block (1, 2, 4 or 8) split k; each thread keeps `unroll` (2, 4 or 8)
@@ -53,7 +75,8 @@ int64_t GemvRowsMinBytes();
 // True when the default tuning of `p` is the row-streaming kernel (GemvDefaultTuning().rows).
 bool GemvStreamsRows(const GemvParams& p);
 
-// True when `p`'s shape and alignment suit the kernel.
+// True when `p`'s shape and alignment suit the kernel. With a norm link (either side), also that
+// the default tuning streams by rows (m = 1) and, for a producer, that the epilogue is plain.
 bool GemvSupported(const GemvParams& p);
 // The tuning Gemv() uses for `p`.
 GemvTuning GemvDefaultTuning(const GemvParams& p);

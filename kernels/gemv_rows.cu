@@ -6,7 +6,9 @@
 // l, l + 32, ... of both rows, kUnroll chunks per group, the next group's loads issued before the
 // current group's arithmetic; each chunk's 8 products go to two fp32 accumulators per row with
 // explicit fused multiply-adds (elements 0-3 and 4-7), so every variant forms a row's sum the
-// same way.
+// same way. A norm link (gemv.h GemvNormLink) changes only the epilogue: a producer joins its
+// rounded products to the residual and writes the next norm's input and sum of squares instead of
+// y; a consumer scales both sums by 1 / rms before its epilogue.
 
 #include <cstdint>
 
@@ -68,6 +70,19 @@ __device__ __forceinline__ void StoreUnit(const GemvParams& p, const GemvRopePar
                                           const RowsUnit& u, int unit, float sum0, float sum1,
                                           float c, float s, int32_t slot) {
   if constexpr (kEpi == GemvRowsEpilogue::kStore) {
+    if (p.link.sum_sq != nullptr) {  // a norm producer (gemv.h GemvNormLink): y is not written
+      const auto join = [&](int row, float v) {
+        const float h = p.link.residual[row] + RoundBf16(v);
+        p.link.residual[row] = h;
+        p.link.normed[row] = __float2bfloat16(h * p.link.weight[row]);
+        return h * h;
+      };
+      float sq = join(u.row0, sum0);
+      if (2 * unit + 1 < p.n) sq += join(u.row1, sum1);
+      atomicAdd(p.link.sum_sq,
+                static_cast<unsigned long long>(__double2ll_rn(double{sq} * kNormSumScale)));
+      return;
+    }
     const auto store = [&](int row, float v) {
       if (p.y_f32) {
         static_cast<float*>(p.y)[row] = v;
@@ -144,6 +159,8 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
   PdlWait();
   if (!kRope || early_dependents) PdlLaunchDependents();
+  // The norm before this consumer's has been read by its own consumer, which has completed.
+  if (p.link.zero_after != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *p.link.zero_after = 0;
   float s0 = 0.0f, s0h = 0.0f, s1 = 0.0f, s1h = 0.0f;
   for (int grp = 0; grp < groups; ++grp) {
     uint4 na[kUnroll], nb[kUnroll];
@@ -159,7 +176,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int i = 0; i < kUnroll; ++i) a[i] = na[i], b[i] = nb[i];
   }
   if (kRope && !early_dependents) PdlLaunchDependents();
-  const float sum0 = WarpSum(s0 + s0h), sum1 = WarpSum(s1 + s1h);
+  float sum0 = WarpSum(s0 + s0h), sum1 = WarpSum(s1 + s1h);
+  if (p.link.scale_by != nullptr) {  // a norm consumer (gemv.h GemvNormLink)
+    const double sum_sq = static_cast<double>(__ldcg(p.link.scale_by)) / kNormSumScale;
+    const float inv_rms = rsqrtf(static_cast<float>(sum_sq / p.k) + p.link.eps);
+    sum0 *= inv_rms;
+    sum1 *= inv_rms;
+  }
   if (active && lane == 0) StoreUnit<kEpi>(p, r, u, unit, sum0, sum1, c, s, slot);
 }
 

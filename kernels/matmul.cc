@@ -318,14 +318,23 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
   return &plans_.emplace(key, plan).first->second;
 }
 
+bool MatmulStreamsRows(const MatmulContext& ctx, const MatmulParams& p) {
+  return ctx.use_gemv() && p.m == 1 && GemvShape(p, false) &&
+         GemvStreamsRows({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k});
+}
+
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
   if (p.m <= 0) return absl::OkStatus();
   if (ctx.use_gemv_ && GemvShape(p, false)) {
-    GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
+    GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link};
     if (GemvSupported(g)) {
       RTGEN_CUDA_RETURN_IF_ERROR(Gemv(g, stream));
       return absl::OkStatus();
     }
+  }
+  if (p.link.sum_sq != nullptr || p.link.scale_by != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Matmul: a norm link needs the row-streaming GEMV (m=", p.m, " n=", p.n, " k=", p.k, ")"));
   }
   ASSIGN_OR_RETURN(const MatmulContext::Plan* plan, ctx.GetPlan(p, stream));
   const float alpha = 1.0f, beta = 0.0f;
@@ -341,7 +350,7 @@ absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* ac
   if (p.m <= 0) return absl::OkStatus();
   const int mode = SwiGluGemvMode();
   if (ctx.use_gemv() && mode != 0 && !p.y_f32 && GemvShape(p, mode == 2)) {
-    GemvParams g{p.x, p.w, act, false, p.m, p.n, p.k};
+    GemvParams g{p.x, p.w, act, false, p.m, p.n, p.k, p.link};
     if (GemvSiluMulSupported(g)) {
       RTGEN_CUDA_RETURN_IF_ERROR(GemvSiluMul(g, stream));
       return absl::OkStatus();
@@ -370,7 +379,7 @@ absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopePar
   // lost up to 0.14 ms at 4.
   const int32_t fused_max_rows = p.k <= 2048 ? 4 : 2;
   if (ctx.use_gemv() && fuse && same_layout && p.m <= fused_max_rows && GemvShape(p, false)) {
-    const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
+    const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link};
     const GemvRopeParams r{rope.positions, rope.inv_freq,     store.slot_mapping,
                            store.k_cache,  store.v_cache,     rope.num_heads,
                            rope.num_kv_heads, rope.head_dim};

@@ -87,6 +87,9 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
                                                               kernels::kSampleSplitStateBytes));
   ASSIGN_OR_RETURN(f->sample_counters_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->sample_counters_.get(), 0, s * sizeof(int32_t)));
+  const size_t sums = size_t{2} * config.num_layers * sizeof(unsigned long long);
+  ASSIGN_OR_RETURN(f->norm_sums_, DeviceBuffer::Allocate(sums));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->norm_sums_.get(), 0, sums));
   ASSIGN_OR_RETURN(f->chain_tokens_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->chain_tokens_.get(), 0, s * sizeof(int32_t)));
   if (PersistentDecodeWanted(persistent_decode)) {
@@ -110,11 +113,13 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   // is not known when ModelForward is created).
   const int32_t table_width = BlockTableWidth(kv.block_size);
 
-  // The previous layer's down-proj output joins the residual here (none before layer 0).
+  // The previous layer's down-proj output joins the residual here (none before layer 0); with
+  // linked norms the down projection has done that and written normed_ (norm slot 2 * layer - 1).
+  const bool linked_attn_norm = link_norms_ && layer > 0;
   kernels::RmsNormParams norm{At<float>(residual_), layer > 0 ? At<__nv_bfloat16>(proj_) : nullptr,
                               nullptr, w.attn_norm.as<float>(), At<__nv_bfloat16>(normed_), n, h,
                               c.rms_norm_eps};
-  if (!kernels::DiagSkips(kernels::StepPart::kAttnNorm)) {
+  if (!linked_attn_norm && !kernels::DiagSkips(kernels::StepPart::kAttnNorm)) {
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
   }
   // qkv projection, RoPE and the KV store (one fused launch at decode batch sizes, matmul.h).
@@ -124,10 +129,10 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   const kernels::KvStoreParams store{qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, k_cache, v_cache,
                                      step.slot_mapping, n, kv_dim};
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
-    RETURN_IF_ERROR(kernels::MatmulRopeKvStore(
-        *matmul_,
-        {At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv, false, n, qkv_dim, h}, rope,
-        store, stream));
+    kernels::MatmulParams qkv_proj{At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv,
+                                   false, n, qkv_dim, h};
+    if (linked_attn_norm) qkv_proj.link = ConsumerLink(2 * layer - 1);
+    RETURN_IF_ERROR(kernels::MatmulRopeKvStore(*matmul_, qkv_proj, rope, store, stream));
   }
   const bool attention = !kernels::DiagSkips(kernels::StepPart::kAttention);
   if (attention && shape.decode_only) {
@@ -179,30 +184,36 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::PrefillAttention(a, stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kO)) {
-    RETURN_IF_ERROR(kernels::Matmul(
-        *matmul_,
-        {At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(), At<__nv_bfloat16>(proj_), false, n,
-         h, q_dim},
-        stream));
+    kernels::MatmulParams o_proj{At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(),
+                                 At<__nv_bfloat16>(proj_), false, n, h, q_dim};
+    if (link_norms_) {
+      o_proj.link = ProducerLink(2 * layer, w.ffn_norm.as<float>(), At<__nv_bfloat16>(normed_));
+    }
+    RETURN_IF_ERROR(kernels::Matmul(*matmul_, o_proj, stream));
   }
   norm = {At<float>(residual_), At<__nv_bfloat16>(proj_), nullptr, w.ffn_norm.as<float>(),
           At<__nv_bfloat16>(normed_), n, h, c.rms_norm_eps};
-  if (!kernels::DiagSkips(kernels::StepPart::kFfnNorm)) {
+  if (!link_norms_ && !kernels::DiagSkips(kernels::StepPart::kFfnNorm)) {
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
   }
   // gate_up and SiLU·mul: one fused GEMV launch at decode batch sizes (matmul.h).
   if (!kernels::DiagSkips(kernels::StepPart::kGateUp)) {
-    RETURN_IF_ERROR(kernels::MatmulSiluMul(
-        *matmul_,
-        {At<__nv_bfloat16>(normed_), w.w_gate_up.as<__nv_bfloat16>(),
-         At<__nv_bfloat16>(gate_up_), false, n, 2 * inter, h},
-        At<__nv_bfloat16>(act_), stream));
+    kernels::MatmulParams gate_up{At<__nv_bfloat16>(normed_), w.w_gate_up.as<__nv_bfloat16>(),
+                                  At<__nv_bfloat16>(gate_up_), false, n, 2 * inter, h};
+    if (link_norms_) gate_up.link = ConsumerLink(2 * layer);
+    RETURN_IF_ERROR(kernels::MatmulSiluMul(*matmul_, gate_up, At<__nv_bfloat16>(act_), stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kDown)) {
-    RETURN_IF_ERROR(kernels::Matmul(*matmul_,
-                                    {At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(),
-                                     At<__nv_bfloat16>(proj_), false, n, h, inter},
-                                    stream));
+    kernels::MatmulParams down{At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(),
+                               At<__nv_bfloat16>(proj_), false, n, h, inter};
+    if (link_norms_) {  // the next layer's attention norm, or the final norm
+      const bool last = layer + 1 == c.num_layers;
+      const DeviceBuffer& next_norm =
+          last ? weights_->final_norm : weights_->layers[layer + 1].attn_norm;
+      down.link = ProducerLink(2 * layer + 1, next_norm.as<float>(),
+                               At<__nv_bfloat16>(last ? final_normed_ : normed_));
+    }
+    RETURN_IF_ERROR(kernels::Matmul(*matmul_, down, stream));
   }
   return absl::OkStatus();
 }
@@ -230,6 +241,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
     return shape.sample && shape.num_samples == 1 ? Sample(shape, step, stream)
                                                   : absl::OkStatus();
   }
+  link_norms_ = LinksNorms(shape);
   for (int layer = 0; layer < c.num_layers; ++layer) {
     RETURN_IF_ERROR(Layer(layer, shape, step, kv, stream));
   }
@@ -238,14 +250,51 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
                               weights_->final_norm.as<float>(), At<__nv_bfloat16>(final_normed_),
                               shape.num_samples, c.hidden_size, c.rms_norm_eps};
   if (!kernels::DiagSkips(kernels::StepPart::kLmHead)) {
-    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
-    RETURN_IF_ERROR(kernels::Matmul(*matmul_,
-                                    {At<__nv_bfloat16>(final_normed_), weights_->output_matrix(),
-                                     At<float>(logits_), true, shape.num_samples, c.vocab_size,
-                                     c.hidden_size},
-                                    stream));
+    if (!link_norms_) RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+    kernels::MatmulParams lm_head{At<__nv_bfloat16>(final_normed_), weights_->output_matrix(),
+                                  At<float>(logits_), true, shape.num_samples, c.vocab_size,
+                                  c.hidden_size};
+    if (link_norms_) lm_head.link = ConsumerLink(2 * c.num_layers - 1);
+    RETURN_IF_ERROR(kernels::Matmul(*matmul_, lm_head, stream));
   }
   return shape.sample ? Sample(shape, step, stream) : absl::OkStatus();
+}
+
+bool ModelForward::LinksNorms(const ForwardShape& shape) const {
+  static const bool enabled = kernels::EnvOnUnlessZero("RTGEN_NORM_LINK");
+  if (!enabled || shape.num_tokens != 1 || shape.num_samples != 1) return false;
+  const ModelConfig& c = config_;
+  const int32_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim;
+  const int32_t qkv_dim = q_dim + 2 * c.num_kv_heads * c.head_dim;
+  const int32_t inter = c.intermediate_size;
+  const DeviceLayer& w = weights_->layers[0];  // every layer has the same shapes
+  const auto rows = [&](const DeviceBuffer& weight, int32_t n, int32_t k, bool f32) {
+    return kernels::MatmulStreamsRows(
+        *matmul_, {nullptr, weight.as<__nv_bfloat16>(), nullptr, f32, 1, n, k});
+  };
+  return rows(w.wqkv, qkv_dim, h, false) && rows(w.wo, h, q_dim, false) &&
+         rows(w.w_gate_up, 2 * inter, h, false) && rows(w.w_down, h, inter, false) &&
+         kernels::MatmulStreamsRows(
+             *matmul_, {nullptr, weights_->output_matrix(), nullptr, true, 1, c.vocab_size, h});
+}
+
+kernels::GemvNormLink ModelForward::ProducerLink(int32_t slot, const float* weight,
+                                                 __nv_bfloat16* normed) const {
+  kernels::GemvNormLink link;
+  link.residual = At<float>(residual_);
+  link.weight = weight;
+  link.normed = normed;
+  link.sum_sq = At<unsigned long long>(norm_sums_, slot);
+  return link;
+}
+
+kernels::GemvNormLink ModelForward::ConsumerLink(int32_t slot) const {
+  const int32_t slots = 2 * config_.num_layers;
+  kernels::GemvNormLink link;
+  link.scale_by = At<unsigned long long>(norm_sums_, slot);
+  link.zero_after = At<unsigned long long>(norm_sums_, (slot + slots - 1) % slots);
+  link.eps = config_.rms_norm_eps;
+  return link;
 }
 
 absl::Status ModelForward::Sample(const ForwardShape& shape, const StepArrays& step,

@@ -72,6 +72,15 @@ class ModelForward {
   ModelForward() = default;
   absl::Status Layer(int layer, const ForwardShape& shape, const StepArrays& step,
                      const KvPool& kv, cudaStream_t stream);
+  // Linked norms (gemv.h GemvNormLink): in a step of one token where every projection streams
+  // by rows (Llama-3-8B at batch 1), the o and down projections do the next norm's residual add
+  // and scaling in their epilogue and the consumer applies 1/rms, so only the first layer's
+  // attention norm is a launch. Norm slot 2 * layer: the FFN norm; 2 * layer + 1: the next
+  // layer's attention norm (the final norm after the last layer). RTGEN_NORM_LINK=0: never (A/B).
+  bool LinksNorms(const ForwardShape& shape) const;
+  kernels::GemvNormLink ProducerLink(int32_t slot, const float* weight,
+                                     __nv_bfloat16* normed) const;
+  kernels::GemvNormLink ConsumerLink(int32_t slot) const;
   // On-device sampling of the first shape.num_samples logits rows.
   absl::Status Sample(const ForwardShape& shape, const StepArrays& step, cudaStream_t stream);
 
@@ -100,6 +109,9 @@ class ModelForward {
   // i32 [max_seqs]: every step's sampled tokens by logits row, at fixed addresses; a pending
   // token -1 - r of the next step's input is read from row r here (pipelined steps).
   DeviceBuffer chain_tokens_;
+  // u64 [2 * layers]: the linked norms' fixed-point sums of squares (zero between uses).
+  DeviceBuffer norm_sums_;
+  bool link_norms_ = false;  // this step links its norms (set by Run)
 };
 
 }  // namespace rtgen

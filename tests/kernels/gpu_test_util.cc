@@ -110,6 +110,18 @@ ModelConfig SmolLm2Config() {
   return c;
 }
 
+ModelConfig AllRowsConfig() {
+  ModelConfig c = TinyConfig();
+  c.name = "all-rows";
+  c.hidden_size = 4096;
+  c.intermediate_size = 4096;
+  c.num_heads = 32;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  c.vocab_size = 4096;
+  return c;
+}
+
 namespace {
 
 // Fast uniform fill (splitmix64) so SmolLM2-sized weights take about a second.

@@ -1,0 +1,126 @@
+// A norm linked between two row-streaming GEMVs (kernels/gemv.h GemvNormLink). The producer's
+// residual, normed row and fixed-point sum of squares against the host's arithmetic on the
+// products the plain GEMV stores (residual and normed row bit for bit); the consumer's sums
+// scaled by 1 / rms of that sum against the plain GEMV's (fp32 out), its SwiGLU and RoPE variants
+// accepted, the slot it names zeroed; links refused where the kernel cannot take them.
+
+#include <cmath>
+#include <cstring>
+
+#include "gtest/gtest.h"
+#include "kernels/gemv.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace rtgen::testing_gpu {
+namespace {
+
+constexpr float kEps = 1e-5f;
+
+// The smallest k (multiple of 8) at which an n-row weight streams by rows by default, plus 8.
+int RowsK(int n) {
+  const int64_t bytes = kernels::GemvRowsMinBytes();
+  return static_cast<int>((bytes / (2 * int64_t{n}) + 7) / 8 * 8) + 8;
+}
+
+TEST(GemvNormLinkTest, ProducerJoinsTheResidualAndSumsSquares) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int n = 4097;  // odd: a last unit with one row
+  const int k = RowsK(n);
+  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
+  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+  const std::vector<float> residual = RandomNormal(n, 2.0f, rng);
+  const std::vector<float> weight = RandomUniform(n, 0.5f, 1.5f, rng);
+  DeviceArray<float> d_res(residual), d_weight(weight);
+  DeviceArray<uint16_t> d_plain(n), d_normed(n + 8), d_y(n);
+  DeviceArray<unsigned long long> d_sum(std::vector<unsigned long long>{0, 7});
+  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, 1, n, k};
+  ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);  // the products as Gemv stores them
+  p.y = d_y.get();
+  p.link.residual = d_res.get();
+  p.link.weight = d_weight.get();
+  p.link.normed = d_normed.bf16();
+  p.link.sum_sq = d_sum.get();
+  ASSERT_TRUE(kernels::GemvSupported(p));
+  ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
+  const std::vector<float> y = FromBf16(d_plain.ToHost());
+  const std::vector<float> res = d_res.ToHost();
+  const std::vector<uint16_t> normed = d_normed.ToHost();
+  double want_sq = 0.0;
+  for (int j = 0; j < n; ++j) {
+    const float h = residual[j] + y[j];
+    ASSERT_EQ(std::memcmp(&res[j], &h, 4), 0) << j;
+    ASSERT_EQ(normed[j], ToBf16(h * weight[j])) << j;
+    want_sq += double{h} * h;
+  }
+  for (size_t j = n; j < normed.size(); ++j) ASSERT_EQ(normed[j], 0xffff) << j;
+  const std::vector<unsigned long long> sum = d_sum.ToHost();
+  EXPECT_NEAR(static_cast<double>(sum[0]) / kernels::kNormSumScale, want_sq, 1e-5 * want_sq);
+  EXPECT_EQ(sum[1], 7u);  // the next slot untouched
+  // y itself is not written by a producer.
+  for (const uint16_t v : d_y.ToHost()) ASSERT_EQ(v, 0xffff);
+}
+
+TEST(GemvNormLinkTest, ConsumerScalesByTheSumAndZeroesThePreviousSlot) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int n = 4096, k = RowsK(n);
+  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
+  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+  const double sum_sq = 3.25 * k;  // mean square 3.25
+  const unsigned long long fixed = std::llround(sum_sq * kernels::kNormSumScale);
+  DeviceArray<unsigned long long> d_sums(std::vector<unsigned long long>{fixed, 12345});
+  DeviceArray<float> d_plain(n), d_scaled(n);
+  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), true, 1, n, k};
+  ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
+  p.y = d_scaled.get();
+  p.link.scale_by = d_sums.get();
+  p.link.zero_after = d_sums.get() + 1;
+  p.link.eps = kEps;
+  ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
+  const std::vector<float> plain = d_plain.ToHost(), scaled = d_scaled.ToHost();
+  const double inv = 1.0 / std::sqrt(3.25 + kEps);
+  std::vector<double> want(n);
+  for (int j = 0; j < n; ++j) want[j] = plain[j] * inv;
+  EXPECT_LE(RelL2(scaled, want), 1e-6);
+  const std::vector<unsigned long long> sums = d_sums.ToHost();
+  EXPECT_EQ(sums[0], fixed);  // read, not changed
+  EXPECT_EQ(sums[1], 0u);     // zeroed for its next producer
+  // The SwiGLU and RoPE entry points take a consumer link too (a producer only the plain one).
+  DeviceArray<uint16_t> act(n / 2);
+  kernels::GemvParams q{d_x.bf16(), d_w.bf16(), act.get(), false, 1, n, k};
+  q.link = p.link;
+  EXPECT_EQ(kernels::GemvSiluMul(q, nullptr), cudaSuccess);
+  q.link.sum_sq = d_sums.get();
+  EXPECT_EQ(kernels::GemvSiluMul(q, nullptr), cudaErrorInvalidValue);
+}
+
+TEST(GemvNormLinkTest, RefusesLinksTheKernelCannotTake) {
+  const int n = 4096, k = RowsK(n);
+  DeviceArray<uint16_t> w(size_t{1} * n * k), x(k), y(n);
+  DeviceArray<float> res(n), weight(n);
+  DeviceArray<unsigned long long> sum(1);
+  kernels::GemvParams p{x.bf16(), w.bf16(), y.get(), false, 1, n, k};
+  p.link.residual = res.get();
+  p.link.weight = weight.get();
+  p.link.normed = y.bf16();
+  p.link.sum_sq = sum.get();
+  EXPECT_TRUE(kernels::GemvSupported(p));
+  kernels::GemvParams q = p;
+  q.link.weight = nullptr;  // a producer needs all four
+  EXPECT_FALSE(kernels::GemvSupported(q));
+  q = p;
+  q.m = 2;  // the tensor-core kernel takes no link
+  EXPECT_FALSE(kernels::GemvSupported(q));
+  q = p;
+  q.k = k - 16;  // under the rows threshold
+  EXPECT_FALSE(kernels::GemvSupported(q));
+  EXPECT_EQ(kernels::Gemv(q, nullptr), cudaErrorInvalidValue);
+  const kernels::GemvTuning tensor_cores{2, 4};  // a valid launch shape, but not rows
+  EXPECT_EQ(kernels::GemvTuned(p, tensor_cores, nullptr), cudaErrorInvalidValue);
+}
+
+}  // namespace
+}  // namespace rtgen::testing_gpu
