@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A real Prometheus (/usr/bin/prometheus, temp config and TSDB) scrapes the real rtgen-server
 every second while a test load runs (20 requests, 4 at a time); the test then asks Prometheus'
-HTTP API for p99 TPOT and the queue depth and checks it gets numbers."""
+HTTP API for p99 TPOT and the queue depth and checks it gets numbers. Two more streams keep
+requests running until Prometheus has seen one running (at most 30 s), so a scrape delayed past
+the short load on a busy machine cannot make the running-requests check miss it."""
 
 import json
 import math
@@ -10,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -70,18 +73,38 @@ def main():
         up = poll(prom_port, 'up{job="rtgen"}', lambda v: v == [1.0], 30)
         f.check(up == [1.0], f"Prometheus scrapes rtgen-server (up = {up})")
 
-        def one(i):
+        def one(request_id):
             with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
                 responses = list(pb2_grpc.InferenceStub(ch).Generate(
-                    h.generate_request(pb2, max_tokens=16, request_id=f"p{i}"), timeout=60))
+                    h.generate_request(pb2, max_tokens=16, request_id=request_id), timeout=60))
             return sum(len(r.token_ids) for r in responses)
 
-        start = time.time()
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            tokens = list(pool.map(one, range(20)))
-        print(f"load: 20 requests, 4 concurrent, {sum(tokens)} tokens in "
-              f"{time.time() - start:.1f} s")
+        stop = threading.Event()
+
+        def keep_running(name):  # requests back to back until stopped
+            n = 0
+            while not stop.is_set():
+                one(f"{name}-{n}")
+                n += 1
+
+        background = [threading.Thread(target=keep_running, args=(f"bg{i}",)) for i in range(2)]
+        for t in background:
+            t.start()
+        try:
+            start = time.time()
+            with ThreadPoolExecutor(max_workers=4) as pool:
+                tokens = list(pool.map(one, [f"p{i}" for i in range(20)]))
+            print(f"load: 20 requests, 4 concurrent, {sum(tokens)} tokens in "
+                  f"{time.time() - start:.1f} s")
+            peak = poll(prom_port, 'max_over_time(rtgen_requests_running{job="rtgen"}[1m])',
+                        lambda v: len(v) == 1 and v[0] > 0, 30)
+        finally:
+            stop.set()
+            for t in background:
+                t.join(timeout=60)
         f.check(tokens == [16] * 20, "every load request got its 16 tokens")
+        f.check(len(peak) == 1 and peak[0] > 0,
+                f"Prometheus saw requests running during the load (peak {peak})")
 
         def good_tpot(values):
             return len(values) == 1 and math.isfinite(values[0]) and values[0] > 0
@@ -91,10 +114,6 @@ def main():
         queue = poll(prom_port, QUEUE_DEPTH, lambda v: len(v) == 1 and math.isfinite(v[0]), 10)
         f.check(len(queue) == 1 and math.isfinite(queue[0]) and queue[0] >= 0,
                 f"queue depth from Prometheus is a number ({queue})")
-        peak = poll(prom_port, 'max_over_time(rtgen_requests_running{job="rtgen"}[1m])',
-                    lambda v: len(v) == 1 and v[0] > 0, 10)
-        f.check(len(peak) == 1 and peak[0] > 0,
-                f"Prometheus saw requests running during the load (peak {peak})")
     finally:
         prom.terminate()
         proc.terminate()
