@@ -43,74 +43,50 @@ std::vector<TestSeq> Prefill(std::vector<Backend*> backends, const ModelConfig& 
   return seqs;
 }
 
-TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
-  for (const ModelConfig& c : {TinyConfig(), SmolLm2Config()}) {
-    const uint64_t seed = FreshSeed();
-    SCOPED_TRACE(seed);
-    std::mt19937_64 rng(seed);
-    auto graph = Make(c, seed, true);
-    auto eager = Make(c, seed, false);
-    ASSERT_TRUE(graph && eager);
-    ASSERT_EQ(graph->graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
-    std::vector<int32_t> next = {0, 0};
-    std::vector<TestSeq> seqs = Prefill({graph.get(), eager.get()}, c, 4, rng, &next);
-    SamplingParams greedy;
-    greedy.temperature = 0.0f;
-    std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-    for (int step = 0; step < 3; ++step) {
-      std::vector<TestSeq> g = seqs, e = seqs;
-      StepBuilder bg(16, &next[0]), be(16, &next[1]);
-      const int32_t t = tok(rng);
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        g[i].tokens.push_back(t + static_cast<int32_t>(i));
-        e[i].tokens.push_back(t + static_cast<int32_t>(i));
-        bg.Add(g[i], 1, &greedy);
-        be.Add(e[i], 1, &greedy);
-      }
-      auto lg = graph->ComputeLogits(bg.Build(true));
-      auto le = eager->ComputeLogits(be.Build(true));
-      ASSERT_TRUE(lg.ok() && le.ok());
-      ASSERT_EQ(lg->size(), le->size());
-      EXPECT_EQ(std::memcmp(lg->data(), le->data(), lg->size() * sizeof(float)), 0)
-          << c.name << " step " << step;
-      seqs = g;
-    }
-  }
-}
-
-// One sequence where the step links its norms through the GEMVs (norm sums in fixed point,
-// integer atomics): the replayed graph gives the eager step's logits bit for bit, step after step
-// (each step also zeroes the sums for the next).
-TEST(GraphRunnerTest, LinkedNormsReplayIsBitwiseEqualToEager) {
-  const ModelConfig c = AllRowsConfig();
+// `steps` decode steps of `num_seqs` sequences on a graph-replaying and an eager backend: the
+// logits are bitwise equal at every step.
+void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
   auto graph = Make(c, seed, true);
   auto eager = Make(c, seed, false);
   ASSERT_TRUE(graph && eager);
+  ASSERT_EQ(graph->graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
   std::vector<int32_t> next = {0, 0};
-  std::vector<TestSeq> seqs = Prefill({graph.get(), eager.get()}, c, 1, rng, &next);
+  std::vector<TestSeq> seqs = Prefill({graph.get(), eager.get()}, c, num_seqs, rng, &next);
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-  for (int step = 0; step < 4; ++step) {
+  for (int step = 0; step < steps; ++step) {
     std::vector<TestSeq> g = seqs, e = seqs;
     StepBuilder bg(16, &next[0]), be(16, &next[1]);
     const int32_t t = tok(rng);
-    g[0].tokens.push_back(t);
-    e[0].tokens.push_back(t);
-    bg.Add(g[0], 1, &greedy);
-    be.Add(e[0], 1, &greedy);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      g[i].tokens.push_back(t + static_cast<int32_t>(i));
+      e[i].tokens.push_back(t + static_cast<int32_t>(i));
+      bg.Add(g[i], 1, &greedy);
+      be.Add(e[i], 1, &greedy);
+    }
     auto lg = graph->ComputeLogits(bg.Build(true));
     auto le = eager->ComputeLogits(be.Build(true));
     ASSERT_TRUE(lg.ok() && le.ok());
     ASSERT_EQ(lg->size(), le->size());
     EXPECT_EQ(std::memcmp(lg->data(), le->data(), lg->size() * sizeof(float)), 0)
-        << "step " << step;
+        << c.name << " step " << step;
     for (float v : *lg) ASSERT_TRUE(std::isfinite(v));
     seqs = g;
   }
+}
+
+TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
+  for (const ModelConfig& c : {TinyConfig(), SmolLm2Config()}) ExpectReplayEqualsEager(c, 4, 3);
+}
+
+// One sequence where the step links its norms through the GEMVs (norm sums in fixed point,
+// integer atomics; each step also zeroes the sums for the next).
+TEST(GraphRunnerTest, LinkedNormsReplayIsBitwiseEqualToEager) {
+  ExpectReplayEqualsEager(AllRowsConfig(), 1, 4);
 }
 
 TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
