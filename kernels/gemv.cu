@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
 
 // A norm link on either side (only the row-streaming kernel takes one).
 bool HasLink(const GemvParams& p) {
-  return p.link.sum_sq != nullptr || p.link.scale_by != nullptr;
+  return p.link.sum_sq != nullptr || p.link.scale_by != nullptr || p.link.zero_after != nullptr;
 }
 
 // Off with RTGEN_PDL=0 (every kernel, launch.h) or RTGEN_GEMV_PDL=0 (the GEMV alone).
@@ -394,6 +394,11 @@ bool GemvSupported(const GemvParams& p) {
                         l.sum_sq != nullptr;
   if (producer && (l.residual == nullptr || l.weight == nullptr || l.normed == nullptr ||
                    l.sum_sq == nullptr)) {
+    return false;
+  }
+  // A consumer zeroes a slot other than the ones this launch reads or adds to.
+  if (l.zero_after != nullptr &&
+      (l.scale_by == nullptr || l.zero_after == l.scale_by || l.zero_after == l.sum_sq)) {
     return false;
   }
   if ((producer || l.scale_by != nullptr) && !GemvStreamsRows(p)) return false;

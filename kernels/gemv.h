@@ -76,7 +76,10 @@ int64_t GemvRowsMinBytes();
 bool GemvStreamsRows(const GemvParams& p);
 
 // True when `p`'s shape and alignment suit the kernel. With a norm link (either side), also that
-// the default tuning streams by rows (m = 1) and, for a producer, that the epilogue is plain.
+// the default tuning streams by rows (m = 1), that a producer names all four of its buffers and
+// that a consumer's zero_after is a slot it does not read. A producer link is taken only by
+// Gemv / GemvTuned (the plain epilogue): GemvSiluMul* and GemvRopeKvStore* refuse one
+// (cudaErrorInvalidValue).
 bool GemvSupported(const GemvParams& p);
 // The tuning Gemv() uses for `p`.
 GemvTuning GemvDefaultTuning(const GemvParams& p);

@@ -319,8 +319,9 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
 }
 
 bool MatmulStreamsRows(const MatmulContext& ctx, const MatmulParams& p) {
-  return ctx.use_gemv() && p.m == 1 && GemvShape(p, false) &&
-         GemvStreamsRows({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k});
+  const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
+  return ctx.use_gemv() && p.m == 1 && GemvShape(p, false) && GemvSupported(g) &&
+         GemvStreamsRows(g);
 }
 
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {

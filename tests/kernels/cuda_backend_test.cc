@@ -67,7 +67,8 @@ void RunScenario(const ModelConfig& c) {
 }
 
 // One sequence: a prefill, then decode steps of one token (where a model whose projections all
-// stream by rows links its norms through the GEMVs, kernels/model_forward.h).
+// stream by rows links its norms through the GEMVs, kernels/model_forward.h); then steps that do
+// not link them, then one-token steps again.
 void RunOneSequence(const ModelConfig& c) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
@@ -86,11 +87,25 @@ void RunOneSequence(const ModelConfig& c) {
   StepBuilder b(16, &next_block);
   b.Add(seq, static_cast<int32_t>(seq.tokens.size()), &greedy);
   ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill");
-  for (int step = 0; step < 5; ++step) {
+  const auto decode_alone = [&](const std::string& what) {
     seq.tokens.push_back(tok(rng));
     b.Add(seq, 1, &greedy);
-    ExpectSameLogits(*cpu, *gpu, b.Build(true), "decode " + std::to_string(step));
+    ExpectSameLogits(*cpu, *gpu, b.Build(true), what);
+  };
+  for (int step = 0; step < 5; ++step) decode_alone("decode " + std::to_string(step));
+  // Steps that do not link their norms in between (a prefill, a decode of two sequences), then
+  // one-token steps again: the linked norms' sums must still start from zero.
+  TestSeq other;
+  other.tokens.resize(20);
+  for (int32_t& t : other.tokens) t = tok(rng);
+  b.Add(other, static_cast<int32_t>(other.tokens.size()), &greedy);
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "second prefill");
+  for (TestSeq* s : {&seq, &other}) {
+    s->tokens.push_back(tok(rng));
+    b.Add(*s, 1, &greedy);
   }
+  ExpectSameLogits(*cpu, *gpu, b.Build(true), "decode of two");
+  for (int step = 0; step < 2; ++step) decode_alone("decode alone again " + std::to_string(step));
 }
 
 TEST(CudaBackendTest, TinyModelLogitsMatchCpu) { RunScenario(TinyConfig()); }

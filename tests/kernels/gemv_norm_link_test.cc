@@ -1,14 +1,18 @@
 // A norm linked between two row-streaming GEMVs (kernels/gemv.h GemvNormLink). The producer's
 // residual, normed row and fixed-point sum of squares against the host's arithmetic on the
 // products the plain GEMV stores (residual and normed row bit for bit); the consumer's sums
-// scaled by 1 / rms of that sum against the plain GEMV's (fp32 out), its SwiGLU and RoPE variants
-// accepted, the slot it names zeroed; links refused where the kernel cannot take them.
+// scaled by 1 / rms of that sum against the plain GEMV's (fp32 out) and the slot it names zeroed;
+// its SwiGLU and RoPE variants bit for bit the plain consumer followed by SiluMul /
+// RopeKvStore; links refused where the kernel cannot take them.
 
 #include <cmath>
 #include <cstring>
 
 #include "gtest/gtest.h"
 #include "kernels/gemv.h"
+#include "kernels/rope.h"
+#include "kernels/rope_inv_freq.h"
+#include "kernels/silu_mul.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace rtgen::testing_gpu {
@@ -88,25 +92,71 @@ TEST(GemvNormLinkTest, ConsumerScalesByTheSumAndZeroesThePreviousSlot) {
   const std::vector<unsigned long long> sums = d_sums.ToHost();
   EXPECT_EQ(sums[0], fixed);  // read, not changed
   EXPECT_EQ(sums[1], 0u);     // zeroed for its next producer
-  // The SwiGLU and RoPE entry points take a consumer link too (a producer only the plain one).
-  DeviceArray<uint16_t> act(n / 2);
-  kernels::GemvParams q{d_x.bf16(), d_w.bf16(), act.get(), false, 1, n, k};
-  q.link = p.link;
-  EXPECT_EQ(kernels::GemvSiluMul(q, nullptr), cudaSuccess);
-  q.link.sum_sq = d_sums.get();
-  EXPECT_EQ(kernels::GemvSiluMul(q, nullptr), cudaErrorInvalidValue);
+}
+
+// A consumer's SwiGLU and RoPE variants: bit for bit the plain consumer (bf16 out) followed by
+// SiluMul / RopeKvStore, as without a link.
+TEST(GemvNormLinkTest, ConsumerVariantsMatchPlainConsumerThenElementwise) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const unsigned long long fixed = std::llround(2.5 * 4096 * kernels::kNormSumScale);
+  DeviceArray<unsigned long long> d_sums(std::vector<unsigned long long>{fixed, 1});
+  kernels::GemvNormLink consumer;
+  consumer.scale_by = d_sums.get();
+  consumer.zero_after = d_sums.get() + 1;
+  consumer.eps = kEps;
+  {  // SwiGLU: [gate; up], 2 * 2048 rows
+    const int n = 4096, k = RowsK(n), inter = n / 2;
+    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
+    DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+    DeviceArray<uint16_t> d_plain(n), d_act(inter), d_fused(inter);
+    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, 1, n, k, consumer};
+    ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
+    ASSERT_EQ(kernels::SiluMul({d_plain.bf16(), d_act.bf16(), 1, inter}, nullptr), cudaSuccess);
+    p.y = d_fused.get();
+    ASSERT_EQ(kernels::GemvSiluMul(p, nullptr), cudaSuccess);
+    EXPECT_EQ(d_fused.ToHost(), d_act.ToHost());
+  }
+  {  // RoPE and the KV store at Llama-3-8B's heads
+    const int heads = 32, kv_heads = 8, head_dim = 128;
+    const int q_dim = heads * head_dim, kv_dim = kv_heads * head_dim, n = q_dim + 2 * kv_dim;
+    const int k = RowsK(n), slots = 4;
+    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
+    DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+    ModelConfig c = TinyConfig();
+    c.head_dim = head_dim;
+    DeviceArray<float> d_freq(kernels::RopeInvFreq(c));
+    DeviceArray<int32_t> d_pos(std::vector<int32_t>{1234}), d_slot(std::vector<int32_t>{2});
+    DeviceArray<uint16_t> plain_y(n), plain_k(slots * kv_dim), plain_v(slots * kv_dim);
+    DeviceArray<uint16_t> fused_y(n), fused_k(slots * kv_dim), fused_v(slots * kv_dim);
+    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), plain_y.get(), false, 1, n, k, consumer};
+    ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
+    const kernels::RopeParams rope{plain_y.bf16(), plain_y.bf16() + q_dim, n, d_pos.get(),
+                                   d_freq.get(), 1, heads, kv_heads, head_dim};
+    const kernels::KvStoreParams store{plain_y.bf16() + q_dim, plain_y.bf16() + q_dim + kv_dim, n,
+                                       plain_k.bf16(), plain_v.bf16(), d_slot.get(), 1, kv_dim};
+    ASSERT_EQ(kernels::RopeKvStore(rope, store, nullptr), cudaSuccess);
+    p.y = fused_y.get();
+    const kernels::GemvRopeParams r{d_pos.get(),    d_freq.get(), d_slot.get(), fused_k.bf16(),
+                                    fused_v.bf16(), heads,        kv_heads,     head_dim};
+    ASSERT_EQ(kernels::GemvRopeKvStore(p, r, nullptr), cudaSuccess);
+    EXPECT_EQ(fused_y.ToHost(), plain_y.ToHost());
+    EXPECT_EQ(fused_k.ToHost(), plain_k.ToHost());
+    EXPECT_EQ(fused_v.ToHost(), plain_v.ToHost());
+  }
 }
 
 TEST(GemvNormLinkTest, RefusesLinksTheKernelCannotTake) {
   const int n = 4096, k = RowsK(n);
-  DeviceArray<uint16_t> w(size_t{1} * n * k), x(k), y(n);
+  DeviceArray<uint16_t> w(size_t{1} * n * k), x(k), y(n), act(n / 2);
   DeviceArray<float> res(n), weight(n);
-  DeviceArray<unsigned long long> sum(1);
+  DeviceArray<unsigned long long> sums(2);
   kernels::GemvParams p{x.bf16(), w.bf16(), y.get(), false, 1, n, k};
   p.link.residual = res.get();
   p.link.weight = weight.get();
   p.link.normed = y.bf16();
-  p.link.sum_sq = sum.get();
+  p.link.sum_sq = sums.get();
   EXPECT_TRUE(kernels::GemvSupported(p));
   kernels::GemvParams q = p;
   q.link.weight = nullptr;  // a producer needs all four
@@ -120,6 +170,18 @@ TEST(GemvNormLinkTest, RefusesLinksTheKernelCannotTake) {
   EXPECT_EQ(kernels::Gemv(q, nullptr), cudaErrorInvalidValue);
   const kernels::GemvTuning tensor_cores{2, 4};  // a valid launch shape, but not rows
   EXPECT_EQ(kernels::GemvTuned(p, tensor_cores, nullptr), cudaErrorInvalidValue);
+  // A complete producer link, but through an epilogue other than the plain one.
+  q = p;
+  q.y = act.get();
+  EXPECT_EQ(kernels::GemvSiluMul(q, nullptr), cudaErrorInvalidValue);
+  // A consumer's zero_after: only with scale_by, and never a slot the launch reads or adds to.
+  q = {x.bf16(), w.bf16(), y.get(), false, 1, n, k};
+  q.link.zero_after = sums.get() + 1;
+  EXPECT_FALSE(kernels::GemvSupported(q));
+  q.link.scale_by = sums.get();
+  EXPECT_TRUE(kernels::GemvSupported(q));
+  q.link.zero_after = sums.get();
+  EXPECT_FALSE(kernels::GemvSupported(q));
 }
 
 }  // namespace
