@@ -165,6 +165,13 @@ int64_t CudaBackend::weight_bytes() const { return impl_->weights.bytes; }
 
 bool CudaBackend::persistent_decode() const { return impl_->forward->persistent_decode(); }
 
+bool CudaBackend::links_norms_at_one_token() const {
+  ForwardShape shape;
+  shape.num_tokens = shape.num_seqs = shape.num_samples = 1;
+  shape.decode_only = shape.sample = true;
+  return impl_->forward->LinksNorms(shape);
+}
+
 std::vector<int32_t> CudaBackend::graph_buckets() const {
   return impl_->graphs ? impl_->graphs->buckets() : std::vector<int32_t>{};
 }

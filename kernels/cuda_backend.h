@@ -73,6 +73,9 @@ class CudaBackend : public Backend {
   int64_t weight_bytes() const;
   // True when batch-1 decode steps run as the persistent kernel (options and shapes allow it).
   bool persistent_decode() const;
+  // True when a decode step of one sequence links its norms through the GEMVs
+  // (ModelForward::LinksNorms).
+  bool links_norms_at_one_token() const;
   int32_t max_model_len() const { return max_model_len_; }
   // Start-up cost of the last graph capture (AllocateKvCache): wall seconds, and the growth of
   // the device's used memory across it (graph executables, lazily loaded modules, cuBLASLt).

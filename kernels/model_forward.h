@@ -53,6 +53,14 @@ class ModelForward {
   // True when a decode step of one sequence runs as the persistent kernel.
   bool persistent_decode() const { return persistent_ != nullptr; }
 
+  // Linked norms (gemv.h GemvNormLink): in a step of one token where every projection streams
+  // by rows (Llama-3-8B at batch 1), the o and down projections do the next norm's residual add
+  // and scaling in their epilogue and the consumer applies 1/rms, so only the first layer's
+  // attention norm is a launch. Norm slot 2 * layer: the FFN norm; 2 * layer + 1: the next
+  // layer's attention norm (the final norm after the last layer). RTGEN_NORM_LINK=0: never (A/B).
+  // True when a step of this shape links its norms.
+  bool LinksNorms(const ForwardShape& shape) const;
+
   absl::Status Run(const ForwardShape& shape, const StepArrays& step, const KvPool& kv,
                    cudaStream_t stream);
 
@@ -72,12 +80,8 @@ class ModelForward {
   ModelForward() = default;
   absl::Status Layer(int layer, const ForwardShape& shape, const StepArrays& step,
                      const KvPool& kv, cudaStream_t stream);
-  // Linked norms (gemv.h GemvNormLink): in a step of one token where every projection streams
-  // by rows (Llama-3-8B at batch 1), the o and down projections do the next norm's residual add
-  // and scaling in their epilogue and the consumer applies 1/rms, so only the first layer's
-  // attention norm is a launch. Norm slot 2 * layer: the FFN norm; 2 * layer + 1: the next
-  // layer's attention norm (the final norm after the last layer). RTGEN_NORM_LINK=0: never (A/B).
-  bool LinksNorms(const ForwardShape& shape) const;
+  // The two sides of linked norm `slot` (LinksNorms): the projection before the norm writes
+  // `normed` with the norm's `weight`; the one after it reads the slot and zeroes the one before.
   kernels::GemvNormLink ProducerLink(int32_t slot, const float* weight,
                                      __nv_bfloat16* normed) const;
   kernels::GemvNormLink ConsumerLink(int32_t slot) const;
