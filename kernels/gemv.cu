@@ -298,9 +298,14 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
   }
 }
 
-// A norm link on either side (only the row-streaming kernel takes one).
-bool HasLink(const GemvParams& p) {
-  return p.link.sum_sq != nullptr || p.link.scale_by != nullptr || p.link.zero_after != nullptr;
+// Whether `tuning` can run p with epilogue `epi`: the row-streaming kernel takes one input row
+// and is the only one that takes a norm link (either side); a producer link needs the plain
+// epilogue.
+bool TuningFits(const GemvParams& p, const GemvTuning& tuning, Epilogue epi) {
+  const GemvNormLink& l = p.link;
+  const bool link = l.sum_sq != nullptr || l.scale_by != nullptr || l.zero_after != nullptr;
+  return (!tuning.rows || p.m == 1) && (!link || tuning.rows) &&
+         (l.sum_sq == nullptr || epi == Epilogue::kStore);
 }
 
 // Off with RTGEN_PDL=0 (every kernel, launch.h) or RTGEN_GEMV_PDL=0 (the GEMV alone).
@@ -443,7 +448,7 @@ GemvTuning GemvDefaultTuning(const GemvParams& p) {
 }
 
 cudaError_t GemvTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
-  if (!GemvSupported(p) || (tuning.rows && p.m != 1) || (HasLink(p) && !tuning.rows)) {
+  if (!GemvSupported(p) || !TuningFits(p, tuning, Epilogue::kStore)) {
     return cudaErrorInvalidValue;
   }
   return LaunchEpilogue<Epilogue::kStore>(p, {}, tuning, stream);
@@ -454,8 +459,7 @@ bool GemvSiluMulSupported(const GemvParams& p) {
 }
 
 cudaError_t GemvSiluMulTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
-  if (!GemvSiluMulSupported(p) || (tuning.rows && p.m != 1) || (HasLink(p) && !tuning.rows) ||
-      p.link.sum_sq != nullptr) {
+  if (!GemvSiluMulSupported(p) || !TuningFits(p, tuning, Epilogue::kSwiGlu)) {
     return cudaErrorInvalidValue;
   }
   return LaunchEpilogue<Epilogue::kSwiGlu>(p, {}, tuning, stream);
@@ -475,8 +479,7 @@ bool GemvRopeKvStoreSupported(const GemvParams& p, const GemvRopeParams& r) {
 
 cudaError_t GemvRopeKvStoreTuned(GemvParams p, GemvRopeParams r, GemvTuning tuning,
                                  cudaStream_t stream) {
-  if (!GemvRopeKvStoreSupported(p, r) || (tuning.rows && p.m != 1) ||
-      (HasLink(p) && !tuning.rows) || p.link.sum_sq != nullptr) {
+  if (!GemvRopeKvStoreSupported(p, r) || !TuningFits(p, tuning, Epilogue::kRope)) {
     return cudaErrorInvalidValue;
   }
   return LaunchEpilogue<Epilogue::kRope>(p, r, tuning, stream);

@@ -20,11 +20,8 @@ namespace {
 
 constexpr float kEps = 1e-5f;
 
-// The smallest k (multiple of 8) at which an n-row weight streams by rows by default, plus 8.
-int RowsK(int n) {
-  const int64_t bytes = kernels::GemvRowsMinBytes();
-  return static_cast<int>((bytes / (2 * int64_t{n}) + 7) / 8 * 8) + 8;
-}
+// A k past the rows threshold, not a whole lane group (1024 elements) at n = 4096.
+int RowsK(int n) { return SmallestRowsK(n) + 8; }
 
 TEST(GemvNormLinkTest, ProducerJoinsTheResidualAndSumsSquares) {
   const uint64_t seed = FreshSeed();

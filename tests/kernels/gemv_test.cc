@@ -306,7 +306,7 @@ TEST(GemvTest, RowStreamingKernelMatchesReference) {
   const int64_t big = kernels::GemvRowsMinBytes();
   if (big < (int64_t{1} << 40)) {
     // n rows of k: just the threshold's bytes with n >= 4096 output features.
-    const int n = 4096, k = static_cast<int>((big / (2 * n) + 7) / 8 * 8);
+    const int n = 4096, k = SmallestRowsK(n);
     EXPECT_TRUE(kernels::GemvDefaultTuning({nullptr, nullptr, nullptr, false, 1, n, k}).rows);
     EXPECT_FALSE(kernels::GemvDefaultTuning({nullptr, nullptr, nullptr, false, 2, n, k}).rows);
     EXPECT_FALSE(kernels::GemvDefaultTuning({nullptr, nullptr, nullptr, false, 1, n, k - 8}).rows);

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/gemv.h"
+
 namespace rtgen::testing_gpu {
 
 void CheckCuda(cudaError_t err, const char* what, const char* file, int line) {
@@ -108,6 +110,11 @@ ModelConfig SmolLm2Config() {
   c.rope_theta = 100000.0f;
   c.tie_word_embeddings = true;
   return c;
+}
+
+int SmallestRowsK(int n) {
+  const int64_t bytes = kernels::GemvRowsMinBytes();
+  return static_cast<int>((bytes / (2 * int64_t{n}) + 7) / 8 * 8);
 }
 
 ModelConfig AllRowsConfig() {

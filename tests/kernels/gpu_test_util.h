@@ -62,6 +62,10 @@ std::vector<float> RoundBf16(std::vector<float> v);
 double RelL2(std::span<const float> a, std::span<const double> ref);
 double RelL2(std::span<const float> a, std::span<const float> ref);
 
+// The smallest k (a multiple of 8) at which a weight of n rows streams by rows by default
+// (kernels/gemv.h GemvRowsMinBytes; needs n >= 4096 and RTGEN_GEMV_ROWS_MIN_MB not 0).
+int SmallestRowsK(int n);
+
 // A fresh seed per test run (printed by the tests through SCOPED_TRACE).
 uint64_t FreshSeed();
 std::vector<float> RandomUniform(size_t n, float lo, float hi, std::mt19937_64& rng);
