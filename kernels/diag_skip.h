@@ -9,9 +9,10 @@
 namespace rtgen::kernels {
 
 enum class StepPart {
-  // With linked norms (model_forward.h: Llama-3-8B at batch 1) the norms are part of the o and
-  // down projections' epilogues: attn_norm then skips only layer 0's launch, ffn_norm nothing;
-  // skipping a projection there also leaves the norms' sums unbalanced for later steps.
+  // With linked norms (model_forward.h: every model shape at batch 1) the norms are part of the
+  // o and down projections' epilogues: attn_norm then skips only layer 0's launch, ffn_norm
+  // nothing; skipping a projection there also leaves the norms' sums unbalanced for later steps
+  // (RTGEN_NORM_LINK=0 times the norms as launches).
   kAttnNorm,   // "attn_norm": the RMSNorm (and residual add) before qkv
   kQkv,        // "qkv": the qkv projection with RoPE and the KV store
   kAttention,  // "attention"

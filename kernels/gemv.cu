@@ -31,6 +31,7 @@
 #include "kernels/gemv_rows.h"
 #include "kernels/launch.h"
 #include "kernels/mma.cuh"
+#include "kernels/norm_link.cuh"
 #include "kernels/rope_math.cuh"
 
 namespace rtgen::kernels {
@@ -125,18 +126,19 @@ __device__ __forceinline__ float TileSum(const float (&partial)[W][16][kTileRows
 }
 
 // The RoPE block's epilogue: sums of the W warps' partial tiles in warp order (as the plain
-// epilogue), rounded to bf16; q/k pairs rotated, k and v also stored to row r's cache slot.
+// epilogue), scaled by inv_rms (1 without a norm link), rounded to bf16; q/k pairs rotated, k
+// and v also stored to row r's cache slot.
 template <int W>
 __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRopeParams& r,
                                              const RopeTile& tile,
                                              const float (&partial)[W][16][kTileRows],
                                              const float* s_cos, const float* s_sin,
-                                             const int32_t* s_slot) {
+                                             const int32_t* s_slot, float inv_rms) {
   __nv_bfloat16* y = static_cast<__nv_bfloat16*>(p.y);
   const int half = r.head_dim >> 1;
   const int q_dim = r.num_heads * r.head_dim, kv_dim = r.num_kv_heads * r.head_dim;
   const auto sum = [&](int row, int j) {
-    return RoundBf16(TileSum<W>(partial, row, j));  // what Gemv stores
+    return RoundBf16(TileSum<W>(partial, row, j) * inv_rms);  // what Gemv stores
   };
   if (tile.rope_pair0 >= 0) {
     for (int idx = threadIdx.x; idx < p.m * 4; idx += W * 32) {
@@ -220,6 +222,12 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
       if (j == 0) s_slot[row] = r.slot_mapping[row];
     }
   }
+  // A norm producer (gemv.h GemvNormLink; m = 1): lanes 0-7 of warp 0 join the tile's features to
+  // the residual in the epilogue; the norm's weights are read here, before the wait.
+  const GemvNormLink& link = p.link;
+  const bool joins = kEpi == Epilogue::kStore && link.sum_sq != nullptr && warp == 0 &&
+                     lane < kTileRows && n0 + lane < p.n;
+  const float join_weight = joins ? __ldg(link.weight + n0 + lane) : 0.0f;
   // Launched as a programmatic dependent (see Launch): the weights above do not depend on the
   // previous kernel, so their loads overlap its tail; the input rows are read only after it has
   // completed and its writes are visible. A no-op for an ordinary launch.
@@ -229,6 +237,13 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
   // early, its blocks would be placed while this grid fills the SMs, several on the few SMs
   // with room, and run slower there; so that variant lets it start after its main loop.
   if constexpr (!kRope) PdlLaunchDependents();
+  // Written by the kernels before this one, so read after the wait, while the main loop streams:
+  // the producer's residual values, and a consumer's sum of squares (its 1 / rms scales the sums
+  // in the epilogue; used only there, so the load does not hold up the loop). A consumer also
+  // zeroes the slot of the norm before, whose consumer is done.
+  const float join_residual = joins ? __ldcg(link.residual + n0 + lane) : 0.0f;
+  const unsigned long long link_sum = link.scale_by != nullptr ? __ldcg(link.scale_by) : 0;
+  if (link.zero_after != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *link.zero_after = 0;
   for (; grp < full_groups; grp += W) {
     const int next = grp + W;
     uint4 wn[U];
@@ -264,48 +279,56 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
     }
   }
   if constexpr (kRope) PdlLaunchDependents();
+  const float inv_rms = link.scale_by != nullptr ? NormLinkInvRms(link_sum, link.eps, p.k) : 1.0f;
   // d[0], d[1]: y[g][n0 + 2t + {0, 1}]; d[2], d[3]: y[g + 8][same].
   if constexpr (W == 1 && kEpi == Epilogue::kStore) {
+    if (link.sum_sq == nullptr) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int row = g + (i >> 1) * 8, col = n0 + 2 * t + (i & 1);
-      if (row < p.m && col < p.n) Store(p, row, col, d[i]);
+      for (int i = 0; i < 4; ++i) {
+        const int row = g + (i >> 1) * 8, col = n0 + 2 * t + (i & 1);
+        if (row < p.m && col < p.n) Store(p, row, col, d[i] * inv_rms);
+      }
+      return;
+    }
+  }
+  __shared__ float partial[W][16][kTileRows];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) partial[warp][g + (i >> 1) * 8][2 * t + (i & 1)] = d[i];
+  __syncthreads();
+  if constexpr (kSwiGlu) {
+    constexpr int kHalf = kTileRows / 2;
+    for (int idx = threadIdx.x; idx < p.m * kHalf; idx += W * 32) {
+      const int row = idx / kHalf, j = idx % kHalf;
+      if (f0 + j >= inter) continue;
+      const float gate = RoundBf16(TileSum<W>(partial, row, j) * inv_rms);
+      const float up = RoundBf16(TileSum<W>(partial, row, j + kHalf) * inv_rms);
+      static_cast<__nv_bfloat16*>(p.y)[static_cast<int64_t>(row) * inter + f0 + j] =
+          SiluTimes(gate, up);
+    }
+  } else if constexpr (kRope) {
+    RopeEpilogue<W>(p, r, rope_tile, partial, s_cos, s_sin, s_slot, inv_rms);
+  } else if (link.sum_sq != nullptr) {  // a norm producer: y is not written
+    if (warp == 0) {
+      const float sq =
+          joins ? NormLinkJoin(link, n0 + lane, join_residual, join_weight,
+                               TileSum<W>(partial, 0, lane) * inv_rms)
+                : 0.0f;
+      const float tile_sq = WarpSum(sq);  // lanes 0-7, in a fixed order
+      if (lane == 0) NormLinkAddSquares(link, tile_sq);
     }
   } else {
-    __shared__ float partial[W][16][kTileRows];
-#pragma unroll
-    for (int i = 0; i < 4; ++i) partial[warp][g + (i >> 1) * 8][2 * t + (i & 1)] = d[i];
-    __syncthreads();
-    if constexpr (kSwiGlu) {
-      constexpr int kHalf = kTileRows / 2;
-      for (int idx = threadIdx.x; idx < p.m * kHalf; idx += W * 32) {
-        const int row = idx / kHalf, j = idx % kHalf;
-        if (f0 + j >= inter) continue;
-        const float gate = RoundBf16(TileSum<W>(partial, row, j));
-        const float up = RoundBf16(TileSum<W>(partial, row, j + kHalf));
-        static_cast<__nv_bfloat16*>(p.y)[static_cast<int64_t>(row) * inter + f0 + j] =
-            SiluTimes(gate, up);
-      }
-    } else if constexpr (kRope) {
-      RopeEpilogue<W>(p, r, rope_tile, partial, s_cos, s_sin, s_slot);
-    } else {
-      for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
-        const int row = idx / kTileRows, j = idx % kTileRows;
-        if (n0 + j >= p.n) continue;
-        Store(p, row, n0 + j, TileSum<W>(partial, row, j));
-      }
+    for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
+      const int row = idx / kTileRows, j = idx % kTileRows;
+      if (n0 + j >= p.n) continue;
+      Store(p, row, n0 + j, TileSum<W>(partial, row, j) * inv_rms);
     }
   }
 }
 
-// Whether `tuning` can run p with epilogue `epi`: the row-streaming kernel takes one input row
-// and is the only one that takes a norm link (either side); a producer link needs the plain
-// epilogue.
+// Whether `tuning` can run p with epilogue `epi`: the row-streaming kernel takes one input row;
+// a producer link needs the plain epilogue (GemvSupported has checked the rest of a link).
 bool TuningFits(const GemvParams& p, const GemvTuning& tuning, Epilogue epi) {
-  const GemvNormLink& l = p.link;
-  const bool link = l.sum_sq != nullptr || l.scale_by != nullptr || l.zero_after != nullptr;
-  return (!tuning.rows || p.m == 1) && (!link || tuning.rows) &&
-         (l.sum_sq == nullptr || epi == Epilogue::kStore);
+  return (!tuning.rows || p.m == 1) && (p.link.sum_sq == nullptr || epi == Epilogue::kStore);
 }
 
 // Off with RTGEN_PDL=0 (every kernel, launch.h) or RTGEN_GEMV_PDL=0 (the GEMV alone).
@@ -406,7 +429,7 @@ bool GemvSupported(const GemvParams& p) {
       (l.scale_by == nullptr || l.zero_after == l.scale_by || l.zero_after == l.sum_sq)) {
     return false;
   }
-  if ((producer || l.scale_by != nullptr) && !GemvStreamsRows(p)) return false;
+  if ((producer || l.scale_by != nullptr) && p.m != 1) return false;
   return p.m >= 1 && p.m <= kGemvMaxRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
          aligned(p.x) && aligned(p.w);
 }

@@ -15,7 +15,7 @@ namespace rtgen::kernels {
 
 constexpr int kGemvMaxRows = 16;
 
-// An RMSNorm between two row-streaming GEMVs at one row (m = 1), done without a norm launch.
+// An RMSNorm between two GEMVs at one row (m = 1; either kernel), done without a norm launch.
 // The producer (plain epilogue; p.y is not written) joins its products, rounded to bf16 as Gemv
 // would store them, to the residual: h = residual + y, residual = h, normed = bf16(h * weight),
 // and adds sum(h^2) in fixed point (kNormSumScale units, integer atomics: the total does not
@@ -44,7 +44,7 @@ struct GemvParams {
   int32_t m = 0;                     // 1..kGemvMaxRows
   int32_t n = 0;
   int32_t k = 0;                     // multiple of 8
-  GemvNormLink link{};               // set: the row-streaming kernel only (GemvSupported)
+  GemvNormLink link{};               // set: m = 1 only (GemvSupported)
 };
 
 // Launch shape: `warps` per block (1, 2, 4 or 8) split k; each thread keeps `unroll` (2, 4 or 8)
@@ -76,8 +76,8 @@ int64_t GemvRowsMinBytes();
 bool GemvStreamsRows(const GemvParams& p);
 
 // True when `p`'s shape and alignment suit the kernel. With a norm link (either side), also that
-// the default tuning streams by rows (m = 1), that a producer names all four of its buffers and
-// that a consumer's zero_after is a slot it does not read. A producer link is taken only by
+// m = 1, that a producer names all four of its buffers and that a consumer's zero_after is a
+// slot it does not read. A producer link is taken only by
 // Gemv / GemvTuned (the plain epilogue): GemvSiluMul* and GemvRopeKvStore* refuse one
 // (cudaErrorInvalidValue).
 bool GemvSupported(const GemvParams& p);

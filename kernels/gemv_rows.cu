@@ -16,6 +16,7 @@
 #include "kernels/env_switch.h"
 #include "kernels/gemv_rows.h"
 #include "kernels/launch.h"
+#include "kernels/norm_link.cuh"
 #include "kernels/rope_math.cuh"
 
 namespace rtgen::kernels {
@@ -71,16 +72,13 @@ __device__ __forceinline__ void StoreUnit(const GemvParams& p, const GemvRopePar
                                           float c, float s, int32_t slot) {
   if constexpr (kEpi == GemvRowsEpilogue::kStore) {
     if (p.link.sum_sq != nullptr) {  // a norm producer (gemv.h GemvNormLink): y is not written
+      const GemvNormLink& l = p.link;
       const auto join = [&](int row, float v) {
-        const float h = p.link.residual[row] + RoundBf16(v);
-        p.link.residual[row] = h;
-        p.link.normed[row] = __float2bfloat16(h * p.link.weight[row]);
-        return h * h;
+        return NormLinkJoin(l, row, l.residual[row], l.weight[row], v);
       };
       float sq = join(u.row0, sum0);
       if (2 * unit + 1 < p.n) sq += join(u.row1, sum1);
-      atomicAdd(p.link.sum_sq,
-                static_cast<unsigned long long>(__double2ll_rn(double{sq} * kNormSumScale)));
+      NormLinkAddSquares(l, sq);
       return;
     }
     const auto store = [&](int row, float v) {
@@ -178,8 +176,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (kRope && !early_dependents) PdlLaunchDependents();
   float sum0 = WarpSum(s0 + s0h), sum1 = WarpSum(s1 + s1h);
   if (p.link.scale_by != nullptr) {  // a norm consumer (gemv.h GemvNormLink)
-    const double sum_sq = static_cast<double>(__ldcg(p.link.scale_by)) / kNormSumScale;
-    const float inv_rms = rsqrtf(static_cast<float>(sum_sq / p.k) + p.link.eps);
+    const float inv_rms = NormLinkInvRms(__ldcg(p.link.scale_by), p.link.eps, p.k);
     sum0 *= inv_rms;
     sum1 *= inv_rms;
   }

@@ -318,10 +318,9 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
   return &plans_.emplace(key, plan).first->second;
 }
 
-bool MatmulStreamsRows(const MatmulContext& ctx, const MatmulParams& p) {
+bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p) {
   const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
-  return ctx.use_gemv() && p.m == 1 && GemvShape(p, false) && GemvSupported(g) &&
-         GemvStreamsRows(g);
+  return ctx.use_gemv() && p.m == 1 && GemvShape(p, false) && GemvSupported(g);
 }
 
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
@@ -335,7 +334,7 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
   }
   if (p.link.sum_sq != nullptr || p.link.scale_by != nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "Matmul: a norm link needs the row-streaming GEMV (m=", p.m, " n=", p.n, " k=", p.k, ")"));
+        "Matmul: a norm link needs the GEMV at one row (m=", p.m, " n=", p.n, " k=", p.k, ")"));
   }
   ASSIGN_OR_RETURN(const MatmulContext::Plan* plan, ctx.GetPlan(p, stream));
   const float alpha = 1.0f, beta = 0.0f;

@@ -47,7 +47,7 @@ struct MatmulParams {
   int32_t n = 0;
   int32_t k = 0;
   // A norm between two projections without a norm launch (gemv.h GemvNormLink); only where
-  // MatmulStreamsRows(ctx, p) holds, and as a producer only through Matmul.
+  // MatmulTakesNormLink(ctx, p) holds, and as a producer only through Matmul.
   GemvNormLink link{};
 };
 
@@ -97,9 +97,9 @@ class MatmulContext {
 
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
 
-// True when Matmul (and MatmulSiluMul, MatmulRopeKvStore) runs p's shape on the row-streaming
-// GEMV (one input row of a large weight), which is what takes a norm link.
-bool MatmulStreamsRows(const MatmulContext& ctx, const MatmulParams& p);
+// True when Matmul (and MatmulSiluMul, MatmulRopeKvStore) runs p's shape on the GEMV at one row
+// (either kernel), which is what takes a norm link.
+bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p);
 
 // The SwiGLU block's first half: p is the gate+up projection (w = [gate; up], n = 2 * inter, y a
 // bf16 [m, n] scratch) and act[m, inter] = silu(gate) * up (silu_mul.h). Where Matmul would take

@@ -268,13 +268,13 @@ bool ModelForward::LinksNorms(const ForwardShape& shape) const {
   const int32_t qkv_dim = q_dim + 2 * c.num_kv_heads * c.head_dim;
   const int32_t inter = c.intermediate_size;
   const DeviceLayer& w = weights_->layers[0];  // every layer has the same shapes
-  const auto rows = [&](const DeviceBuffer& weight, int32_t n, int32_t k, bool f32) {
-    return kernels::MatmulStreamsRows(
+  const auto takes = [&](const DeviceBuffer& weight, int32_t n, int32_t k, bool f32) {
+    return kernels::MatmulTakesNormLink(
         *matmul_, {nullptr, weight.as<__nv_bfloat16>(), nullptr, f32, 1, n, k});
   };
-  return rows(w.wqkv, qkv_dim, h, false) && rows(w.wo, h, q_dim, false) &&
-         rows(w.w_gate_up, 2 * inter, h, false) && rows(w.w_down, h, inter, false) &&
-         kernels::MatmulStreamsRows(
+  return takes(w.wqkv, qkv_dim, h, false) && takes(w.wo, h, q_dim, false) &&
+         takes(w.w_gate_up, 2 * inter, h, false) && takes(w.w_down, h, inter, false) &&
+         kernels::MatmulTakesNormLink(
              *matmul_, {nullptr, weights_->output_matrix(), nullptr, true, 1, c.vocab_size, h});
 }
 

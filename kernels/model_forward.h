@@ -53,8 +53,8 @@ class ModelForward {
   // True when a decode step of one sequence runs as the persistent kernel.
   bool persistent_decode() const { return persistent_ != nullptr; }
 
-  // Linked norms (gemv.h GemvNormLink): in a step of one token where every projection streams
-  // by rows (Llama-3-8B at batch 1), the o and down projections do the next norm's residual add
+  // Linked norms (gemv.h GemvNormLink): in a step of one token where every projection runs on the
+  // GEMV (each model shape at batch 1), the o and down projections do the next norm's residual add
   // and scaling in their epilogue and the consumer applies 1/rms, so only the first layer's
   // attention norm is a launch. Norm slot 2 * layer: the FFN norm; 2 * layer + 1: the next
   // layer's attention norm (the final norm after the last layer). RTGEN_NORM_LINK=0: never (A/B).

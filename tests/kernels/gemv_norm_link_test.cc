@@ -1,12 +1,14 @@
-// A norm linked between two row-streaming GEMVs (kernels/gemv.h GemvNormLink). The producer's
-// residual, normed row and fixed-point sum of squares against the host's arithmetic on the
-// products the plain GEMV stores (residual and normed row bit for bit); the consumer's sums
-// scaled by 1 / rms of that sum against the plain GEMV's (fp32 out) and the slot it names zeroed;
-// its SwiGLU and RoPE variants bit for bit the plain consumer followed by SiluMul /
-// RopeKvStore; links refused where the kernel cannot take them.
+// A norm linked between two GEMVs at one row, on the row-streaming and the tensor-core kernel
+// (kernels/gemv.h GemvNormLink). The producer's residual, normed row and fixed-point sum of
+// squares against the host's arithmetic on the products the plain GEMV stores (residual and
+// normed row bit for bit); the consumer's sums scaled by 1 / rms of that sum against the plain
+// GEMV's (fp32 out) and the slot it names zeroed; its SwiGLU and RoPE variants bit for bit the
+// plain consumer followed by SiluMul / RopeKvStore; links refused where the kernel cannot take
+// them.
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/gemv.h"
@@ -23,102 +25,147 @@ constexpr float kEps = 1e-5f;
 // A k past the rows threshold, not a whole lane group (1024 elements) at n = 4096.
 int RowsK(int n) { return SmallestRowsK(n) + 8; }
 
+// A launch the link is checked on: a weight shape and a tuning (rows: the row-streaming kernel;
+// otherwise the tensor-core kernel's warps and unroll, {0, 0}: its default).
+struct LinkCase {
+  const char* name;
+  int n = 0;
+  int k = 0;
+  kernels::GemvTuning tuning{};
+};
+
+// The row-streaming kernel past its threshold, and the tensor-core one at SmolLM2-135M's o / down
+// shapes and at a ragged shape (a last tile of one feature, a partial last group of k) under
+// every warp count, the one-warp tile that stores from registers included.
+std::vector<LinkCase> LinkCases(int rows_n) {
+  const int ragged_n = 1001, ragged_k = 520;
+  std::vector<LinkCase> cases = {
+      {"rows", rows_n, RowsK(rows_n), {0, 0, -1, true}},
+      {"tensor cores, o shape", 576, 576, {}},
+      {"tensor cores, down shape", 576, 1536, {}},
+  };
+  for (const int warps : {1, 2, 4, 8}) {
+    cases.push_back({"tensor cores, ragged", ragged_n, ragged_k, {warps, 2, -1, false}});
+  }
+  return cases;
+}
+
+cudaError_t RunCase(const LinkCase& c, const kernels::GemvParams& p) {
+  if (c.tuning.rows || c.tuning.warps == 0) {
+    // The default tuning must be the kernel the case means to cover.
+    EXPECT_EQ(kernels::GemvDefaultTuning(p).rows, c.tuning.rows) << c.name;
+    return kernels::Gemv(p, nullptr);
+  }
+  return kernels::GemvTuned(p, c.tuning, nullptr);
+}
+
 TEST(GemvNormLinkTest, ProducerJoinsTheResidualAndSumsSquares) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const int n = 4097;  // odd: a last unit with one row
-  const int k = RowsK(n);
-  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
-  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
-  const std::vector<float> residual = RandomNormal(n, 2.0f, rng);
-  const std::vector<float> weight = RandomUniform(n, 0.5f, 1.5f, rng);
-  DeviceArray<float> d_res(residual), d_weight(weight);
-  DeviceArray<uint16_t> d_plain(n), d_normed(n + 8), d_y(n);
-  DeviceArray<unsigned long long> d_sum(std::vector<unsigned long long>{0, 7});
-  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, 1, n, k};
-  ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);  // the products as Gemv stores them
-  p.y = d_y.get();
-  p.link.residual = d_res.get();
-  p.link.weight = d_weight.get();
-  p.link.normed = d_normed.bf16();
-  p.link.sum_sq = d_sum.get();
-  ASSERT_TRUE(kernels::GemvSupported(p));
-  ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
-  const std::vector<float> y = FromBf16(d_plain.ToHost());
-  const std::vector<float> res = d_res.ToHost();
-  const std::vector<uint16_t> normed = d_normed.ToHost();
-  double want_sq = 0.0;
-  for (int j = 0; j < n; ++j) {
-    const float h = residual[j] + y[j];
-    ASSERT_EQ(std::memcmp(&res[j], &h, 4), 0) << j;
-    ASSERT_EQ(normed[j], ToBf16(h * weight[j])) << j;
-    want_sq += double{h} * h;
+  for (const LinkCase& c : LinkCases(4097)) {  // odd rows n: a last unit with one row
+    SCOPED_TRACE(c.name);
+    const int n = c.n, k = c.k;
+    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
+    DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+    const std::vector<float> residual = RandomNormal(n, 2.0f, rng);
+    const std::vector<float> weight = RandomUniform(n, 0.5f, 1.5f, rng);
+    DeviceArray<float> d_res(residual), d_weight(weight);
+    DeviceArray<uint16_t> d_plain(n), d_normed(n + 8), d_y(n);
+    DeviceArray<unsigned long long> d_sum(std::vector<unsigned long long>{0, 7});
+    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, 1, n, k};
+    ASSERT_EQ(RunCase(c, p), cudaSuccess);  // the products as the same launch stores them
+    p.y = d_y.get();
+    p.link.residual = d_res.get();
+    p.link.weight = d_weight.get();
+    p.link.normed = d_normed.bf16();
+    p.link.sum_sq = d_sum.get();
+    ASSERT_TRUE(kernels::GemvSupported(p));
+    ASSERT_EQ(RunCase(c, p), cudaSuccess);
+    const std::vector<float> y = FromBf16(d_plain.ToHost());
+    const std::vector<float> res = d_res.ToHost();
+    const std::vector<uint16_t> normed = d_normed.ToHost();
+    double want_sq = 0.0;
+    for (int j = 0; j < n; ++j) {
+      const float h = residual[j] + y[j];
+      ASSERT_EQ(std::memcmp(&res[j], &h, 4), 0) << j;
+      ASSERT_EQ(normed[j], ToBf16(h * weight[j])) << j;
+      want_sq += double{h} * h;
+    }
+    for (size_t j = n; j < normed.size(); ++j) ASSERT_EQ(normed[j], 0xffff) << j;
+    const std::vector<unsigned long long> sum = d_sum.ToHost();
+    EXPECT_NEAR(static_cast<double>(sum[0]) / kernels::kNormSumScale, want_sq, 1e-5 * want_sq);
+    EXPECT_EQ(sum[1], 7u);  // the next slot untouched
+    // y itself is not written by a producer.
+    for (const uint16_t v : d_y.ToHost()) ASSERT_EQ(v, 0xffff);
   }
-  for (size_t j = n; j < normed.size(); ++j) ASSERT_EQ(normed[j], 0xffff) << j;
-  const std::vector<unsigned long long> sum = d_sum.ToHost();
-  EXPECT_NEAR(static_cast<double>(sum[0]) / kernels::kNormSumScale, want_sq, 1e-5 * want_sq);
-  EXPECT_EQ(sum[1], 7u);  // the next slot untouched
-  // y itself is not written by a producer.
-  for (const uint16_t v : d_y.ToHost()) ASSERT_EQ(v, 0xffff);
 }
 
 TEST(GemvNormLinkTest, ConsumerScalesByTheSumAndZeroesThePreviousSlot) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const int n = 4096, k = RowsK(n);
-  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
-  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
-  const double sum_sq = 3.25 * k;  // mean square 3.25
-  const unsigned long long fixed = std::llround(sum_sq * kernels::kNormSumScale);
-  DeviceArray<unsigned long long> d_sums(std::vector<unsigned long long>{fixed, 12345});
-  DeviceArray<float> d_plain(n), d_scaled(n);
-  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), true, 1, n, k};
-  ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
-  p.y = d_scaled.get();
-  p.link.scale_by = d_sums.get();
-  p.link.zero_after = d_sums.get() + 1;
-  p.link.eps = kEps;
-  ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
-  const std::vector<float> plain = d_plain.ToHost(), scaled = d_scaled.ToHost();
-  const double inv = 1.0 / std::sqrt(3.25 + kEps);
-  std::vector<double> want(n);
-  for (int j = 0; j < n; ++j) want[j] = plain[j] * inv;
-  EXPECT_LE(RelL2(scaled, want), 1e-6);
-  const std::vector<unsigned long long> sums = d_sums.ToHost();
-  EXPECT_EQ(sums[0], fixed);  // read, not changed
-  EXPECT_EQ(sums[1], 0u);     // zeroed for its next producer
+  for (const LinkCase& c : LinkCases(4096)) {
+    SCOPED_TRACE(c.name);
+    const int n = c.n, k = c.k;
+    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
+    DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+    const double sum_sq = 3.25 * k;  // mean square 3.25
+    const unsigned long long fixed = std::llround(sum_sq * kernels::kNormSumScale);
+    DeviceArray<unsigned long long> d_sums(std::vector<unsigned long long>{fixed, 12345});
+    DeviceArray<float> d_plain(n), d_scaled(n);
+    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), true, 1, n, k};
+    ASSERT_EQ(RunCase(c, p), cudaSuccess);
+    p.y = d_scaled.get();
+    p.link.scale_by = d_sums.get();
+    p.link.zero_after = d_sums.get() + 1;
+    p.link.eps = kEps;
+    ASSERT_EQ(RunCase(c, p), cudaSuccess);
+    const std::vector<float> plain = d_plain.ToHost(), scaled = d_scaled.ToHost();
+    const double inv = 1.0 / std::sqrt(3.25 + kEps);
+    std::vector<double> want(n);
+    for (int j = 0; j < n; ++j) want[j] = plain[j] * inv;
+    EXPECT_LE(RelL2(scaled, want), 1e-6);
+    const std::vector<unsigned long long> sums = d_sums.ToHost();
+    EXPECT_EQ(sums[0], fixed);  // read, not changed
+    EXPECT_EQ(sums[1], 0u);     // zeroed for its next producer
+  }
 }
 
 // A consumer's SwiGLU and RoPE variants: bit for bit the plain consumer (bf16 out) followed by
-// SiluMul / RopeKvStore, as without a link.
-TEST(GemvNormLinkTest, ConsumerVariantsMatchPlainConsumerThenElementwise) {
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
+// SiluMul / RopeKvStore, as without a link; on the row-streaming kernel (Llama-3-8B's heads) and
+// on the tensor-core one (SmolLM2-135M's shapes).
+struct VariantCase {
+  bool rows = false;
+  int swiglu_n = 0, swiglu_k = 0;
+  int heads = 0, kv_heads = 0, head_dim = 0, qkv_k = 0;
+};
+
+void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
+  SCOPED_TRACE(vc.rows ? "rows" : "tensor cores");
   const unsigned long long fixed = std::llround(2.5 * 4096 * kernels::kNormSumScale);
   DeviceArray<unsigned long long> d_sums(std::vector<unsigned long long>{fixed, 1});
   kernels::GemvNormLink consumer;
   consumer.scale_by = d_sums.get();
   consumer.zero_after = d_sums.get() + 1;
   consumer.eps = kEps;
-  {  // SwiGLU: [gate; up], 2 * 2048 rows
-    const int n = 4096, k = RowsK(n), inter = n / 2;
+  {  // SwiGLU: [gate; up]
+    const int n = vc.swiglu_n, k = vc.swiglu_k, inter = n / 2;
     DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
     DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
     DeviceArray<uint16_t> d_plain(n), d_act(inter), d_fused(inter);
     kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, 1, n, k, consumer};
+    ASSERT_EQ(kernels::GemvDefaultTuning(p).rows, vc.rows);
     ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
     ASSERT_EQ(kernels::SiluMul({d_plain.bf16(), d_act.bf16(), 1, inter}, nullptr), cudaSuccess);
     p.y = d_fused.get();
     ASSERT_EQ(kernels::GemvSiluMul(p, nullptr), cudaSuccess);
     EXPECT_EQ(d_fused.ToHost(), d_act.ToHost());
   }
-  {  // RoPE and the KV store at Llama-3-8B's heads
-    const int heads = 32, kv_heads = 8, head_dim = 128;
+  {  // RoPE and the KV store
+    const int heads = vc.heads, kv_heads = vc.kv_heads, head_dim = vc.head_dim;
     const int q_dim = heads * head_dim, kv_dim = kv_heads * head_dim, n = q_dim + 2 * kv_dim;
-    const int k = RowsK(n), slots = 4;
+    const int k = vc.qkv_k, slots = 4;
     DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
     DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
     ModelConfig c = TinyConfig();
@@ -128,6 +175,7 @@ TEST(GemvNormLinkTest, ConsumerVariantsMatchPlainConsumerThenElementwise) {
     DeviceArray<uint16_t> plain_y(n), plain_k(slots * kv_dim), plain_v(slots * kv_dim);
     DeviceArray<uint16_t> fused_y(n), fused_k(slots * kv_dim), fused_v(slots * kv_dim);
     kernels::GemvParams p{d_x.bf16(), d_w.bf16(), plain_y.get(), false, 1, n, k, consumer};
+    ASSERT_EQ(kernels::GemvDefaultTuning(p).rows, vc.rows);
     ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
     const kernels::RopeParams rope{plain_y.bf16(), plain_y.bf16() + q_dim, n, d_pos.get(),
                                    d_freq.get(), 1, heads, kv_heads, head_dim};
@@ -142,6 +190,15 @@ TEST(GemvNormLinkTest, ConsumerVariantsMatchPlainConsumerThenElementwise) {
     EXPECT_EQ(fused_k.ToHost(), plain_k.ToHost());
     EXPECT_EQ(fused_v.ToHost(), plain_v.ToHost());
   }
+}
+
+TEST(GemvNormLinkTest, ConsumerVariantsMatchPlainConsumerThenElementwise) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int llama8b_qkv = (32 + 2 * 8) * 128;
+  ExpectConsumerVariantsMatch({true, 4096, RowsK(4096), 32, 8, 128, RowsK(llama8b_qkv)}, rng);
+  ExpectConsumerVariantsMatch({false, 2 * 1536, 576, 9, 3, 64, 576}, rng);
 }
 
 TEST(GemvNormLinkTest, RefusesLinksTheKernelCannotTake) {
@@ -159,14 +216,11 @@ TEST(GemvNormLinkTest, RefusesLinksTheKernelCannotTake) {
   q.link.weight = nullptr;  // a producer needs all four
   EXPECT_FALSE(kernels::GemvSupported(q));
   q = p;
-  q.m = 2;  // the tensor-core kernel takes no link
-  EXPECT_FALSE(kernels::GemvSupported(q));
-  q = p;
-  q.k = k - 16;  // under the rows threshold
+  q.m = 2;  // a link needs one input row
   EXPECT_FALSE(kernels::GemvSupported(q));
   EXPECT_EQ(kernels::Gemv(q, nullptr), cudaErrorInvalidValue);
-  const kernels::GemvTuning tensor_cores{2, 4};  // a valid launch shape, but not rows
-  EXPECT_EQ(kernels::GemvTuned(p, tensor_cores, nullptr), cudaErrorInvalidValue);
+  const kernels::GemvTuning tensor_cores{2, 4};
+  EXPECT_EQ(kernels::GemvTuned(q, tensor_cores, nullptr), cudaErrorInvalidValue);
   // A complete producer link, but through an epilogue other than the plain one.
   q = p;
   q.y = act.get();

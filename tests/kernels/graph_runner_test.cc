@@ -44,8 +44,9 @@ std::vector<TestSeq> Prefill(std::vector<Backend*> backends, const ModelConfig& 
 }
 
 // `steps` decode steps of `num_seqs` sequences on a graph-replaying and an eager backend: the
-// logits are bitwise equal at every step. `linked`: whether one-token steps of `c` link their
-// norms through the GEMVs (checked, so the test covers the path it means to).
+// logits are bitwise equal at every step. `linked`: whether these steps link their norms through
+// the GEMVs (one sequence of a model whose one-token steps do; checked, so the test covers the
+// path it means to).
 void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool linked) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
@@ -54,7 +55,7 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
   auto eager = Make(c, seed, false);
   ASSERT_TRUE(graph && eager);
   ASSERT_EQ(graph->graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
-  ASSERT_EQ(graph->links_norms_at_one_token(), linked);
+  ASSERT_EQ(graph->links_norms_at_one_token() && num_seqs == 1, linked);
   std::vector<int32_t> next = {0, 0};
   std::vector<TestSeq> seqs = Prefill({graph.get(), eager.get()}, c, num_seqs, rng, &next);
   SamplingParams greedy;
@@ -88,9 +89,11 @@ TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
 }
 
 // One sequence where the step links its norms through the GEMVs (norm sums in fixed point,
-// integer atomics; each step also zeroes the sums for the next).
+// integer atomics; each step also zeroes the sums for the next): through the row-streaming
+// kernel, and through the tensor-core one.
 TEST(GraphRunnerTest, LinkedNormsReplayIsBitwiseEqualToEager) {
   ExpectReplayEqualsEager(AllRowsConfig(), 1, 4, true);
+  ExpectReplayEqualsEager(SmolLm2Config(), 1, 4, true);
 }
 
 TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
