@@ -46,6 +46,11 @@ struct DecodeAttentionParams {
   int32_t* counters = nullptr;
   // False: always the CUDA-core kernel (tests, and A/B through RTGEN_DECODE_MMA=0).
   bool tensor_cores = true;
+  // The tensor-core kernel copies its first K/V tiles before its PDL wait, all but each
+  // sequence's newest key (context_lens[s] - 1): that one (and q) is what the kernel before it
+  // writes in a decode step; every other key must have been written by work that has completed
+  // before that kernel started (earlier steps). False: everything after the wait.
+  bool prefetch_kv = false;
 };
 
 cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream);

@@ -62,9 +62,8 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   const int g = lane >> 2, t = lane & 3;
   // Before the PDL wait (step arrays, written by no kernel): the context length and this
   // partition's block-table entries, so slots resolve from shared memory.
-  PartitionRange range;
-  const PartitionRole role = EnterPartition<kThreads>(p, seq, split, s_table, &range);
-  if (role.skip) return;
+  const PartitionRange range = LoadPartition<kThreads>(p, seq, split, s_table);
+  const PartitionRole role = RoleOf(p, range, split);
   const int begin = range.begin, end = range.end;
 
   const int group = p.num_heads / p.num_kv_heads;
@@ -74,19 +73,50 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   const __nv_bfloat16* vbase = p.v_cache + static_cast<int64_t>(kv_head) * kD;
   const int tiles = end > begin ? (end - begin + kTileKeys - 1) / kTileKeys : 0;
 
-  // Copies tile `tile`'s K and V rows into stage tile % kStages (zeros past the context).
-  const auto copy_tile = [&](int tile) {
+  // Copies the K and V rows of tile `tile`'s keys [from, to) into stage tile % kStages (zeros
+  // past the context).
+  const auto copy_keys = [&](int tile, int from, int to) {
     const int st = tile % kStages;
-    for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
+    const int first = begin + tile * kTileKeys;
+    for (int c = (from - first) * kChunks + threadIdx.x; c < (to - first) * kChunks;
+         c += kThreads) {
       const int r = c / kChunks, ch = c % kChunks;
-      const int key = begin + tile * kTileKeys + r;
+      const int key = first + r;
       const bool valid = key < end;
       const int64_t slot = valid ? range.Slot(key, p.block_size, s_table) : 0;
       CpAsync16(&sm.k[st][r][ch * 8], kbase + slot * row + ch * 8, valid);
       CpAsync16(&sm.v[st][r][ch * 8], vbase + slot * row + ch * 8, valid);
     }
   };
-  // The query rows (zeros past the group) travel with tile 0.
+  const auto copy_tile = [&](int tile) {
+    copy_keys(tile, begin + tile * kTileKeys, begin + (tile + 1) * kTileKeys);
+  };
+  // Prefetch (DecodeAttentionParams::prefetch_kv): the first kStages tiles before the wait, all
+  // but the newest key's row, which is written by the kernel this one waits for. The rows are
+  // copied around it (never to it: two copies to one row in different groups could land in
+  // either order).
+  const int newest = range.ctx - 1;
+  const int newest_tile = newest >= begin && newest < end ? (newest - begin) / kTileKeys : -1;
+  const bool prefetch = p.prefetch_kv && !role.skip;
+  if (prefetch) {
+    for (int tile = 0; tile < kStages; ++tile) {
+      if (tile < tiles) {
+        const int first = begin + tile * kTileKeys, last = first + kTileKeys;
+        if (tile == newest_tile) {
+          copy_keys(tile, first, newest);
+          copy_keys(tile, newest + 1, last);
+        } else {
+          copy_tile(tile);
+        }
+      }
+      CpAsyncCommit();
+    }
+  }
+  PdlWait();  // launch.h: every thread waits, before any early return
+  PdlLaunchDependents();
+  if (role.skip) return;
+  // The query rows (zeros past the group): with tile 0, or after the prefetched tiles together
+  // with the newest key's row.
   for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
     const int r = c / kChunks, ch = c % kChunks;
     const bool valid = r < group;
@@ -94,9 +124,14 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
         p.q + seq * p.q_stride + static_cast<int64_t>(head0 + (valid ? r : 0)) * kD + ch * 8;
     CpAsync16(&sm.q[r][ch * 8], src, valid);
   }
-  for (int tile = 0; tile < kStages; ++tile) {
-    if (tile < tiles) copy_tile(tile);
+  if (prefetch) {
+    if (newest_tile >= 0 && newest_tile < kStages) copy_keys(newest_tile, newest, newest + 1);
     CpAsyncCommit();
+  } else {
+    for (int tile = 0; tile < kStages; ++tile) {
+      if (tile < tiles) copy_tile(tile);
+      CpAsyncCommit();
+    }
   }
 
   const float qscale = p.scale * kLog2e;  // scores in base 2
@@ -110,7 +145,11 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
 
   for (int tile = 0; tile < tiles; ++tile) {
     const int st = tile % kStages;
-    CpAsyncWait<kStages - 1>();
+    if (prefetch && tile == 0) {
+      CpAsyncWait<0>();  // tile 0's rows are in the first group, q and the newest key in the last
+    } else {
+      CpAsyncWait<kStages - 1>();
+    }
     __syncthreads();  // every thread's copies of this tile have landed
     if (tile == 0) {
 #pragma unroll

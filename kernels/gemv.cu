@@ -168,8 +168,10 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
 }
 
 // kHi: m > 8 (input rows 8..15 feed the mma's upper half; otherwise it is zero).
+// rope_early: the RoPE variant releases its dependent before its main loop (TcRopeEarlyDependents).
 template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst>
-__global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParams r) {
+__global__ void __launch_bounds__(W * 32)
+    GemvKernel(GemvParams p, GemvRopeParams r, bool rope_early) {
   constexpr bool kSwiGlu = kEpi == Epilogue::kSwiGlu;
   constexpr bool kRope = kEpi == Epilogue::kRope;
   const int lane = threadIdx.x & 31;
@@ -235,8 +237,9 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
   // The next kernel may start its prologue once every block has got here (launch.h). The RoPE
   // variant's dependent is decode attention, a grid of about one block per SM: launched this
   // early, its blocks would be placed while this grid fills the SMs, several on the few SMs
-  // with room, and run slower there; so that variant lets it start after its main loop.
-  if constexpr (!kRope) PdlLaunchDependents();
+  // with room, and run slower there; so that variant lets it start after its main loop (unless
+  // rope_early).
+  if (!kRope || rope_early) PdlLaunchDependents();
   // Written by the kernels before this one, so read after the wait, while the main loop streams:
   // the producer's residual values, and a consumer's sum of squares (its 1 / rms scales the sums
   // in the epilogue; used only there, so the load does not hold up the loop). A consumer also
@@ -278,7 +281,7 @@ __global__ void __launch_bounds__(W * 32) GemvKernel(GemvParams p, GemvRopeParam
       Mma(d, xa.z, xb.z, xa.w, xb.w, wt[u].z, wt[u].w);
     }
   }
-  if constexpr (kRope) PdlLaunchDependents();
+  if (kRope && !rope_early) PdlLaunchDependents();
   const float inv_rms = link.scale_by != nullptr ? NormLinkInvRms(link_sum, link.eps, p.k) : 1.0f;
   // d[0], d[1]: y[g][n0 + 2t + {0, 1}]; d[2], d[3]: y[g + 8][same].
   if constexpr (W == 1 && kEpi == Epilogue::kStore) {
@@ -337,6 +340,14 @@ bool UsePdl() {
   return use;
 }
 
+// RTGEN_TC_ROPE_EARLY_DEPENDENTS=1: the tensor-core RoPE variant lets decode attention start
+// before its main loop (A/B; off by default: Llama-3.2-1B b1 measured 0.871 -> 0.898 ms in
+// session 12, before decode attention prefetched its K/V tiles ahead of its PDL wait).
+bool TcRopeEarlyDependents() {
+  static const bool early = EnvIs("RTGEN_TC_ROPE_EARLY_DEPENDENTS", "1");
+  return early;
+}
+
 template <int W, int U, bool kHi, Epilogue kEpi>
 cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
                    cudaStream_t stream) {
@@ -346,10 +357,11 @@ cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuni
   const bool evict_first = tuning.evict_first < 0
                                ? int64_t{p.n} * p.k * 2 <= GemvEvictFirstMaxBytes()
                                : tuning.evict_first != 0;
+  const bool rope_early = kEpi == Epilogue::kRope && TcRopeEarlyDependents();
   return evict_first ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true>, grid,
-                                         dim3(W * 32), 0, stream, p, r)
+                                         dim3(W * 32), 0, stream, p, r, rope_early)
                      : LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, false>, grid,
-                                         dim3(W * 32), 0, stream, p, r);
+                                         dim3(W * 32), 0, stream, p, r, rope_early);
 }
 
 template <int W, bool kHi, Epilogue kEpi>
@@ -506,6 +518,10 @@ cudaError_t GemvRopeKvStoreTuned(GemvParams p, GemvRopeParams r, GemvTuning tuni
     return cudaErrorInvalidValue;
   }
   return LaunchEpilogue<Epilogue::kRope>(p, r, tuning, stream);
+}
+
+bool GemvRopeReleasesEarly(const GemvParams& p) {
+  return GemvDefaultTuning(p).rows ? GemvRowsRopeEarlyDependents() : TcRopeEarlyDependents();
 }
 
 cudaError_t GemvRopeKvStore(GemvParams p, GemvRopeParams r, cudaStream_t stream) {

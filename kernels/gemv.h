@@ -115,5 +115,9 @@ bool GemvRopeKvStoreSupported(const GemvParams& p, const GemvRopeParams& r);
 cudaError_t GemvRopeKvStore(GemvParams p, GemvRopeParams r, cudaStream_t stream);
 cudaError_t GemvRopeKvStoreTuned(GemvParams p, GemvRopeParams r, GemvTuning tuning,
                                  cudaStream_t stream);
+// True when GemvRopeKvStore(p, ...) lets the next launch (decode attention) start before its main
+// loop, not after it: the row-streaming kernel by default (RTGEN_ROPE_EARLY_DEPENDENTS=0: after),
+// the tensor-core one with RTGEN_TC_ROPE_EARLY_DEPENDENTS=1.
+bool GemvRopeReleasesEarly(const GemvParams& p);
 
 }  // namespace rtgen::kernels

@@ -121,7 +121,7 @@ __device__ __forceinline__ void StoreUnit(const GemvParams& p, const GemvRopePar
 }
 
 // early_dependents: the RoPE variant lets its dependent (decode attention) start before the main
-// loop, as the other variants do, instead of after it (RopeEarlyDependents).
+// loop, as the other variants do, instead of after it (GemvRowsRopeEarlyDependents).
 template <GemvRowsEpilogue kEpi>
 __global__ void __launch_bounds__(kWarps * 32)
     GemvRowsKernel(GemvParams p, GemvRopeParams r, int units, bool early_dependents) {
@@ -183,6 +183,16 @@ __global__ void __launch_bounds__(kWarps * 32)
   if (active && lane == 0) StoreUnit<kEpi>(p, r, u, unit, sum0, sum1, c, s, slot);
 }
 
+template <GemvRowsEpilogue kEpi>
+cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, int units, bool pdl,
+                   cudaStream_t stream) {
+  const dim3 grid((units + kWarps - 1) / kWarps);
+  return LaunchKernelPdlIf(pdl, GemvRowsKernel<kEpi>, grid, dim3(kWarps * 32), 0, stream, p, r,
+                           units, GemvRowsRopeEarlyDependents());
+}
+
+}  // namespace
+
 // The tensor-core RoPE GEMV lets decode attention start only after its main loop: that grid is
 // about one block per SM, and placed while the GEMV fills the SMs its blocks land several on the
 // few SMs with room and run slower (Llama-3.2-1B b1 0.871 -> 0.898 ms when started early). Here
@@ -190,20 +200,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 // measured 4.131 / 4.109 -> 4.068 / 4.065 ms for 8B b1 (one call, alternating; that build also
 // capped this kernel at 80 registers, which was not kept: alone it measured within noise).
 // RTGEN_ROPE_EARLY_DEPENDENTS=0: after the main loop (A/B).
-bool RopeEarlyDependents() {
+bool GemvRowsRopeEarlyDependents() {
   static const bool early = EnvOnUnlessZero("RTGEN_ROPE_EARLY_DEPENDENTS");
   return early;
 }
-
-template <GemvRowsEpilogue kEpi>
-cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, int units, bool pdl,
-                   cudaStream_t stream) {
-  const dim3 grid((units + kWarps - 1) / kWarps);
-  return LaunchKernelPdlIf(pdl, GemvRowsKernel<kEpi>, grid, dim3(kWarps * 32), 0, stream, p, r,
-                           units, RopeEarlyDependents());
-}
-
-}  // namespace
 
 cudaError_t LaunchGemvRows(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue epi,
                            bool pdl, cudaStream_t stream) {

@@ -19,6 +19,10 @@ enum class GemvRowsEpilogue {
   kRope,    // the qkv rows with RoPE and the KV store (GemvRopeParams), y bf16
 };
 
+// Whether the RoPE variant lets its dependent (decode attention) start before its main loop
+// (RTGEN_ROPE_EARLY_DEPENDENTS, on unless "0"), or after it.
+bool GemvRowsRopeEarlyDependents();
+
 // Needs GemvSupported(p) and p.m == 1 (and what the epilogue's own entry point checks).
 cudaError_t LaunchGemvRows(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue epi,
                            bool pdl, cudaStream_t stream);

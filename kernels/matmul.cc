@@ -362,10 +362,28 @@ absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* ac
   return absl::OkStatus();
 }
 
+namespace {
+
+// Whether the qkv projection p may take the fused RoPE GEMV (MatmulRopeKvStore). Where one launch
+// instead of two measured faster on the H200 (docs/perf/gpu_notes.md, session 4): SmolLM2-135M
+// (k = 576) and Llama-3.2-1B (k = 2048) gain 20-40 us per step at 1-4 rows, SmolLM2 lost 13 us
+// at 8; Llama-3-8B (k = 4096) gained 0-50 us at 1-2 rows and lost up to 0.14 ms at 4.
+bool FusedRopeShape(const MatmulContext& ctx, const MatmulParams& p) {
+  static const bool fuse = EnvOnUnlessZero("RTGEN_QKV_ROPE_GEMV");
+  const int32_t fused_max_rows = p.k <= 2048 ? 4 : 2;
+  return ctx.use_gemv() && fuse && p.m <= fused_max_rows && GemvShape(p, false);
+}
+
+}  // namespace
+
+bool MatmulRopeReleasesEarly(const MatmulContext& ctx, const MatmulParams& p) {
+  const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
+  return p.m > 0 && FusedRopeShape(ctx, p) && GemvSupported(g) && GemvRopeReleasesEarly(g);
+}
+
 absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopeParams& rope,
                                const KvStoreParams& store, cudaStream_t stream) {
   if (p.m <= 0) return absl::OkStatus();
-  static const bool fuse = EnvOnUnlessZero("RTGEN_QKV_ROPE_GEMV");
   const int32_t q_dim = rope.num_heads * rope.head_dim;
   // The fused kernel writes rows of exactly the layout RopeKvStore is given here.
   const bool same_layout = rope.q == p.y && rope.k == rope.q + q_dim &&
@@ -373,12 +391,7 @@ absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopePar
                            store.k == rope.k && store.v == rope.k + store.kv_dim &&
                            store.row_stride == p.n && store.num_tokens == p.m &&
                            store.kv_dim == rope.num_kv_heads * rope.head_dim;
-  // Where one launch instead of two measured faster on the H200 (docs/perf/gpu_notes.md,
-  // session 4): SmolLM2-135M (k = 576) and Llama-3.2-1B (k = 2048) gain 20-40 us per step at
-  // 1-4 rows, SmolLM2 lost 13 us at 8; Llama-3-8B (k = 4096) gained 0-50 us at 1-2 rows and
-  // lost up to 0.14 ms at 4.
-  const int32_t fused_max_rows = p.k <= 2048 ? 4 : 2;
-  if (ctx.use_gemv() && fuse && same_layout && p.m <= fused_max_rows && GemvShape(p, false)) {
+  if (same_layout && FusedRopeShape(ctx, p)) {
     const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link};
     const GemvRopeParams r{rope.positions, rope.inv_freq,     store.slot_mapping,
                            store.k_cache,  store.v_cache,     rope.num_heads,

@@ -30,6 +30,18 @@ bool DecodeTensorCores() {
   return on;
 }
 
+// Decode attention copies its first K/V tiles before its PDL wait where the qkv launch before it
+// releases it early (RTGEN_DECODE_PREFETCH=0: never, for A/B). Measured on the H200 (session 14,
+// graph TPOT ms, three alternating rounds, prefetch on everywhere vs off): Llama-3-8B b1 (qkv on
+// the row-streaming GEMV, which releases attention before its main loop) 4.00-4.02 vs 4.07;
+// SmolLM2-135M b1 (the tensor-core GEMV releases it after its main loop) 0.523-0.526 vs 0.495,
+// Llama-3.2-1B b1 0.862-0.869 vs 0.855-0.858; at batch 64 within noise (8B 5.33 vs 5.35) or
+// worse (SmolLM2 1.04-1.06 vs 1.01-1.04).
+bool DecodePrefetch() {
+  static const bool on = kernels::EnvOnUnlessZero("RTGEN_DECODE_PREFETCH");
+  return on;
+}
+
 // Smallest decode attention partition, in keys (RTGEN_DECODE_MIN_PARTITION, for A/B).
 int32_t DecodeMinPartition() {
   static const int32_t keys = [] {
@@ -128,9 +140,10 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
                                  hd};
   const kernels::KvStoreParams store{qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, k_cache, v_cache,
                                      step.slot_mapping, n, kv_dim};
+  kernels::MatmulParams qkv_proj{At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv,
+                                 false, n, qkv_dim, h};
+  const bool qkv_releases_early = kernels::MatmulRopeReleasesEarly(*matmul_, qkv_proj);
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
-    kernels::MatmulParams qkv_proj{At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv,
-                                   false, n, qkv_dim, h};
     if (linked_attn_norm) qkv_proj.link = ConsumerLink(2 * layer - 1);
     RETURN_IF_ERROR(kernels::MatmulRopeKvStore(*matmul_, qkv_proj, rope, store, stream));
   }
@@ -162,6 +175,9 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     // combine launch, for A/B).
     if (!SeparateDecodeCombine()) a.counters = At<int32_t>(split_counters_);
     a.tensor_cores = DecodeTensorCores();
+    // A decode step writes only each sequence's newest key (this layer's qkv launch, just
+    // before); every older key was written by an earlier step.
+    a.prefetch_kv = DecodePrefetch() && qkv_releases_early;
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::DecodeAttention(a, stream));
   } else if (attention) {
     kernels::PrefillAttentionParams a;
