@@ -4,7 +4,7 @@
 # TPOT at one stream with rtgen-bench (prompt 128, 128 new tokens, greedy) for comparison with
 # the engine benchmark's batch-1 TPOT. Then the A/B of pipelined steps: the server restarted
 # with --async-scheduling=false and =true in turn, rtgen-bench at 1 and 16 streams each time
-# (e2e_{sync,async}_{1,2}_c{1,16}.json).
+# (e2e_{sync,async}_{1,2}_c{1,16}.json; AB_ROUNDS rounds, default 2, 0 skips the A/B).
 # Usage: scripts/device/server_e2e.sh BUNDLE PARTS_DIR   (PARTS_DIR holds smollm2.part* + sha256)
 set -uo pipefail
 bundle="${1:?usage: server_e2e.sh BUNDLE PARTS_DIR}"
@@ -67,7 +67,7 @@ head -c 300 "${out}/penalty.txt"; echo
 [[ ${penalty_rc} -eq 0 && ${beside_rc} -eq 0 ]] || { echo "FAILED"; cat "${out}/server.log"; exit 1; }
 
 echo "== A/B: async scheduling off / on (server restarted for each), 1 and 16 streams"
-for round in 1 2; do
+for round in $(seq 1 "${AB_ROUNDS:-2}"); do
   for mode in false true; do
     kill -TERM "${server}" 2>/dev/null; wait "${server}" 2>/dev/null
     name=$([[ ${mode} == true ]] && echo async || echo sync)
