@@ -309,6 +309,22 @@ absl::Status CudaBackend::CheckStep(const StepInput& in) const {
                                                        " is outside its context of ", ctx));
       }
     }
+    // A decode step writes only each sequence's newest key: decode attention may read the older
+    // ones before the step's qkv launch has completed (DecodeAttentionParams::prefetch_kv).
+    if (in.is_decode_only) {
+      const int32_t newest = ctx - 1;
+      const int64_t slot = int64_t{row[newest / bs]} * bs + newest % bs;
+      if (in.positions[q] != newest) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "positions[", q, "] = ", in.positions[q], " in a decode-only step must be its "
+            "context's last position, ", newest));
+      }
+      if (in.slot_mapping[q] != -1 && in.slot_mapping[q] != slot) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slot_mapping[", q, "] = ", in.slot_mapping[q], " in a decode-only step must be -1 "
+            "or the slot of position ", newest, " (", slot, ")"));
+      }
+    }
   }
   for (int32_t t = 0; t < n; ++t) {
     if (IsPendingToken(in.token_ids[t]) && PendingRow(in.token_ids[t]) < 0) {

@@ -9,7 +9,10 @@
 //   - every thread calls PdlWait() on every path, before any early return: a grid completes only
 //     after its wait, so each kernel's completion implies its predecessors' (transitively).
 // PdlLaunchDependents() lets the next kernel start its own prologue (e.g. the GEMV's first weight
-// loads) while this one runs; it promises nothing about memory, so it may go anywhere.
+// loads) while this one runs; it promises nothing about memory. Every kernel calls it after its
+// own PdlWait(), so a kernel that starts has all launches before its predecessor completed: decode
+// attention relies on that to copy keys written by earlier steps before its wait (prefetch_kv).
+// A kernel that released its dependents before its wait would break that.
 // RTGEN_PDL=0 in the environment launches everything as plain stream-ordered kernels (A/B);
 // the two device functions are then no-ops.
 

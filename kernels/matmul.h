@@ -115,9 +115,10 @@ absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* ac
 // bit); elsewhere Matmul then RopeKvStore. RTGEN_QKV_ROPE_GEMV=0 never fuses (A/B).
 absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopeParams& rope,
                                const KvStoreParams& store, cudaStream_t stream);
-// True when MatmulRopeKvStore takes p's shape (with the layout and heads the fused kernel needs)
-// to the fused GEMV and that lets the next launch start before its main loop
-// (gemv.h GemvRopeReleasesEarly).
+// True when MatmulRopeKvStore would take p's shape to the fused GEMV (given rope and store
+// parameters that suit it, which this does not check: ModelForward's always do) and that kernel
+// lets the next launch start before its main loop (gemv.h GemvRopeReleasesEarly). A performance
+// hint only: what runs after it must be correct either way.
 bool MatmulRopeReleasesEarly(const MatmulContext& ctx, const MatmulParams& p);
 
 }  // namespace rtgen::kernels

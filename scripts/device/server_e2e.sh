@@ -10,6 +10,7 @@ set -uo pipefail
 bundle="${1:?usage: server_e2e.sh BUNDLE PARTS_DIR}"
 parts="${2:?usage: server_e2e.sh BUNDLE PARTS_DIR}"
 out="${OUT:-$(mktemp -d)}"
+[[ "${AB_ROUNDS:-2}" =~ ^[0-9]+$ ]] || { echo "server_e2e: AB_ROUNDS must be a count" >&2; exit 2; }
 mkdir -p "${out}"
 # shellcheck disable=SC1091
 source "${bundle}/env.sh"

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <string>
 
 #include "gtest/gtest.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -163,6 +164,28 @@ TEST(CudaBackendTest, RejectsBadSteps) {
   EXPECT_FALSE(gpu->ComputeLogits(in).ok());
   in = StepInput();
   EXPECT_FALSE(gpu->ComputeLogits(in).ok());
+  // A decode-only step writes its sequences' newest keys only (decode attention reads the older
+  // ones early): a token at another position, or stored to another slot, is refused by name.
+  TestSeq d;
+  d.tokens = {1, 2, 3, 4};
+  b.Add(d, 3, nullptr);
+  ASSERT_TRUE(gpu->ComputeLogits(b.Build(false)).ok());
+  b.Add(d, 1, &greedy);
+  const StepInput decode = b.Build(true);
+  ASSERT_TRUE(gpu->ComputeLogits(decode).ok());
+  in = decode;
+  in.positions[0] -= 1;
+  absl::Status st = gpu->ComputeLogits(in).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("positions[0]"), std::string::npos) << st;
+  in = decode;
+  in.slot_mapping[0] -= 1;
+  st = gpu->ComputeLogits(in).status();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("slot_mapping[0]"), std::string::npos) << st;
+  in = decode;
+  in.slot_mapping[0] = -1;  // padding: nothing written
+  EXPECT_TRUE(gpu->ComputeLogits(in).ok());
 }
 
 }  // namespace
