@@ -125,10 +125,20 @@ __device__ __forceinline__ float TileSum(const float (&partial)[W][16][kTileRows
   return s;
 }
 
+// A tile sum scaled by a norm consumer's 1 / rms (kLink), or as it is.
+template <bool kLink>
+__device__ __forceinline__ float ScaledBy(float sum, float inv_rms) {
+  if constexpr (kLink) {
+    return sum * inv_rms;
+  } else {
+    return sum;
+  }
+}
+
 // The RoPE block's epilogue: sums of the W warps' partial tiles in warp order (as the plain
-// epilogue), scaled by inv_rms (1 without a norm link), rounded to bf16; q/k pairs rotated, k
-// and v also stored to row r's cache slot.
-template <int W>
+// epilogue), scaled by inv_rms where kLink, rounded to bf16; q/k pairs rotated, k and v also
+// stored to row r's cache slot.
+template <int W, bool kLink>
 __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRopeParams& r,
                                              const RopeTile& tile,
                                              const float (&partial)[W][16][kTileRows],
@@ -138,7 +148,7 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
   const int half = r.head_dim >> 1;
   const int q_dim = r.num_heads * r.head_dim, kv_dim = r.num_kv_heads * r.head_dim;
   const auto sum = [&](int row, int j) {
-    return RoundBf16(TileSum<W>(partial, row, j) * inv_rms);  // what Gemv stores
+    return RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j), inv_rms));  // what Gemv stores
   };
   if (tile.rope_pair0 >= 0) {
     for (int idx = threadIdx.x; idx < p.m * 4; idx += W * 32) {
@@ -168,8 +178,10 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
 }
 
 // kHi: m > 8 (input rows 8..15 feed the mma's upper half; otherwise it is zero).
+// kLink: the launch has a norm link (gemv.h GemvNormLink; m = 1 only); without one none of the
+// link's code is compiled in, so an unlinked launch runs the plain kernel.
 // rope_early: the RoPE variant releases its dependent before its main loop (TcRopeEarlyDependents).
-template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst>
+template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst, bool kLink>
 __global__ void __launch_bounds__(W * 32)
     GemvKernel(GemvParams p, GemvRopeParams r, bool rope_early) {
   constexpr bool kSwiGlu = kEpi == Epilogue::kSwiGlu;
@@ -227,7 +239,7 @@ __global__ void __launch_bounds__(W * 32)
   // A norm producer (gemv.h GemvNormLink; m = 1): lanes 0-7 of warp 0 join the tile's features to
   // the residual in the epilogue; the norm's weights are read here, before the wait.
   const GemvNormLink& link = p.link;
-  const bool joins = kEpi == Epilogue::kStore && link.sum_sq != nullptr && warp == 0 &&
+  const bool joins = kLink && kEpi == Epilogue::kStore && link.sum_sq != nullptr && warp == 0 &&
                      lane < kTileRows && n0 + lane < p.n;
   const float join_weight = joins ? __ldg(link.weight + n0 + lane) : 0.0f;
   // Launched as a programmatic dependent (see Launch): the weights above do not depend on the
@@ -245,8 +257,10 @@ __global__ void __launch_bounds__(W * 32)
   // in the epilogue; used only there, so the load does not hold up the loop). A consumer also
   // zeroes the slot of the norm before, whose consumer is done.
   const float join_residual = joins ? __ldcg(link.residual + n0 + lane) : 0.0f;
-  const unsigned long long link_sum = link.scale_by != nullptr ? __ldcg(link.scale_by) : 0;
-  if (link.zero_after != nullptr && blockIdx.x == 0 && threadIdx.x == 0) *link.zero_after = 0;
+  const unsigned long long link_sum = kLink && link.scale_by != nullptr ? __ldcg(link.scale_by) : 0;
+  if (kLink && link.zero_after != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
+    *link.zero_after = 0;
+  }
   for (; grp < full_groups; grp += W) {
     const int next = grp + W;
     uint4 wn[U];
@@ -282,48 +296,49 @@ __global__ void __launch_bounds__(W * 32)
     }
   }
   if (kRope && !rope_early) PdlLaunchDependents();
-  const float inv_rms = link.scale_by != nullptr ? NormLinkInvRms(link_sum, link.eps, p.k) : 1.0f;
+  const float inv_rms =
+      kLink && link.scale_by != nullptr ? NormLinkInvRms(link_sum, link.eps, p.k) : 1.0f;
   // d[0], d[1]: y[g][n0 + 2t + {0, 1}]; d[2], d[3]: y[g + 8][same].
-  if constexpr (W == 1 && kEpi == Epilogue::kStore) {
-    if (link.sum_sq == nullptr) {
+  // One warp without a link stores its sums from registers; otherwise the warps' partial tiles
+  // meet in shared memory.
+  if constexpr (W == 1 && kEpi == Epilogue::kStore && !kLink) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = g + (i >> 1) * 8, col = n0 + 2 * t + (i & 1);
-        if (row < p.m && col < p.n) Store(p, row, col, d[i] * inv_rms);
-      }
-      return;
-    }
-  }
-  __shared__ float partial[W][16][kTileRows];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) partial[warp][g + (i >> 1) * 8][2 * t + (i & 1)] = d[i];
-  __syncthreads();
-  if constexpr (kSwiGlu) {
-    constexpr int kHalf = kTileRows / 2;
-    for (int idx = threadIdx.x; idx < p.m * kHalf; idx += W * 32) {
-      const int row = idx / kHalf, j = idx % kHalf;
-      if (f0 + j >= inter) continue;
-      const float gate = RoundBf16(TileSum<W>(partial, row, j) * inv_rms);
-      const float up = RoundBf16(TileSum<W>(partial, row, j + kHalf) * inv_rms);
-      static_cast<__nv_bfloat16*>(p.y)[static_cast<int64_t>(row) * inter + f0 + j] =
-          SiluTimes(gate, up);
-    }
-  } else if constexpr (kRope) {
-    RopeEpilogue<W>(p, r, rope_tile, partial, s_cos, s_sin, s_slot, inv_rms);
-  } else if (link.sum_sq != nullptr) {  // a norm producer: y is not written
-    if (warp == 0) {
-      const float sq =
-          joins ? NormLinkJoin(link, n0 + lane, join_residual, join_weight,
-                               TileSum<W>(partial, 0, lane) * inv_rms)
-                : 0.0f;
-      const float tile_sq = WarpSum(sq);  // lanes 0-7, in a fixed order
-      if (lane == 0) NormLinkAddSquares(link, tile_sq);
+    for (int i = 0; i < 4; ++i) {
+      const int row = g + (i >> 1) * 8, col = n0 + 2 * t + (i & 1);
+      if (row < p.m && col < p.n) Store(p, row, col, d[i]);
     }
   } else {
-    for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
-      const int row = idx / kTileRows, j = idx % kTileRows;
-      if (n0 + j >= p.n) continue;
-      Store(p, row, n0 + j, TileSum<W>(partial, row, j) * inv_rms);
+    __shared__ float partial[W][16][kTileRows];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) partial[warp][g + (i >> 1) * 8][2 * t + (i & 1)] = d[i];
+    __syncthreads();
+    if constexpr (kSwiGlu) {
+      constexpr int kHalf = kTileRows / 2;
+      for (int idx = threadIdx.x; idx < p.m * kHalf; idx += W * 32) {
+        const int row = idx / kHalf, j = idx % kHalf;
+        if (f0 + j >= inter) continue;
+        const float gate = RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j), inv_rms));
+        const float up = RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j + kHalf), inv_rms));
+        static_cast<__nv_bfloat16*>(p.y)[static_cast<int64_t>(row) * inter + f0 + j] =
+            SiluTimes(gate, up);
+      }
+    } else if constexpr (kRope) {
+      RopeEpilogue<W, kLink>(p, r, rope_tile, partial, s_cos, s_sin, s_slot, inv_rms);
+    } else if (kLink && link.sum_sq != nullptr) {  // a norm producer: y is not written
+      if (warp == 0) {
+        const float sq =
+            joins ? NormLinkJoin(link, n0 + lane, join_residual, join_weight,
+                                 ScaledBy<kLink>(TileSum<W>(partial, 0, lane), inv_rms))
+                  : 0.0f;
+        const float tile_sq = WarpSum(sq);  // lanes 0-7, in a fixed order
+        if (lane == 0) NormLinkAddSquares(link, tile_sq);
+      }
+    } else {
+      for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
+        const int row = idx / kTileRows, j = idx % kTileRows;
+        if (n0 + j >= p.n) continue;
+        Store(p, row, n0 + j, ScaledBy<kLink>(TileSum<W>(partial, row, j), inv_rms));
+      }
     }
   }
 }
@@ -342,15 +357,16 @@ bool UsePdl() {
 
 // RTGEN_TC_ROPE_EARLY_DEPENDENTS=1: the tensor-core RoPE variant lets decode attention start
 // before its main loop (A/B; off by default: Llama-3.2-1B b1 measured 0.871 -> 0.898 ms in
-// session 12, before decode attention prefetched its K/V tiles ahead of its PDL wait).
+// session 12; with decode attention prefetching its K/V tiles, session 14, SmolLM2 b1 0.495 ->
+// 0.513 and 1B 0.857 -> 0.868).
 bool TcRopeEarlyDependents() {
   static const bool early = EnvIs("RTGEN_TC_ROPE_EARLY_DEPENDENTS", "1");
   return early;
 }
 
-template <int W, int U, bool kHi, Epilogue kEpi>
-cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
-                   cudaStream_t stream) {
+template <int W, int U, bool kHi, Epilogue kEpi, bool kLink>
+cudaError_t LaunchLinked(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
+                         cudaStream_t stream) {
   // A SwiGLU tile holds 4 features of each half: ceil(inter / 4) = ceil(n / 8) tiles too; a RoPE
   // tile 4 pairs (8 features) or 8 v features: n / 8 tiles.
   const dim3 grid((p.n + kTileRows - 1) / kTileRows);
@@ -358,10 +374,25 @@ cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuni
                                ? int64_t{p.n} * p.k * 2 <= GemvEvictFirstMaxBytes()
                                : tuning.evict_first != 0;
   const bool rope_early = kEpi == Epilogue::kRope && TcRopeEarlyDependents();
-  return evict_first ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true>, grid,
-                                         dim3(W * 32), 0, stream, p, r, rope_early)
-                     : LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, false>, grid,
-                                         dim3(W * 32), 0, stream, p, r, rope_early);
+  return evict_first
+             ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true, kLink>, grid,
+                                 dim3(W * 32), 0, stream, p, r, rope_early)
+             : LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, false, kLink>, grid,
+                                 dim3(W * 32), 0, stream, p, r, rope_early);
+}
+
+template <int W, int U, bool kHi, Epilogue kEpi>
+cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
+                   cudaStream_t stream) {
+  // Links take one input row (GemvSupported), so only the kernels without the upper half have a
+  // linked variant.
+  if constexpr (!kHi) {
+    const GemvNormLink& l = p.link;
+    if (l.sum_sq != nullptr || l.scale_by != nullptr || l.zero_after != nullptr) {
+      return LaunchLinked<W, U, kHi, kEpi, true>(p, r, tuning, stream);
+    }
+  }
+  return LaunchLinked<W, U, kHi, kEpi, false>(p, r, tuning, stream);
 }
 
 template <int W, bool kHi, Epilogue kEpi>
