@@ -79,6 +79,45 @@ void Reference(const Cache& c, int s, int len, const uint16_t* q, int heads, flo
   }
 }
 
+// The device side of a decode attention launch over cache c: query rows of q_stride elements,
+// output rows, the split plan and its partial buffers.
+struct DecodeBuffers {
+  const DeviceArray<uint16_t>& q;
+  int q_stride;
+  const DeviceArray<uint16_t>& k;
+  const DeviceArray<uint16_t>& v;
+  const DeviceArray<int32_t>& tables;
+  const DeviceArray<int32_t>& ctx;
+  const DeviceArray<uint16_t>& out;
+  const DeviceArray<float>& partial_out;
+  const DeviceArray<float>& partial_ml;
+};
+
+kernels::DecodeAttentionParams DecodeParams(const Cache& c, int seqs, int heads,
+                                            const kernels::DecodeSplitPlan& plan,
+                                            const DecodeBuffers& b) {
+  kernels::DecodeAttentionParams p;
+  p.q = b.q.bf16();
+  p.q_stride = b.q_stride;
+  p.k_cache = b.k.bf16();
+  p.v_cache = b.v.bf16();
+  p.block_tables = b.tables.get();
+  p.context_lens = b.ctx.get();
+  p.out = b.out.bf16();
+  p.num_seqs = seqs;
+  p.num_heads = heads;
+  p.num_kv_heads = c.kv_heads;
+  p.head_dim = c.hd;
+  p.block_size = c.block_size;
+  p.max_blocks_per_seq = c.max_blocks;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  p.num_splits = plan.num_splits;
+  p.partition_size = plan.partition_size;
+  p.partial_out = b.partial_out.get();
+  p.partial_ml = b.partial_ml.get();
+  return p;
+}
+
 struct AttnShape {
   int heads, kv_heads, hd, block_size;
   std::vector<int32_t> ctx;
@@ -110,25 +149,8 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
   DeviceArray<uint16_t> d_out(size_t{1} * seqs * q_dim);
   const size_t parts = size_t{1} * seqs * a.heads * plan.num_splits;
   DeviceArray<float> d_po(parts * a.hd), d_ml(parts * 2);
-  kernels::DecodeAttentionParams p;
-  p.q = d_q.bf16();
-  p.q_stride = stride;
-  p.k_cache = d_k.bf16();
-  p.v_cache = d_v.bf16();
-  p.block_tables = d_tables.get();
-  p.context_lens = d_ctx.get();
-  p.out = d_out.bf16();
-  p.num_seqs = seqs;
-  p.num_heads = a.heads;
-  p.num_kv_heads = a.kv_heads;
-  p.head_dim = a.hd;
-  p.block_size = a.block_size;
-  p.max_blocks_per_seq = c.max_blocks;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
-  p.num_splits = plan.num_splits;
-  p.partition_size = plan.partition_size;
-  p.partial_out = d_po.get();
-  p.partial_ml = d_ml.get();
+  kernels::DecodeAttentionParams p = DecodeParams(
+      c, seqs, a.heads, plan, {d_q, stride, d_k, d_v, d_tables, d_ctx, d_out, d_po, d_ml});
   std::vector<double> want(size_t{1} * seqs * q_dim);
   for (int s = 0; s < seqs; ++s) {
     Reference(c, s, a.ctx[s], q.data() + size_t{1} * s * stride, a.heads, p.scale,
@@ -205,25 +227,8 @@ TEST(DecodeAttentionPrefetchTest, ReadsTheNewestKeyAfterTheLaunchThatWritesIt) {
     const size_t parts = size_t{1} * seqs * a.heads * plan.num_splits;
     DeviceArray<float> d_po(parts * a.hd), d_ml(parts * 2);
     DeviceArray<int32_t> d_counters(std::vector<int32_t>(size_t{1} * seqs * a.heads, 0));
-    kernels::DecodeAttentionParams p;
-    p.q = d_q.bf16();
-    p.q_stride = q_dim;
-    p.k_cache = d_k.bf16();
-    p.v_cache = d_v.bf16();
-    p.block_tables = d_tables.get();
-    p.context_lens = d_ctx.get();
-    p.out = d_out.bf16();
-    p.num_seqs = seqs;
-    p.num_heads = a.heads;
-    p.num_kv_heads = a.kv_heads;
-    p.head_dim = a.hd;
-    p.block_size = block_size;
-    p.max_blocks_per_seq = c.max_blocks;
-    p.scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
-    p.num_splits = plan.num_splits;
-    p.partition_size = plan.partition_size;
-    p.partial_out = d_po.get();
-    p.partial_ml = d_ml.get();
+    kernels::DecodeAttentionParams p = DecodeParams(
+        c, seqs, a.heads, plan, {d_q, q_dim, d_k, d_v, d_tables, d_ctx, d_out, d_po, d_ml});
     p.counters = d_counters.get();
     p.prefetch_kv = true;
     cudaStream_t stream;
