@@ -4,6 +4,8 @@
 # Usage: scripts/device/env_ab.sh BUNDLE VARIANT...
 #   VARIANT: label=ENV1=V1,ENV2=V2 (label= alone: the defaults), e.g.
 #     scripts/device/env_ab.sh build/device base= off=RTGEN_GEMV_EVICT_FIRST_MB=0
+#   BIN=NAME among the assignments runs BUNDLE/bin/NAME instead of rtgen-engine-bench (another
+#   build of it, e.g. from an older commit, bundled beside it: old=BIN=rtgen-engine-bench-old).
 # Environment: MODELS (default the three shapes), BATCHES (default 1,64), REPEATS (default 5),
 #   ROUNDS (default 1: the variants are run in turn this many times), EAGER=1 (also time the
 #   eager path: graph/eager cells), TIMEOUT (seconds per run, default 300), OUT (logs and JSON).
@@ -30,11 +32,19 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
     assignments="${variant#*=}"
     [[ "${round}" == 1 ]] && labels+=("${label}")
     envs=()
+    bench="${bundle}/bin/rtgen-engine-bench"
     IFS=',' read -r -a pairs <<< "${assignments}"
-    for pair in "${pairs[@]}"; do [[ -n "${pair}" ]] && envs+=("${pair}"); done
-    echo "== round ${round}: ${label} (${envs[*]:-defaults})"
+    for pair in "${pairs[@]}"; do
+      if [[ "${pair}" == BIN=* ]]; then
+        bench="${bundle}/bin/${pair#BIN=}"
+      elif [[ -n "${pair}" ]]; then
+        envs+=("${pair}")
+      fi
+    done
+    [[ -x "${bench}" ]] || { echo "env_ab: ${bench} is not an executable" >&2; exit 2; }
+    echo "== round ${round}: ${label} (${envs[*]:-defaults}; $(basename "${bench}"))"
     start=$(date +%s)
-    env "${envs[@]}" timeout "${TIMEOUT:-300}" "${bundle}/bin/rtgen-engine-bench" \
+    env "${envs[@]}" timeout "${TIMEOUT:-300}" "${bench}" \
       --models "${models}" --batches "${batches}" --steps 64 --repeats "${REPEATS:-5}" --built-repeats 0 \
       --ttft-prompts 128 --ttft-repeats 1 "${eager_flag[@]}" \
       --json "${out}/${label}_${round}.json" \
