@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstdlib>
@@ -43,8 +44,8 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
 }
 
 // grid (num_kv_heads, num_seqs, num_splits), 32 * kWarps threads,
-// sizeof(TileBuffers<kD, kWarps>) bytes of dynamic shared memory.
-template <int kD, int kWarps>
+// sizeof(TileBuffers<kD, kWarps>) bytes of dynamic shared memory. kPrefetch: p.prefetch_kv.
+template <int kD, int kWarps, bool kPrefetch>
 __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     DecodeAttentionMmaKernel(DecodeAttentionParams p) {
   using Stages = TileBuffers<kD, kWarps>;
@@ -62,8 +63,15 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   const int g = lane >> 2, t = lane & 3;
   // Before the PDL wait (step arrays, written by no kernel): the context length and this
   // partition's block-table entries, so slots resolve from shared memory.
-  const PartitionRange range = LoadPartition<kThreads>(p, seq, split, s_table);
-  const PartitionRole role = RoleOf(p, range, split);
+  PartitionRange range;
+  PartitionRole role;
+  if constexpr (kPrefetch) {
+    range = LoadPartition<kThreads>(p, seq, split, s_table);
+    role = RoleOf(p, range, split);
+  } else {
+    role = EnterPartition<kThreads>(p, seq, split, s_table, &range);
+    if (role.skip) return;
+  }
   const int begin = range.begin, end = range.end;
 
   const int group = p.num_heads / p.num_kv_heads;
@@ -73,50 +81,48 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   const __nv_bfloat16* vbase = p.v_cache + static_cast<int64_t>(kv_head) * kD;
   const int tiles = end > begin ? (end - begin + kTileKeys - 1) / kTileKeys : 0;
 
-  // Copies the K and V rows of tile `tile`'s keys [from, to) into stage tile % kStages (zeros
-  // past the context).
-  const auto copy_keys = [&](int tile, int from, int to) {
+  // Copies row r of tile `tile` (its key's K and V, zeros past the context) into stage
+  // tile % kStages, in 16-byte pieces: piece ch of the row.
+  const auto copy_piece = [&](int tile, int r, int ch) {
     const int st = tile % kStages;
-    const int first = begin + tile * kTileKeys;
-    for (int c = (from - first) * kChunks + threadIdx.x; c < (to - first) * kChunks;
-         c += kThreads) {
-      const int r = c / kChunks, ch = c % kChunks;
-      const int key = first + r;
-      const bool valid = key < end;
-      const int64_t slot = valid ? range.Slot(key, p.block_size, s_table) : 0;
-      CpAsync16(&sm.k[st][r][ch * 8], kbase + slot * row + ch * 8, valid);
-      CpAsync16(&sm.v[st][r][ch * 8], vbase + slot * row + ch * 8, valid);
-    }
+    const int key = begin + tile * kTileKeys + r;
+    const bool valid = key < end;
+    const int64_t slot = valid ? range.Slot(key, p.block_size, s_table) : 0;
+    CpAsync16(&sm.k[st][r][ch * 8], kbase + slot * row + ch * 8, valid);
+    CpAsync16(&sm.v[st][r][ch * 8], vbase + slot * row + ch * 8, valid);
   };
   const auto copy_tile = [&](int tile) {
-    copy_keys(tile, begin + tile * kTileKeys, begin + (tile + 1) * kTileKeys);
+    for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
+      copy_piece(tile, c / kChunks, c % kChunks);
+    }
   };
-  // Prefetch (DecodeAttentionParams::prefetch_kv): the first kStages tiles before the wait, all
-  // but the newest key's row, which is written by the kernel this one waits for. The rows are
-  // copied around it (never to it: two copies to one row in different groups could land in
-  // either order).
-  const int newest = range.ctx - 1;
-  const int newest_tile = newest >= begin && newest < end ? (newest - begin) / kTileKeys : -1;
-  const bool prefetch = p.prefetch_kv && !role.skip;
-  if (prefetch) {
+  // Prefetch (kPrefetch: DecodeAttentionParams::prefetch_kv): the first kStages tiles before the
+  // wait but for the newest key's row, written by the kernel this one waits for, which is copied
+  // after it (never twice: two copies to one row in different groups could land in either
+  // order). newest_tile / newest_row: where that key is, -1 when not in the prefetched tiles.
+  [[maybe_unused]] int newest_tile = -1, newest_row = -1;
+  if constexpr (kPrefetch) {
+    const int newest = range.ctx - 1;
+    if (newest >= begin && newest < end && (newest - begin) / kTileKeys < kStages) {
+      newest_tile = (newest - begin) / kTileKeys;
+      newest_row = (newest - begin) % kTileKeys;
+    }
     for (int tile = 0; tile < kStages; ++tile) {
-      if (tile < tiles) {
-        const int first = begin + tile * kTileKeys, last = first + kTileKeys;
-        if (tile == newest_tile) {
-          copy_keys(tile, first, newest);
-          copy_keys(tile, newest + 1, last);
-        } else {
-          copy_tile(tile);
+      if (!role.skip && tile < tiles) {
+        for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
+          if (tile != newest_tile || c / kChunks != newest_row) {
+            copy_piece(tile, c / kChunks, c % kChunks);
+          }
         }
       }
       CpAsyncCommit();
     }
+    PdlWait();  // launch.h: every thread waits, before any early return
+    PdlLaunchDependents();
+    if (role.skip) return;
   }
-  PdlWait();  // launch.h: every thread waits, before any early return
-  PdlLaunchDependents();
-  if (role.skip) return;
-  // The query rows (zeros past the group): with tile 0, or after the prefetched tiles together
-  // with the newest key's row.
+  // The query rows (zeros past the group): with tile 0, or (kPrefetch) with the newest key's row
+  // in a group after the prefetched tiles.
   for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
     const int r = c / kChunks, ch = c % kChunks;
     const bool valid = r < group;
@@ -124,8 +130,12 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
         p.q + seq * p.q_stride + static_cast<int64_t>(head0 + (valid ? r : 0)) * kD + ch * 8;
     CpAsync16(&sm.q[r][ch * 8], src, valid);
   }
-  if (prefetch) {
-    if (newest_tile >= 0 && newest_tile < kStages) copy_keys(newest_tile, newest, newest + 1);
+  if constexpr (kPrefetch) {
+    if (newest_tile >= 0) {
+      for (int ch = threadIdx.x; ch < kChunks; ch += kThreads) {
+        copy_piece(newest_tile, newest_row, ch);
+      }
+    }
     CpAsyncCommit();
   } else {
     for (int tile = 0; tile < kStages; ++tile) {
@@ -145,7 +155,7 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
 
   for (int tile = 0; tile < tiles; ++tile) {
     const int st = tile % kStages;
-    if (prefetch && tile == 0) {
+    if (kPrefetch && tile == 0) {
       CpAsyncWait<0>();  // tile 0's rows are in the first group, q and the newest key in the last
     } else {
       CpAsyncWait<kStages - 1>();
@@ -271,11 +281,19 @@ constexpr int kMaxCachedDevices = 16;
 template <int kD, int kWarps>
 cudaError_t OptIn(int* per_sm) {
   constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps>);
-  const cudaError_t err = cudaFuncSetAttribute(DecodeAttentionMmaKernel<kD, kWarps>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (err != cudaSuccess) return err;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      per_sm, DecodeAttentionMmaKernel<kD, kWarps>, 32 * kWarps, kSmem);
+  *per_sm = 1 << 30;
+  for (const auto kernel :
+       {DecodeAttentionMmaKernel<kD, kWarps, false>, DecodeAttentionMmaKernel<kD, kWarps, true>}) {
+    cudaError_t err =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+    int blocks = 0;
+    if (err == cudaSuccess) {
+      err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32 * kWarps, kSmem);
+    }
+    if (err != cudaSuccess) return err;
+    *per_sm = std::min(*per_sm, blocks);  // both variants fit as many
+  }
+  return cudaSuccess;
 }
 
 // How many blocks of the 8- and of the 4-warp kernel the whole GPU holds at once (eight: 0 where
@@ -322,9 +340,13 @@ cudaError_t Prepare(Capacity* capacity) {
 
 template <int kD, int kWarps>
 cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
-  return LaunchKernel(DecodeAttentionMmaKernel<kD, kWarps>,
-                      dim3(p.num_kv_heads, p.num_seqs, p.num_splits), 32 * kWarps,
-                      sizeof(TileBuffers<kD, kWarps>), stream, p);
+  const dim3 grid(p.num_kv_heads, p.num_seqs, p.num_splits);
+  constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps>);
+  return p.prefetch_kv
+             ? LaunchKernel(DecodeAttentionMmaKernel<kD, kWarps, true>, grid, 32 * kWarps, kSmem,
+                            stream, p)
+             : LaunchKernel(DecodeAttentionMmaKernel<kD, kWarps, false>, grid, 32 * kWarps, kSmem,
+                            stream, p);
 }
 
 // The most warps (the longest key tile: fewer tiles per sequence, one after another in a block)
