@@ -365,8 +365,8 @@ bool TcRopeEarlyDependents() {
 }
 
 template <int W, int U, bool kHi, Epilogue kEpi, bool kLink>
-cudaError_t LaunchLinked(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
-                         cudaStream_t stream) {
+cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
+                          cudaStream_t stream) {
   // A SwiGLU tile holds 4 features of each half: ceil(inter / 4) = ceil(n / 8) tiles too; a RoPE
   // tile 4 pairs (8 features) or 8 v features: n / 8 tiles.
   const dim3 grid((p.n + kTileRows - 1) / kTileRows);
@@ -389,10 +389,10 @@ cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuni
   if constexpr (!kHi) {
     const GemvNormLink& l = p.link;
     if (l.sum_sq != nullptr || l.scale_by != nullptr || l.zero_after != nullptr) {
-      return LaunchLinked<W, U, kHi, kEpi, true>(p, r, tuning, stream);
+      return LaunchVariant<W, U, kHi, kEpi, true>(p, r, tuning, stream);
     }
   }
-  return LaunchLinked<W, U, kHi, kEpi, false>(p, r, tuning, stream);
+  return LaunchVariant<W, U, kHi, kEpi, false>(p, r, tuning, stream);
 }
 
 template <int W, bool kHi, Epilogue kEpi>

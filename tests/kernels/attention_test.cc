@@ -8,9 +8,9 @@
 #include "gtest/gtest.h"
 #include "kernels/decode_attention.h"
 #include "kernels/kv_store.h"
-#include "tests/kernels/slow_kv_writer.h"
 #include "kernels/prefill_attention.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/slow_kv_writer.h"
 
 namespace rtgen::testing_gpu {
 namespace {
@@ -233,12 +233,15 @@ TEST(DecodeAttentionPrefetchTest, ReadsTheNewestKeyAfterTheLaunchThatWritesIt) {
     p.prefetch_kv = true;
     cudaStream_t stream;
     GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    // The arrays were filled on the legacy stream, which a non-blocking one does not wait for.
+    GPU_CHECK(cudaDeviceSynchronize());
     for (int round = 0; round < 8; ++round) {
       SCOPED_TRACE(round);
       // Fresh newest keys and values, far from the old ones (scale 4).
       const std::vector<uint16_t> nk = ToBf16(RandomNormal(size_t{1} * seqs * kv_dim, 4.0f, rng));
       const std::vector<uint16_t> nv = ToBf16(RandomNormal(size_t{1} * seqs * kv_dim, 4.0f, rng));
       DeviceArray<uint16_t> d_nk(nk), d_nv(nv);
+      GPU_CHECK(cudaDeviceSynchronize());  // as above
       GPU_CHECK(SlowKvStore({d_nk.bf16(), d_nv.bf16(), kv_dim, d_k.bf16(), d_v.bf16(),
                              d_slots.get(), seqs, kv_dim},
                             20000, stream));
