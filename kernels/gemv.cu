@@ -387,10 +387,7 @@ cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuni
   // Links take one input row (GemvSupported), so only the kernels without the upper half have a
   // linked variant.
   if constexpr (!kHi) {
-    const GemvNormLink& l = p.link;
-    if (l.sum_sq != nullptr || l.scale_by != nullptr || l.zero_after != nullptr) {
-      return LaunchVariant<W, U, kHi, kEpi, true>(p, r, tuning, stream);
-    }
+    if (p.link.any()) return LaunchVariant<W, U, kHi, kEpi, true>(p, r, tuning, stream);
   }
   return LaunchVariant<W, U, kHi, kEpi, false>(p, r, tuning, stream);
 }
@@ -476,7 +473,6 @@ bool GemvSupported(const GemvParams& p) {
   return p.m >= 1 && p.m <= kGemvMaxRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
          aligned(p.x) && aligned(p.w);
 }
-
 
 GemvTuning GemvDefaultTuning(const GemvParams& p) {
   // From rtgen-gemv-bench --sweep on the H200 (docs/perf/gpu_notes.md, 2026-11-30 GEMV section).

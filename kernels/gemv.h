@@ -34,6 +34,11 @@ struct GemvNormLink {
   const unsigned long long* scale_by = nullptr;
   unsigned long long* zero_after = nullptr;
   float eps = 0.0f;
+
+  // Either side is set (a link without one is refused by GemvSupported).
+  constexpr bool any() const {
+    return sum_sq != nullptr || scale_by != nullptr || zero_after != nullptr;
+  }
 };
 
 struct GemvParams {
@@ -77,9 +82,8 @@ bool GemvStreamsRows(const GemvParams& p);
 
 // True when `p`'s shape and alignment suit the kernel. With a norm link (either side), also that
 // m = 1, that a producer names all four of its buffers and that a consumer's zero_after is a
-// slot it does not read. A producer link is taken only by
-// Gemv / GemvTuned (the plain epilogue): GemvSiluMul* and GemvRopeKvStore* refuse one
-// (cudaErrorInvalidValue).
+// slot it does not read. A producer link is taken only by Gemv / GemvTuned (the plain
+// epilogue): GemvSiluMul* and GemvRopeKvStore* refuse one (cudaErrorInvalidValue).
 bool GemvSupported(const GemvParams& p);
 // The tuning Gemv() uses for `p`.
 GemvTuning GemvDefaultTuning(const GemvParams& p);

@@ -332,7 +332,7 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
       return absl::OkStatus();
     }
   }
-  if (p.link.sum_sq != nullptr || p.link.scale_by != nullptr) {
+  if (p.link.any()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Matmul: a norm link needs the GEMV at one row (m=", p.m, " n=", p.n, " k=", p.k, ")"));
   }

@@ -142,7 +142,6 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
                                      step.slot_mapping, n, kv_dim};
   kernels::MatmulParams qkv_proj{At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv,
                                  false, n, qkv_dim, h};
-  const bool qkv_releases_early = kernels::MatmulRopeReleasesEarly(*matmul_, qkv_proj);
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
     if (linked_attn_norm) qkv_proj.link = ConsumerLink(2 * layer - 1);
     RETURN_IF_ERROR(kernels::MatmulRopeKvStore(*matmul_, qkv_proj, rope, store, stream));
@@ -175,9 +174,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     // combine launch, for A/B).
     if (!SeparateDecodeCombine()) a.counters = At<int32_t>(split_counters_);
     a.tensor_cores = DecodeTensorCores();
-    // A decode step writes only each sequence's newest key (this layer's qkv launch, just
-    // before); every older key was written by an earlier step.
-    a.prefetch_kv = DecodePrefetch() && qkv_releases_early;
+    a.prefetch_kv = prefetch_kv_;
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::DecodeAttention(a, stream));
   } else if (attention) {
     kernels::PrefillAttentionParams a;
@@ -258,6 +255,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
                                                   : absl::OkStatus();
   }
   link_norms_ = LinksNorms(shape);
+  prefetch_kv_ = PrefetchesKv(shape);
   for (int layer = 0; layer < c.num_layers; ++layer) {
     RETURN_IF_ERROR(Layer(layer, shape, step, kv, stream));
   }
@@ -292,6 +290,17 @@ bool ModelForward::LinksNorms(const ForwardShape& shape) const {
          takes(w.w_gate_up, 2 * inter, h, false) && takes(w.w_down, h, inter, false) &&
          kernels::MatmulTakesNormLink(
              *matmul_, {nullptr, weights_->output_matrix(), nullptr, true, 1, c.vocab_size, h});
+}
+
+bool ModelForward::PrefetchesKv(const ForwardShape& shape) const {
+  if (!shape.decode_only || !DecodePrefetch()) return false;
+  const ModelConfig& c = config_;
+  const int32_t qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  const DeviceLayer& w = weights_->layers[0];  // every layer has the same shapes
+  const kernels::MatmulParams qkv{At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(),
+                                  At<__nv_bfloat16>(qkv_), false, shape.num_tokens, qkv_dim,
+                                  c.hidden_size};
+  return kernels::MatmulRopeReleasesEarly(*matmul_, qkv);
 }
 
 kernels::GemvNormLink ModelForward::ProducerLink(int32_t slot, const float* weight,

@@ -60,6 +60,10 @@ class ModelForward {
   // layer's attention norm (the final norm after the last layer). RTGEN_NORM_LINK=0: never (A/B).
   // True when a step of this shape links its norms.
   bool LinksNorms(const ForwardShape& shape) const;
+  // True when a step of this shape has decode attention copy its older keys before its PDL wait
+  // (DecodeAttentionParams::prefetch_kv): a decode step writes only each sequence's newest key,
+  // and the qkv launch before attention releases it early (matmul.h MatmulRopeReleasesEarly).
+  bool PrefetchesKv(const ForwardShape& shape) const;
 
   absl::Status Run(const ForwardShape& shape, const StepArrays& step, const KvPool& kv,
                    cudaStream_t stream);
@@ -116,6 +120,7 @@ class ModelForward {
   // u64 [2 * layers]: the linked norms' fixed-point sums of squares (zero between uses).
   DeviceBuffer norm_sums_;
   bool link_norms_ = false;  // this step links its norms (set by Run)
+  bool prefetch_kv_ = false;  // this step's decode attention prefetches (set by Run)
 };
 
 }  // namespace rtgen
