@@ -3,7 +3,8 @@
 // RTGEN_SWIGLU_GEMV, RTGEN_QKV_ROPE_GEMV, RTGEN_DECODE_COMBINE, RTGEN_DECODE_MIN_PARTITION,
 // RTGEN_DECODE_MMA, RTGEN_DECODE_MMA_WARPS, RTGEN_DECODE_MMA128_SPLITS, RTGEN_PERSISTENT_DECODE,
 // RTGEN_GEMV_EVICT_FIRST_MB, RTGEN_GEMV_ROWS_MIN_MB, RTGEN_ROPE_EARLY_DEPENDENTS,
-// RTGEN_NORM_LINK, RTGEN_DECODE_PREFETCH, RTGEN_TC_ROPE_EARLY_DEPENDENTS, and the diagnostic
+// RTGEN_NORM_LINK, RTGEN_DECODE_PREFETCH, RTGEN_TC_ROPE_EARLY_DEPENDENTS, RTGEN_HOPPER_GEMM,
+// RTGEN_HOPPER_GEMM_TILE, and the diagnostic
 // RTGEN_DIAG_SKIP) are environment variables, each consulted by one function (those on a
 // per-launch path keep the value in a static; those read at start-up read it when called); these
 // helpers are how every one of them is read.

@@ -48,6 +48,15 @@ bool GemvShape(const MatmulParams& p, bool any_n) {
   return any_n || p.n <= 16384 || wide_ok;
 }
 
+// HopperGemm's parameters for p (Matmul and MatmulSiluMul try it, where the context enables it,
+// for m >= hopper_min_rows_ on what the GEMV leaves: 9..64 rows, 1..64 with RTGEN_HOPPER_GEMM=all).
+HopperGemmParams HopperShape(const MatmulParams& p, bool silu_mul) {
+  HopperGemmParams h;
+  h.x = p.x, h.w = p.w, h.y = p.y, h.y_f32 = p.y_f32, h.m = p.m, h.n = p.n, h.k = p.k;
+  h.silu_mul = silu_mul;
+  return h;
+}
+
 bool TuneFromEnv() {
   return EnvOnUnlessZero("RTGEN_MATMUL_TUNE");
 }
@@ -110,6 +119,28 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
   ctx->tune_ = tune;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&ctx->handle_));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&ctx->workspace_, kWorkspaceBytes));
+  int device = 0;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  // HopperGemm is opt-in (RTGEN_HOPPER_GEMM=1 or =all): on the H200 it measured slower than
+  // cuBLASLt at Llama-3-8B's decode shapes (docs/perf/gpu_notes.md, session 15).
+  const bool hopper_wanted =
+      EnvIs("RTGEN_HOPPER_GEMM", "1") || EnvIs("RTGEN_HOPPER_GEMM", "all");
+  if (use_gemv && hopper_wanted && HopperGemmAvailable(device)) {
+    int sms = 0;
+    RTGEN_CUDA_RETURN_IF_ERROR(
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    void* partials = nullptr;
+    void* counters = nullptr;
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&partials, HopperGemmPartialBytes(sms)));
+    ctx->hopper_.partials = static_cast<float*>(partials);
+    const size_t counter_bytes = kHopperGemmMaxTiles * sizeof(uint32_t);
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&counters, counter_bytes));
+    ctx->hopper_.counters = static_cast<uint32_t*>(counters);
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(counters, 0, counter_bytes));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+    ctx->hopper_.ctas = sms;
+    ctx->hopper_min_rows_ = EnvIs("RTGEN_HOPPER_GEMM", "all") ? 1 : 9;
+  }
   return ctx;
 }
 
@@ -122,6 +153,8 @@ MatmulContext::~MatmulContext() {
     cublasLtMatmulDescDestroy(plan.desc);
   }
   if (workspace_) cudaFree(workspace_);
+  if (hopper_.partials) cudaFree(hopper_.partials);
+  if (hopper_.counters) cudaFree(hopper_.counters);
   if (handle_) cublasLtDestroy(handle_);
 }
 
@@ -336,6 +369,13 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Matmul: a norm link needs the GEMV at one row (m=", p.m, " n=", p.n, " k=", p.k, ")"));
   }
+  if (ctx.use_hopper_gemm() && p.m >= ctx.hopper_min_rows_) {
+    const HopperGemmParams h = HopperShape(p, false);
+    if (HopperGemmSupported(h, ctx.hopper_)) {
+      RTGEN_CUDA_RETURN_IF_ERROR(HopperGemm(h, ctx.hopper_, stream));
+      return absl::OkStatus();
+    }
+  }
   ASSIGN_OR_RETURN(const MatmulContext::Plan* plan, ctx.GetPlan(p, stream));
   const float alpha = 1.0f, beta = 0.0f;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(ctx.handle_, plan->desc, &alpha, p.w, plan->a, p.x,
@@ -353,6 +393,17 @@ absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* ac
     GemvParams g{p.x, p.w, act, false, p.m, p.n, p.k, p.link};
     if (GemvSiluMulSupported(g)) {
       RTGEN_CUDA_RETURN_IF_ERROR(GemvSiluMul(g, stream));
+      return absl::OkStatus();
+    }
+  }
+  // Where Matmul would take HopperGemm, its SiLU·mul epilogue (no link: those are m = 1 only).
+  const bool gemv_takes = ctx.use_gemv() && GemvShape(p, false) &&
+                          GemvSupported({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link});
+  if (!gemv_takes && !p.link.any() && ctx.use_hopper_gemm() && p.m >= ctx.hopper_min_rows_) {
+    HopperGemmParams h = HopperShape(p, true);
+    h.y = act;
+    if (HopperGemmSupported(h, ctx.hopper_)) {
+      RTGEN_CUDA_RETURN_IF_ERROR(HopperGemm(h, ctx.hopper_, stream));
       return absl::OkStatus();
     }
   }

@@ -1,6 +1,7 @@
 #pragma once
 // Linear layers: y[m, n] = x[m, k] * w[n, k]^T with bf16 operands, fp32 accumulation, bf16 or fp32
-// output. cuBLASLt for general shapes; the custom GEMV (gemv.h) for small m when enabled (see
+// output. cuBLASLt for general shapes; where custom kernels are enabled, the GEMV (gemv.h) for
+// small m and on Hopper the TMA + wgmma kernel (hopper_gemm.h) for the rest up to 64 rows (see
 // Matmul for the exact routing).
 // The context owns the cuBLASLt handle, a fixed workspace (so calls can be graph-captured) and a
 // per-shape cache of the chosen algorithm (so a shape always runs the same algorithm: eager and
@@ -33,6 +34,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/gemv.h"
+#include "kernels/hopper_gemm.h"
 #include "kernels/kv_store.h"
 #include "kernels/rope.h"
 
@@ -57,8 +59,10 @@ class MatmulContext {
   static constexpr int kTuneMaxRows = 256;
   static constexpr int kTuneCandidates = 32;
   static constexpr float kTuneMargin = 0.03f;  // a candidate must be 3 % faster than the first
-  // use_gemv: route small batches (m <= 8, or <= 16 on small weights) to the custom GEMV.
-  // Tuning as RTGEN_MATMUL_TUNE says (on unless "0").
+  // use_gemv: route small batches (m <= 8, or <= 16 on small weights) to the custom GEMV; with
+  // RTGEN_HOPPER_GEMM=1 (opt-in) also, on an sm_90a build on a compute capability 9.0 device,
+  // shapes of 9..64 rows to HopperGemm (=all: every m <= 64 the GEMV leaves to cuBLASLt).
+  // Tuning as RTGEN_MATMUL_TUNE says (on unless "0"). Call outside stream capture.
   static absl::StatusOr<std::unique_ptr<MatmulContext>> Create(bool use_gemv);
   static absl::StatusOr<std::unique_ptr<MatmulContext>> Create(bool use_gemv, bool tune);
   ~MatmulContext();
@@ -66,6 +70,8 @@ class MatmulContext {
   MatmulContext& operator=(const MatmulContext&) = delete;
 
   bool use_gemv() const { return use_gemv_; }
+  // Whether shapes of 9..64 rows (every m <= 64 with RTGEN_HOPPER_GEMM=all) go to HopperGemm.
+  bool use_hopper_gemm() const { return hopper_.ctas > 0; }
   bool tune() const { return tune_; }
   // Whether a new shape may be tuned now (off when created).
   void AllowTuning(bool allow) { tuning_allowed_ = allow; }
@@ -75,6 +81,8 @@ class MatmulContext {
 
  private:
   friend absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
+  friend absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* act,
+                                    cudaStream_t stream);
 
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
@@ -90,6 +98,8 @@ class MatmulContext {
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   bool use_gemv_ = false;
+  HopperGemmWorkspace hopper_{};  // ctas == 0: HopperGemm not used
+  int hopper_min_rows_ = 9;
   bool tune_ = true;
   bool tuning_allowed_ = false;
   std::map<std::tuple<int32_t, int32_t, int32_t, bool>, Plan> plans_;
@@ -103,9 +113,10 @@ bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p);
 
 // The SwiGLU block's first half: p is the gate+up projection (w = [gate; up], n = 2 * inter, y a
 // bf16 [m, n] scratch) and act[m, inter] = silu(gate) * up (silu_mul.h). Where Matmul would take
-// the GEMV, one fused launch (gemv.h GemvSiluMul) that leaves p.y untouched; elsewhere Matmul then
-// SiluMul. RTGEN_SWIGLU_GEMV=0 never fuses (A/B); =all also fuses m <= 8 shapes with n > 16384,
-// which Matmul gives cuBLASLt.
+// the GEMV, one fused launch (gemv.h GemvSiluMul) that leaves p.y untouched; where it would take
+// HopperGemm, that kernel's SiLU·mul epilogue (p.y untouched too); elsewhere Matmul then SiluMul.
+// RTGEN_SWIGLU_GEMV=0 never fuses on the GEMV (A/B); =all also fuses there m <= 8 shapes with
+// n > 16384, which Matmul gives cuBLASLt.
 absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* act,
                            cudaStream_t stream);
 
