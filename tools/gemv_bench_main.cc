@@ -16,7 +16,9 @@
 // written, median of 10 copies of 1 GiB) is the % of floor.
 //
 // Variants: `legacy` (the kernel before the tensor-core rewrite, m in {1,2,4,8}), `gemv` (the
-// default tuning), with --sweep every tuning (warps x unroll), `cublaslt` (MatmulContext with
+// default tuning), with --sweep every tuning (warps x unroll), `hopper128` and `hopper256`
+// (kernels/hopper_gemm.h with either tile width, m <= 64, where the device runs it; their times
+// are printed under the row), `cublaslt` (MatmulContext with
 // the GEMV off and its algorithm tuned per shape, as the engine runs it; the chosen algorithm is
 // printed under the row) and `heur0` (the same with tuning off: the heuristic's first algorithm).
 // Every variant's output on the first weight copy is compared with cuBLASLt's (relative L2); a
@@ -45,6 +47,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
 #include "kernels/gemv.h"
+#include "kernels/hopper_gemm.h"
 #include "kernels/matmul.h"
 #include "kernels/random_fill.h"
 #include "tools/copy_bandwidth.h"
@@ -188,6 +191,18 @@ absl::Status Run(const Options& o) {
   blas_ctx->AllowTuning(true);  // every shape here is tuned, as the engine tunes its buckets
   cudaStream_t stream;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  // HopperGemm's workspace, as MatmulContext allocates it.
+  const bool hopper = kernels::HopperGemmAvailable(o.device);
+  const size_t partial_bytes = kernels::HopperGemmPartialBytes(prop.multiProcessorCount);
+  ASSIGN_OR_RETURN(DeviceBuffer hopper_partials, DeviceBuffer::Allocate(partial_bytes));
+  ASSIGN_OR_RETURN(DeviceBuffer hopper_counters,
+                   DeviceBuffer::Allocate(kernels::kHopperGemmMaxTiles * sizeof(uint32_t)));
+  RTGEN_CUDA_RETURN_IF_ERROR(
+      cudaMemset(hopper_counters.get(), 0, kernels::kHopperGemmMaxTiles * sizeof(uint32_t)));
+  const kernels::HopperGemmWorkspace hopper_ws{hopper_partials.as<float>(),
+                                               hopper_counters.as<uint32_t>(),
+                                               prop.multiProcessorCount};
+  std::printf("HopperGemm (TMA + wgmma): %s\n", hopper ? "available" : "not on this device/build");
 
   std::printf(
       "%-13s %-8s %6s %5s %2s %8s | %9s %9s %6s %6s | %9s %6s | %18s | %9s %6s | %9s %6s | %8s\n",
@@ -244,6 +259,19 @@ absl::Status Run(const Options& o) {
           }
         }
       }
+      for (const int tile : {128, 256}) {
+        const kernels::HopperGemmParams h{x.as<__nv_bfloat16>(), nullptr, nullptr, s.y_f32, m,
+                                          s.n, s.k, false, tile};
+        if (!hopper || !kernels::HopperGemmSupported(h, hopper_ws)) continue;
+        variants.push_back(
+            {absl::StrCat("hopper", tile),
+             [h, &hopper_ws](const __nv_bfloat16* wp, void* yp, cudaStream_t st) {
+               kernels::HopperGemmParams q = h;
+               q.w = wp, q.y = yp;
+               RTGEN_CUDA_RETURN_IF_ERROR(kernels::HopperGemm(q, hopper_ws, st));
+               return absl::OkStatus();
+             }});
+      }
       kernels::MatmulContext* heur = heur_ctx.get();
       variants.push_back(
           {"heur0", [base, heur](const __nv_bfloat16* wp, void* yp, cudaStream_t st) {
@@ -269,6 +297,7 @@ absl::Status Run(const Options& o) {
       const int launches = std::clamp(static_cast<int>(2e-3 / est), 8, 400);
       double legacy_t = NAN, gemv_t = NAN, blas_t = NAN, heur_t = NAN, best_t = INFINITY, max_err = 0.0;
       std::string best_name = "-";
+      std::string hopper_line;
       for (const Variant& v : variants) {
         RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(y.get(), 0xff, y_count * y_elem, stream));
         RETURN_IF_ERROR(v.fn(w.as<__nv_bfloat16>(), y.get(), stream));
@@ -291,6 +320,9 @@ absl::Status Run(const Options& o) {
           blas_t = t;
         } else if (v.name == "heur0") {
           heur_t = t;
+        } else if (v.name.rfind("hopper", 0) == 0) {
+          absl::StrAppend(&hopper_line, " ", v.name, " ", absl::SixDigits(t * 1e6), " us (",
+                          absl::SixDigits(100.0 * bytes / t / bw), " %)");
         }
         if (v.name != "legacy" && v.name != "cublaslt" && v.name != "heur0" && t < best_t) {
           best_t = t;
@@ -304,6 +336,7 @@ absl::Status Run(const Options& o) {
           s.model.c_str(), s.name.c_str(), s.n, s.k, m, bytes / 1e6, legacy_t * 1e6,
           gemv_t * 1e6, bytes / gemv_t / 1e9, pct(gemv_t), best_t * 1e6, pct(best_t),
           best_name.c_str(), blas_t * 1e6, pct(blas_t), heur_t * 1e6, pct(heur_t), max_err);
+      if (!hopper_line.empty()) std::printf("   %s\n", hopper_line.c_str());
       std::printf("    cublaslt: %s\n    heur0:    %s\n",
                   blas->PlanInfo(m, s.n, s.k, s.y_f32).c_str(),
                   heur->PlanInfo(m, s.n, s.k, s.y_f32).c_str());
