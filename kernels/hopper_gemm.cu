@@ -51,8 +51,11 @@ struct Args {
 // CTA c owns iterations [IterBegin(c), IterBegin(c + 1)). It works through its tiles from the
 // last to the first, so of the CTAs sharing a tile the lower ones (for which it is the last tile)
 // take it first and publish their shares, and the highest (the tile's last k-block is its first
-// iteration) takes it last and sums them: the summing CTA waits only on lower CTAs, which have
-// been scheduled before it and publish before they wait on anything.
+// iteration) takes it last and sums them: the summing CTA waits only on lower CTAs, and a CTA
+// publishes before it waits on anything. Assumed, not guaranteed by CUDA: the grid (at most one
+// CTA per SM, 1 CTA fits per SM) becomes resident as SMs free up, lower indices no later than
+// higher ones, as the hardware dispatches them; a CTA that never became resident while every
+// resident one waited would hang the launch.
 __device__ __forceinline__ int64_t IterBegin(const Args& a, int c) {
   return a.iters * c / gridDim.x;
 }
@@ -69,10 +72,18 @@ __device__ __forceinline__ void ConsumerBarrier() {
   asm volatile("bar.sync 1, %0;" ::"n"(kConsumers) : "memory");
 }
 
+// The counter protocol of split tiles: a publisher's threads store their share, meet at a
+// consumer barrier, then one thread adds with release semantics (cumulative: it releases the
+// other threads' stores ordered before it by the barrier); the summing CTA's thread acquires the
+// count, then its threads meet at a barrier before they read the shares. No full fence needed.
 __device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
   uint32_t v;
   asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
+}
+
+__device__ __forceinline__ void AddRelease(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
 // The producer: one thread fills the stage ring in the CTA's processing order. The weight copies
@@ -205,9 +216,8 @@ __device__ void PublishShare(const Args& a, int32_t tile, float (&acc)[kTileN / 
     __stcg(slot + q * kConsumers + t, make_float4(AccAt(acc, q, 0), AccAt(acc, q, 1),
                                                   AccAt(acc, q, 2), AccAt(acc, q, 3)));
   }
-  __threadfence();
   ConsumerBarrier();
-  if (t == 0) atomicAdd(&a.counters[tile], 1u);
+  if (t == 0) AddRelease(&a.counters[tile], 1u);
 }
 
 // The shared tile this CTA finishes (it holds the tile's last k-block): waits until every lower
@@ -224,7 +234,6 @@ __device__ void FinishSharedTile(const Args& a, int32_t tile, float (&acc)[kTile
     a.counters[tile] = 0;
   }
   ConsumerBarrier();
-  __threadfence();
   for (int c = first; c < static_cast<int>(blockIdx.x); ++c) {
     const float4* share = ShareSlot<kTileN>(a, c);
 #pragma unroll
@@ -281,6 +290,8 @@ __device__ void Consume(const Args& a, uint8_t* smem, uint64_t* full, uint64_t* 
       previous = s;
     }
     hopper::WgmmaWaitAll();
+    // The epilogue's register reads of acc stay after the wait.
+    for (int h = 0; h < T::kHalves; ++h) hopper::WgmmaFenceOperands(acc[h]);
     hopper::MbarArrive(&empty[previous]);
     if (tile == first_tile) PdlLaunchDependents();
     if (kb0 == 0 && kb1 == a.k_blocks) {
@@ -363,7 +374,8 @@ bool EncodeMap(CUtensorMap* map, const void* base, int32_t rows, int32_t k, int3
 template <int kTileN, bool kSilu, bool kF32>
 cudaError_t Launch(const Args& args, int ctas, cudaStream_t stream) {
   const auto kernel = HopperGemmKernel<kTileN, kSilu, kF32>;
-  static const cudaError_t opt_in = cudaFuncSetAttribute(
+  // Set on every launch (a per-device attribute; host only, not a stream operation).
+  const cudaError_t opt_in = cudaFuncSetAttribute(
       kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
       static_cast<int>(Tile<kTileN>::kSmemBytes));
   if (opt_in != cudaSuccess) return opt_in;
@@ -385,15 +397,25 @@ bool HopperGemmAvailable(int device) {
     return false;
   }
   if (prop.major != 9 || prop.minor != 0 || TensorMapEncoder() == nullptr) return false;
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
   int* flag = nullptr;
   int has_code = 0;
   bool ok = cudaMalloc(&flag, sizeof(int)) == cudaSuccess;
   if (ok) {
-    ProbeKernel<<<1, 1>>>(flag);
-    ok = cudaMemcpy(&has_code, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+    ok = cudaMemset(flag, 0, sizeof(int)) == cudaSuccess;
+    if (ok) {
+      ProbeKernel<<<1, 1>>>(flag);
+      ok = cudaGetLastError() == cudaSuccess &&
+           cudaMemcpy(&has_code, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+    }
     cudaFree(flag);
   }
-  if (!ok) cudaGetLastError();
+  cudaGetLastError();  // a failed probe leaves no error behind
+  cudaSetDevice(previous);
   return ok && has_code == 1;
 }
 

@@ -9,9 +9,9 @@
 // wgmma (x's 64 rows, zero-filled past m, are wgmma's M; tile_n weight rows are its N). The
 // (output tile, k-block) iterations are split evenly over the CTAs (stream-K), so every SM
 // streams the same bytes whatever the shape; a tile split between CTAs is summed in CTA order by
-// whichever finishes last (bitwise repeatable: eager and graph-replayed steps agree). Launched as
-// a programmatic dependent (launch.h): the first stages' weight copies are issued before the PDL
-// wait, under the previous kernel's tail.
+// the highest of them (bitwise repeatable: eager and graph-replayed steps agree). Launched as a
+// programmatic dependent (launch.h): the first stages' weight copies are issued before the PDL
+// wait, under the previous kernel's tail, so no kernel may write w (weights never are).
 // Status (H200, session 15): correct, but slower than cuBLASLt at Llama-3-8B's 16- and 64-row
 // shapes except down at 64 rows; the split tiles' summing costs ~4 us per launch where every
 // tile is split (o, qkv). MatmulContext runs it only when RTGEN_HOPPER_GEMM asks

@@ -113,7 +113,14 @@ __device__ __forceinline__ void WgmmaWaitAll() {
   asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory");
 }
 
-// d[64 x 128] (+)= a[64 x 16] * b[16 x 128]^T, both operands K-major bf16 in shared memory, fp32
+// Ties the accumulator registers to this point: ordinary code reading them after a wait cannot be
+// moved above it (the wait itself names no registers).
+__device__ __forceinline__ void WgmmaFenceOperands(float (&d)[64]) {
+#pragma unroll
+  for (int i = 0; i < 64; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d[64 x 128] (+)= a[64 x 16] * b[128 x 16]^T, both operands K-major bf16 in shared memory, fp32
 // accumulators; accumulate = 0 overwrites d. One warpgroup; thread t holds, for j = 0..15, rows
 // 16 (t / 32) + (t % 32) / 4 (+ 8 for d[4j + 2..3]) and columns 8 j + 2 (t % 4) + {0, 1}.
 __device__ __forceinline__ void WgmmaM64N128K16(float (&d)[64], uint64_t a_desc, uint64_t b_desc,

@@ -24,10 +24,11 @@ struct GemmCase {
   int tile_n;
 };
 
-// The workspace of one stream, as MatmulContext allocates it.
+// The workspace of one stream, as MatmulContext allocates it; `ctas` below the SM count makes
+// each CTA run many more iterations (the stage ring wraps many times).
 class Workspace {
  public:
-  Workspace() {
+  explicit Workspace(int ctas = 0) {
     int device = 0;
     GPU_CHECK(cudaGetDevice(&device));
     available_ = kernels::HopperGemmAvailable(device);
@@ -36,7 +37,7 @@ class Workspace {
     partials_ = std::make_unique<DeviceArray<float>>(kernels::HopperGemmPartialBytes(sms) / 4);
     counters_ = std::make_unique<DeviceArray<uint32_t>>(kernels::kHopperGemmMaxTiles);
     GPU_CHECK(cudaMemset(counters_->get(), 0, kernels::kHopperGemmMaxTiles * sizeof(uint32_t)));
-    ws_ = {partials_->get(), counters_->get(), sms};
+    ws_ = {partials_->get(), counters_->get(), ctas > 0 ? ctas : sms};
   }
   bool available() const { return available_; }
   const kernels::HopperGemmWorkspace& get() const { return ws_; }
@@ -78,6 +79,63 @@ std::vector<double> Reference(const GemmCase& c, const std::vector<uint16_t>& x,
   return act;
 }
 
+// One case's operands and output on the device. The output array is poisoned (0xff) with a
+// guard of kGuard floats past the output (and past a bf16 output, the rest of the fp32 array):
+// Run fails the test when a launch writes there.
+class GemmRun {
+ public:
+  static constexpr size_t kGuard = 4096;
+  GemmRun(const GemmCase& c, std::mt19937_64& rng)
+      : c_(c), count_(size_t{1} * c.m * (c.silu_mul ? c.n / 2 : c.n)),
+        w_(ToBf16(RandomNormal(size_t{1} * c.n * c.k, 0.05f, rng))), d_w_(w_),
+        d_x_(size_t{1} * c.m * c.k), d_y_(count_ + kGuard) {
+    SetX(rng);
+  }
+  // New random x (on the device too); returns its fp64 reference output.
+  std::vector<double> SetX(std::mt19937_64& rng) {
+    x_ = ToBf16(RandomNormal(size_t{1} * c_.m * c_.k, 1.0f, rng));
+    GPU_CHECK(cudaMemcpy(d_x_.get(), x_.data(), x_.size() * 2, cudaMemcpyHostToDevice));
+    return Reference(c_, x_, w_);
+  }
+  kernels::HopperGemmParams Params() const {
+    return {d_x_.bf16(), d_w_.bf16(), d_y_.get(), c_.y_f32, c_.m,
+            c_.n,        c_.k,        c_.silu_mul, c_.tile_n};
+  }
+  void Poison(cudaStream_t stream) {
+    GPU_CHECK(cudaMemsetAsync(d_y_.get(), 0xff, (count_ + kGuard) * sizeof(float), stream));
+  }
+  // The output once `stream` has run the launch, as floats; the guard must be untouched.
+  std::vector<float> Output(cudaStream_t stream) {
+    GPU_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<float> raw = d_y_.ToHost();
+    const size_t used = c_.y_f32 ? count_ * 4 : count_ * 2;
+    const auto* bytes = reinterpret_cast<const uint8_t*>(raw.data());
+    size_t touched = 0;
+    for (size_t i = used; i < raw.size() * 4; ++i) touched += bytes[i] != 0xff;
+    EXPECT_EQ(touched, 0u) << "bytes written past the output";
+    if (c_.y_f32) return {raw.begin(), raw.begin() + static_cast<std::ptrdiff_t>(count_)};
+    std::vector<uint16_t> bits(count_);
+    std::memcpy(bits.data(), raw.data(), count_ * sizeof(uint16_t));
+    return FromBf16(bits);
+  }
+  std::vector<float> Launch(const kernels::HopperGemmWorkspace& ws, cudaStream_t stream) {
+    Poison(stream);
+    GPU_CHECK(kernels::HopperGemm(Params(), ws, stream));
+    return Output(stream);
+  }
+
+ private:
+  GemmCase c_;
+  size_t count_;
+  std::vector<uint16_t> x_, w_;
+  DeviceArray<uint16_t> d_w_, d_x_;
+  DeviceArray<float> d_y_;  // fp32, or bf16 in its first half
+};
+
+bool BitwiseEqual(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 class HopperGemmTest : public ::testing::TestWithParam<GemmCase> {};
 
 TEST_P(HopperGemmTest, MatchesReferenceAndRepeatsBitwise) {
@@ -87,53 +145,35 @@ TEST_P(HopperGemmTest, MatchesReferenceAndRepeatsBitwise) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const auto x = ToBf16(RandomNormal(size_t{1} * c.m * c.k, 1.0f, rng));
-  const auto w = ToBf16(RandomNormal(size_t{1} * c.n * c.k, 0.05f, rng));
-  DeviceArray<uint16_t> d_x(x), d_w(w);
-  const int cols = c.silu_mul ? c.n / 2 : c.n;
-  const size_t count = size_t{1} * c.m * cols;
-  DeviceArray<float> d_y(count);  // fp32 or bf16 (half used)
-  const kernels::HopperGemmParams p{d_x.bf16(), d_w.bf16(), d_y.get(), c.y_f32, c.m,
-                                    c.n,        c.k,        c.silu_mul, c.tile_n};
-  ASSERT_TRUE(kernels::HopperGemmSupported(p, ws.get()));
-  const auto run = [&](cudaStream_t stream) {
-    GPU_CHECK(cudaMemsetAsync(d_y.get(), 0xff, count * sizeof(float), stream));
-    GPU_CHECK(kernels::HopperGemm(p, ws.get(), stream));
-    GPU_CHECK(cudaStreamSynchronize(stream));
-    std::vector<float> raw = d_y.ToHost();
-    if (c.y_f32) return raw;
-    std::vector<uint16_t> bits(count);
-    std::memcpy(bits.data(), raw.data(), count * sizeof(uint16_t));
-    return FromBf16(bits);
-  };
-  const std::vector<float> first = run(nullptr);
+  GemmRun run(c, rng);
+  ASSERT_TRUE(kernels::HopperGemmSupported(run.Params(), ws.get()));
   // fp32 accumulation of bf16 products: fp32 output far under 1e-4; bf16 output ~ 2^-9.
-  EXPECT_LE(RelL2(first, Reference(c, x, w)), c.y_f32 ? 1e-4 : 1e-2);
-  const std::vector<float> second = run(nullptr);
-  EXPECT_EQ(std::memcmp(first.data(), second.data(), count * sizeof(float)), 0) << "repeat differs";
+  const double tol = c.y_f32 ? 1e-4 : 1e-2;
+  std::mt19937_64 x_rng(seed + 1);
+  const std::vector<double> want_a = run.SetX(x_rng);
+  const std::vector<float> first = run.Launch(ws.get(), nullptr);
+  EXPECT_LE(RelL2(first, want_a), tol);
+  // Other inputs between two runs of the same: a launch that read a previous launch's shares
+  // (a missing fence or counter reset) would give the first answer here.
+  const std::vector<double> want_b = run.SetX(x_rng);
+  EXPECT_LE(RelL2(run.Launch(ws.get(), nullptr), want_b), tol);
+  std::mt19937_64 again(seed + 1);
+  run.SetX(again);
+  EXPECT_TRUE(BitwiseEqual(run.Launch(ws.get(), nullptr), first)) << "repeat differs";
 
   // Captured in a graph and replayed twice: bitwise equal to the eager launches.
   cudaStream_t stream;
   GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   GPU_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-  GPU_CHECK(kernels::HopperGemm(p, ws.get(), stream));
+  GPU_CHECK(kernels::HopperGemm(run.Params(), ws.get(), stream));
   cudaGraph_t graph = nullptr;
   GPU_CHECK(cudaStreamEndCapture(stream, &graph));
   cudaGraphExec_t exec = nullptr;
   GPU_CHECK(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 2; ++replay) {
-    GPU_CHECK(cudaMemsetAsync(d_y.get(), 0xff, count * sizeof(float), stream));
+    run.Poison(stream);
     GPU_CHECK(cudaGraphLaunch(exec, stream));
-    GPU_CHECK(cudaStreamSynchronize(stream));
-    std::vector<float> raw = d_y.ToHost();
-    std::vector<float> got = raw;
-    if (!c.y_f32) {
-      std::vector<uint16_t> bits(count);
-      std::memcpy(bits.data(), raw.data(), count * sizeof(uint16_t));
-      got = FromBf16(bits);
-    }
-    EXPECT_EQ(std::memcmp(first.data(), got.data(), count * sizeof(float)), 0)
-        << "replay " << replay << " differs";
+    EXPECT_TRUE(BitwiseEqual(run.Output(stream), first)) << "replay " << replay << " differs";
   }
   GPU_CHECK(cudaGraphExecDestroy(exec));
   GPU_CHECK(cudaGraphDestroy(graph));
@@ -149,12 +189,64 @@ INSTANTIATE_TEST_SUITE_P(
         // multiple of the tile (the last tile's rows past n zero-filled, its columns not stored).
         GemmCase{17, 3072, 576, false, false, 128}, GemmCase{33, 520, 264, false, false, 128},
         GemmCase{9, 1000, 1032, false, false, 256}, GemmCase{1, 384, 72, false, false, 128},
-        // More iterations than CTAs by far (whole tiles per CTA), fp32 output (LM heads).
+        // Many tiles of few k-blocks each (most CTAs own whole tiles), fp32 output (LM heads).
         GemmCase{64, 20000, 192, false, true, 128}, GemmCase{40, 2056, 2048, false, true, 256},
         // The SiLU·mul epilogue: gate and up halves of the tile.
         GemmCase{64, 2 * 1536, 576, true, false, 128},
         GemmCase{24, 2 * 2048, 2048, true, false, 256},
         GemmCase{64, 2 * 14336, 128, true, false, 128}));
+
+// Few CTAs: each runs hundreds of iterations, so the stage ring's barriers go through many
+// phases (with 132 CTAs no CTA above runs more than ~16); plain and SiLU·mul, both tiles.
+TEST(HopperGemmTest, FewCtasWrapTheStageRing) {
+  for (const int ctas : {1, 3}) {
+    Workspace ws(ctas);
+    if (!ws.available()) GTEST_SKIP() << "HopperGemm needs an sm_90a build on a CC 9.0 device";
+    for (const GemmCase& c : {GemmCase{40, 1024, 2048, false, false, 128},
+                              GemmCase{64, 2 * 512, 1536, true, false, 256}}) {
+      const uint64_t seed = FreshSeed();
+      SCOPED_TRACE(::testing::Message() << "seed " << seed << " ctas " << ctas << " n " << c.n);
+      std::mt19937_64 rng(seed);
+      GemmRun run(c, rng);
+      const std::vector<double> want = run.SetX(rng);
+      EXPECT_LE(RelL2(run.Launch(ws.get(), nullptr), want), 1e-2);
+    }
+  }
+}
+
+// Two launches back to back on one stream, the second reading the first's output as x and both
+// using one workspace: the second (a programmatic dependent) must wait for the first before it
+// reads x or touches the shares and counters.
+TEST(HopperGemmTest, ChainedLaunchesWaitForTheirInput) {
+  Workspace ws;
+  if (!ws.available()) GTEST_SKIP() << "HopperGemm needs an sm_90a build on a CC 9.0 device";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int m = 64, k1 = 2048, n1 = 1024, n2 = 1536;
+  const auto x = ToBf16(RandomNormal(size_t{1} * m * k1, 1.0f, rng));
+  const auto w1 = ToBf16(RandomNormal(size_t{1} * n1 * k1, 0.05f, rng));
+  const auto w2 = ToBf16(RandomNormal(size_t{1} * n2 * n1, 0.05f, rng));
+  DeviceArray<uint16_t> d_x(x), d_w1(w1), d_w2(w2), d_y1(size_t{1} * m * n1),
+      d_y2(size_t{1} * m * n2);
+  cudaStream_t stream;
+  GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  for (int round = 0; round < 3; ++round) {
+    GPU_CHECK(cudaMemsetAsync(d_y1.get(), 0xff, size_t{2} * m * n1, stream));
+    GPU_CHECK(cudaMemsetAsync(d_y2.get(), 0xff, size_t{2} * m * n2, stream));
+    GPU_CHECK(kernels::HopperGemm({d_x.bf16(), d_w1.bf16(), d_y1.get(), false, m, n1, k1},
+                                  ws.get(), stream));
+    GPU_CHECK(kernels::HopperGemm({d_y1.bf16(), d_w2.bf16(), d_y2.get(), false, m, n2, n1},
+                                  ws.get(), stream));
+    GPU_CHECK(cudaStreamSynchronize(stream));
+    const std::vector<uint16_t> y1 = d_y1.ToHost();
+    EXPECT_LE(RelL2(FromBf16(y1), Reference({m, n1, k1, false, false, 128}, x, w1)), 1e-2);
+    EXPECT_LE(RelL2(FromBf16(d_y2.ToHost()), Reference({m, n2, n1, false, false, 128}, y1, w2)),
+              1e-2)
+        << "round " << round;
+  }
+  GPU_CHECK(cudaStreamDestroy(stream));
+}
 
 // Shapes HopperGemm refuses (MatmulContext then runs cuBLASLt).
 TEST(HopperGemmTest, RefusesUnsupportedShapes) {
