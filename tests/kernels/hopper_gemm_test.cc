@@ -189,7 +189,8 @@ INSTANTIATE_TEST_SUITE_P(
         // multiple of the tile (the last tile's rows past n zero-filled, its columns not stored).
         GemmCase{17, 3072, 576, false, false, 128}, GemmCase{33, 520, 264, false, false, 128},
         GemmCase{9, 1000, 1032, false, false, 256}, GemmCase{1, 384, 72, false, false, 128},
-        // Many tiles of few k-blocks each (most CTAs own whole tiles), fp32 output (LM heads).
+        // Short tiles (3 k-blocks, ~3.6 iterations per CTA: whole tiles beside tiles split
+        // between two CTAs) and a long one, fp32 output (LM heads).
         GemmCase{64, 20000, 192, false, true, 128}, GemmCase{40, 2056, 2048, false, true, 256},
         // The SiLU·mul epilogue: gate and up halves of the tile.
         GemmCase{64, 2 * 1536, 576, true, false, 128},
@@ -274,7 +275,7 @@ TEST(HopperGemmTest, RefusesUnsupportedShapes) {
 }
 
 // With RTGEN_HOPPER_GEMM=1, a custom-kernel MatmulContext on a device with the kernel routes
-// 9..64 rows to it (without, none): Matmul, and
+// 9..64 rows to it (without, none): Matmul (no cuBLASLt plan made for the shape), and
 // MatmulSiluMul through the fused epilogue (p.y untouched), agree with Matmul + SiluMul.
 TEST(HopperGemmTest, MatmulRoutesDecodeBatches) {
   int device = 0;
@@ -313,6 +314,9 @@ TEST(HopperGemmTest, MatmulRoutesDecodeBatches) {
   ASSERT_TRUE(kernels::Matmul(**blas, {d_x.bf16(), d_w.bf16(), y_ref.get(), true, m, 2 * inter, k},
                               nullptr).ok());
   EXPECT_LE(RelL2(y.ToHost(), y_ref.ToHost()), 1e-5);
+  // Only the cuBLASLt context made a plan for the shape: the other ran HopperGemm.
+  EXPECT_EQ((*ctx)->PlanInfo(m, 2 * inter, k, true), "");
+  EXPECT_NE((*blas)->PlanInfo(m, 2 * inter, k, true), "");
 }
 
 }  // namespace
