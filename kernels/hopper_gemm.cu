@@ -52,8 +52,8 @@ struct Args {
 // last to the first, so of the CTAs sharing a tile the lower ones (for which it is the last tile)
 // take it first and publish their shares, and the highest (the tile's last k-block is its first
 // iteration) takes it last and sums them: the summing CTA waits only on lower CTAs, and a CTA
-// publishes before it waits on anything. Assumed, not guaranteed by CUDA: the grid (at most one
-// CTA per SM, 1 CTA fits per SM) becomes resident as SMs free up, lower indices no later than
+// publishes before it waits on anything. Assumed, not guaranteed by CUDA: the grid (one CTA per
+// SM at most, and only one fits) becomes resident as SMs free up, lower indices no later than
 // higher ones, as the hardware dispatches them; a CTA that never became resident while every
 // resident one waited would hang the launch.
 __device__ __forceinline__ int64_t IterBegin(const Args& a, int c) {
