@@ -17,6 +17,14 @@ __device__ __forceinline__ T WarpSum(T v) {
   return v;
 }
 
+// The L2 cache policy that marks lines evict-first (weights read once per step), for loads and
+// copies with an L2::cache_hint (sm_90 has no plain evict-first qualifier for 16-byte loads).
+__device__ __forceinline__ uint64_t EvictFirstPolicy() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
 __device__ __forceinline__ float WarpMax(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));
   return v;

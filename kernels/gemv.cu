@@ -48,14 +48,6 @@ __device__ __forceinline__ void Store(const GemvParams& p, int row, int col, flo
   }
 }
 
-// The L2 cache policy that marks lines evict-first (sm_90 has no plain evict-first qualifier for
-// 16-byte loads); created once per thread and passed to every load.
-__device__ __forceinline__ uint64_t EvictFirstPolicy() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
 // Unpredicated streamed weight load (full groups). Volatile: stays where it is written, so the
 // next group's loads are issued before this group's mmas. kEvictFirst: the line is marked
 // evict-first in L2 by `policy` (EvictFirstPolicy; unused otherwise).

@@ -94,7 +94,7 @@ __device__ void Produce(const Args& a, uint8_t* smem, uint64_t* full, uint64_t* 
   using T = Tile<kTileN>;
   hopper::PrefetchTensorMap(&a.w_map);
   hopper::PrefetchTensorMap(&a.x_map);
-  const uint64_t stream_policy = hopper::EvictFirst();
+  const uint64_t stream_policy = EvictFirstPolicy();
   const auto load_w = [&](int s, int64_t it) {
     const int32_t tile = static_cast<int32_t>(it / a.k_blocks);
     const int32_t kx = static_cast<int32_t>(it % a.k_blocks) * kBlockK;
@@ -384,6 +384,11 @@ cudaError_t Launch(const Args& args, int ctas, cudaStream_t stream) {
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// Output tiles of p at tile_n weight rows per tile (a SiLU·mul tile: tile_n / 2 of each half).
+int64_t Tiles(const HopperGemmParams& p, int32_t tile_n) {
+  return p.silu_mul ? (p.n / 2) / (tile_n / 2) : (p.n + tile_n - 1) / tile_n;
+}
+
 }  // namespace
 
 size_t HopperGemmPartialBytes(int ctas) {
@@ -435,9 +440,8 @@ bool HopperGemmSupported(const HopperGemmParams& p, const HopperGemmWorkspace& w
   }
   if (!Aligned16(p.x) || !Aligned16(p.w) || !Aligned16(p.y)) return false;
   if (p.silu_mul && (p.y_f32 || (p.n / 2) % (tile_n / 2) != 0)) return false;
-  const int64_t tiles = p.silu_mul ? (p.n / 2) / (tile_n / 2) : (p.n + tile_n - 1) / tile_n;
-  return tiles <= kHopperGemmMaxTiles && ws.partials != nullptr && ws.counters != nullptr &&
-         ws.ctas > 0;
+  return Tiles(p, tile_n) <= kHopperGemmMaxTiles && ws.partials != nullptr &&
+         ws.counters != nullptr && ws.ctas > 0;
 }
 
 cudaError_t HopperGemm(const HopperGemmParams& p, const HopperGemmWorkspace& ws,
@@ -458,8 +462,7 @@ cudaError_t HopperGemm(const HopperGemmParams& p, const HopperGemmWorkspace& ws,
   args.y_cols = p.silu_mul ? p.n / 2 : p.n;
   args.up_row = p.silu_mul ? p.n / 2 : 0;
   args.k_blocks = (p.k + kBlockK - 1) / kBlockK;
-  const int64_t tiles = p.silu_mul ? (p.n / 2) / (tile_n / 2) : (p.n + tile_n - 1) / tile_n;
-  args.iters = tiles * args.k_blocks;
+  args.iters = Tiles(p, tile_n) * args.k_blocks;
   const int ctas = static_cast<int>(std::min<int64_t>(ws.ctas, args.iters));
   if (tile_n == 256) {
     if (p.silu_mul) return Launch<256, true, false>(args, ctas, stream);

@@ -56,19 +56,13 @@ __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
   } while (done == 0);
 }
 
-// The L2 policy marking lines evict-first (weights read once per step).
-__device__ __forceinline__ uint64_t EvictFirst() {
-  uint64_t policy;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  return policy;
-}
-
 __device__ __forceinline__ void PrefetchTensorMap(const void* map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
 // The box of a 2D tensor map at element coordinates (x inner, y outer) into shared memory at
-// `dst`; completion is counted on `bar` in bytes. `map` is a __grid_constant__ kernel parameter.
+// `dst`; completion is counted on `bar` in bytes. `map` is a __grid_constant__ kernel parameter;
+// `policy` an L2 cache policy (device_utils.cuh EvictFirstPolicy).
 __device__ __forceinline__ void TmaLoad2d(void* dst, const void* map, int32_t x, int32_t y,
                                           uint64_t* bar, uint64_t policy) {
   asm volatile(

@@ -48,13 +48,25 @@ bool GemvShape(const MatmulParams& p, bool any_n) {
   return any_n || p.n <= 16384 || wide_ok;
 }
 
-// HopperGemm's parameters for p (Matmul and MatmulSiluMul try it, where the context enables it,
-// for m >= hopper_min_rows_ on what the GEMV leaves: 9..64 rows, 1..64 with RTGEN_HOPPER_GEMM=all).
-HopperGemmParams HopperShape(const MatmulParams& p, bool silu_mul) {
+// Whether Matmul runs p on the GEMV (the first choice where the context uses it).
+bool GemvTakes(const MatmulContext& ctx, const MatmulParams& p) {
+  return ctx.use_gemv() && GemvShape(p, false) &&
+         GemvSupported({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link});
+}
+
+// Runs p on HopperGemm (into y; with silu_mul, act = silu(gate) * up) where the context enables it
+// for p's rows and the kernel takes the shape: what the GEMV leaves, before cuBLASLt. False when
+// it did not run (nothing was launched).
+absl::StatusOr<bool> RanOnHopper(const MatmulContext& ctx, const MatmulParams& p, void* y,
+                                 bool silu_mul, cudaStream_t stream) {
+  const HopperGemmWorkspace* ws = ctx.HopperFor(p.m);
+  if (ws == nullptr || p.link.any()) return false;
   HopperGemmParams h;
-  h.x = p.x, h.w = p.w, h.y = p.y, h.y_f32 = p.y_f32, h.m = p.m, h.n = p.n, h.k = p.k;
+  h.x = p.x, h.w = p.w, h.y = y, h.y_f32 = p.y_f32, h.m = p.m, h.n = p.n, h.k = p.k;
   h.silu_mul = silu_mul;
-  return h;
+  if (!HopperGemmSupported(h, *ws)) return false;
+  RTGEN_CUDA_RETURN_IF_ERROR(HopperGemm(h, *ws, stream));
+  return true;
 }
 
 bool TuneFromEnv() {
@@ -137,6 +149,7 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
     RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&counters, counter_bytes));
     ctx->hopper_.counters = static_cast<uint32_t*>(counters);
     RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(counters, 0, counter_bytes));
+    // Zero before any stream uses them (the engine's streams do not wait for the legacy one).
     RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
     ctx->hopper_.ctas = sms;
     ctx->hopper_min_rows_ = EnvIs("RTGEN_HOPPER_GEMM", "all") ? 1 : 9;
@@ -352,30 +365,21 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
 }
 
 bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p) {
-  const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
-  return ctx.use_gemv() && p.m == 1 && GemvShape(p, false) && GemvSupported(g);
+  return p.m == 1 && GemvTakes(ctx, {p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k});
 }
 
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
   if (p.m <= 0) return absl::OkStatus();
-  if (ctx.use_gemv_ && GemvShape(p, false)) {
-    GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link};
-    if (GemvSupported(g)) {
-      RTGEN_CUDA_RETURN_IF_ERROR(Gemv(g, stream));
-      return absl::OkStatus();
-    }
+  if (GemvTakes(ctx, p)) {
+    RTGEN_CUDA_RETURN_IF_ERROR(Gemv({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link}, stream));
+    return absl::OkStatus();
   }
   if (p.link.any()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Matmul: a norm link needs the GEMV at one row (m=", p.m, " n=", p.n, " k=", p.k, ")"));
   }
-  if (ctx.use_hopper_gemm() && p.m >= ctx.hopper_min_rows_) {
-    const HopperGemmParams h = HopperShape(p, false);
-    if (HopperGemmSupported(h, ctx.hopper_)) {
-      RTGEN_CUDA_RETURN_IF_ERROR(HopperGemm(h, ctx.hopper_, stream));
-      return absl::OkStatus();
-    }
-  }
+  ASSIGN_OR_RETURN(const bool ran, RanOnHopper(ctx, p, p.y, false, stream));
+  if (ran) return absl::OkStatus();
   ASSIGN_OR_RETURN(const MatmulContext::Plan* plan, ctx.GetPlan(p, stream));
   const float alpha = 1.0f, beta = 0.0f;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(ctx.handle_, plan->desc, &alpha, p.w, plan->a, p.x,
@@ -396,16 +400,10 @@ absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* ac
       return absl::OkStatus();
     }
   }
-  // Where Matmul would take HopperGemm, its SiLU·mul epilogue (no link: those are m = 1 only).
-  const bool gemv_takes = ctx.use_gemv() && GemvShape(p, false) &&
-                          GemvSupported({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link});
-  if (!gemv_takes && !p.link.any() && ctx.use_hopper_gemm() && p.m >= ctx.hopper_min_rows_) {
-    HopperGemmParams h = HopperShape(p, true);
-    h.y = act;
-    if (HopperGemmSupported(h, ctx.hopper_)) {
-      RTGEN_CUDA_RETURN_IF_ERROR(HopperGemm(h, ctx.hopper_, stream));
-      return absl::OkStatus();
-    }
+  // Where Matmul would take HopperGemm, its SiLU·mul epilogue.
+  if (!GemvTakes(ctx, p)) {
+    ASSIGN_OR_RETURN(const bool ran, RanOnHopper(ctx, p, act, true, stream));
+    if (ran) return absl::OkStatus();
   }
   RETURN_IF_ERROR(Matmul(ctx, p, stream));
   RTGEN_CUDA_RETURN_IF_ERROR(

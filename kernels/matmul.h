@@ -72,6 +72,11 @@ class MatmulContext {
   bool use_gemv() const { return use_gemv_; }
   // Whether shapes of 9..64 rows (every m <= 64 with RTGEN_HOPPER_GEMM=all) go to HopperGemm.
   bool use_hopper_gemm() const { return hopper_.ctas > 0; }
+  // HopperGemm's workspace where this context sends shapes of m rows to it, else nullptr.
+  const HopperGemmWorkspace* HopperFor(int32_t m) const {
+    return use_hopper_gemm() && m >= hopper_min_rows_ && m <= kHopperGemmMaxRows ? &hopper_
+                                                                                  : nullptr;
+  }
   bool tune() const { return tune_; }
   // Whether a new shape may be tuned now (off when created).
   void AllowTuning(bool allow) { tuning_allowed_ = allow; }
@@ -81,8 +86,6 @@ class MatmulContext {
 
  private:
   friend absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
-  friend absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* act,
-                                    cudaStream_t stream);
 
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
