@@ -41,19 +41,23 @@ __device__ __forceinline__ void MbarArrive(uint64_t* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(SmemAddr(bar)) : "memory");
 }
 
+// Whether the phase of parity `parity` has completed (waits a short, hardware-chosen time).
+__device__ __forceinline__ bool MbarTryWait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+      "selp.u32 %0, 1, 0, p;\n\t}"
+      : "=r"(done)
+      : "r"(SmemAddr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Spins until the phase of parity `parity` has completed.
 __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
-  const uint32_t addr = SmemAddr(bar);
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n\t.reg .pred p;\n\t"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-        "selp.u32 %0, 1, 0, p;\n\t}"
-        : "=r"(done)
-        : "r"(addr), "r"(parity)
-        : "memory");
-  } while (done == 0);
+  while (!MbarTryWait(bar, parity)) {
+  }
 }
 
 __device__ __forceinline__ void PrefetchTensorMap(const void* map) {
@@ -70,6 +74,23 @@ __device__ __forceinline__ void TmaLoad2d(void* dst, const void* map, int32_t x,
       " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(SmemAddr(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(SmemAddr(bar)), "l"(policy)
       : "memory");
+}
+
+// A contiguous copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global
+// to shared memory, counted on `bar` in bytes; `policy` an L2 cache policy.
+__device__ __forceinline__ void BulkLoad(void* dst, const void* src, uint32_t bytes, uint64_t* bar,
+                                         uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1], %2, [%3], %4;" ::"r"(SmemAddr(dst)),
+      "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(SmemAddr(bar)), "l"(policy)
+      : "memory");
+}
+
+// Orders this thread's earlier ordinary accesses to shared memory before later TMA writes to
+// it (a buffer read by the block, then refilled by the TMA).
+__device__ __forceinline__ void FenceProxyAsyncShared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
 }
 
 // As TmaLoad2d, without a cache hint.

@@ -247,9 +247,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   // persistent kernel. Its logits row is row 0, which is what sample_rows holds for this step.
   if (persistent_ && shape.decode_only && shape.num_seqs == 1 && shape.num_tokens == 1 &&
       shape.num_samples <= 1) {
-    const PersistentActivations acts{At<float>(residual_), At<__nv_bfloat16>(qkv_),
-                                     At<__nv_bfloat16>(attn_), At<__nv_bfloat16>(act_),
-                                     At<float>(logits_)};
+    const PersistentActivations acts{At<float>(residual_), At<float>(logits_)};
     RETURN_IF_ERROR(persistent_->Run(step, kv, acts, stream));
     return shape.sample && shape.num_samples == 1 ? Sample(shape, step, stream)
                                                   : absl::OkStatus();

@@ -1,44 +1,45 @@
 // The batch-1 decode step as one persistent kernel (see persistent_decode.h).
 //
-// Phases of a layer, each followed by a grid barrier:
-//   P1 QKV rows. RoPE pairs (row i, row i + head_dim/2 of a head) end in the same warp, so the
-//      epilogue rotates q and k there and stores the new token's k and v in the paged cache.
-//   P2 one warp per (q head, key chunk of 16 × n keys): online-softmax attention over the
-//      chunk's keys; partial (base-2 max, sum, output) to the workspace.
-//   P3 every block merges the partials (chunk order) into the attention row, then O-proj rows,
-//      each added to the residual by the one lane that owns it.
-//   P4 gate_up rows in (gate f, up f) pairs, SiLU·mul → act (bf16).
-//   P5 down-proj rows added to the residual.
-// After the last layer: the LM head rows (fp32 logits).
+// Phases of a layer; each reads what the one before handed on (flagged words) and no phase
+// waits for the whole grid:
+//   Q  residual in -> RMSNorm -> the block's QKV rows -> RoPE on (row i, row i + head_dim/2)
+//      pairs -> q | k | v words; the new token's k and v into the paged cache.
+//   A  blocks [0, heads × parts): attention over one key partition of one q head -> partial
+//      (output, max, sum) words. The other blocks go on to O and wait there.
+//   O  every block merges all partials (partition order) into the attention row -> its O rows
+//      + residual -> residual words.
+//   G  residual -> RMSNorm -> its gate and up rows -> SiLU·mul -> act words.
+//   D  act -> its down rows + residual -> next layer's residual words.
+// After the last layer every block forms the final norm and streams its share of the LM head
+// (fp32 logits, ordinary stores: read after the launch).
 //
-// Latency, not bytes, bounds the small models, so every phase keeps one memory round trip on
-// its critical path where it can: a GEMV warp issues its first weight loads (and the residual
-// value it will add to) before the block builds the input vector in shared memory (RMSNorm of
-// the residual, the attention merge, or the act row: the "prologue"); attention issues the
-// block-table-resolved K and V loads of a pass and its q loads together (the block table is
-// copied to shared memory at kernel start). Each warp's own instruction chain is latency too,
-// so work is cut thin: one GEMV row per warp where there are warps for it, 16 keys of one q
-// head per attention pass.
-//
-// GEMV rows are spread over all warps of the grid, consecutive row groups on different SMs
-// (warp slot = warp * gridDim.x + block). A warp keeps up to 16 16-byte weight loads per lane in
-// flight, then reduces with shuffles.
+// Each block's rows of a layer (persistent_layout.cuh BlockRows) sit in shared memory before
+// the layer starts: the TMA copies layer l + 2 into the stage layer l used, as soon as D of
+// layer l is done with it, so the GEMVs of a phase read shared memory only.
 
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
+#include <cstdio>
 
 #include "kernels/device_utils.cuh"
-#include "kernels/rope_math.cuh"
+#include "kernels/flagged_words.cuh"
+#include "kernels/hopper_ptx.cuh"
+#include "kernels/persistent_attention.cuh"
 #include "kernels/persistent_decode.h"
+#include "kernels/persistent_layout.cuh"
+#include "kernels/rope_math.cuh"
 
 namespace rtgen::kernels {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kWarps = kThreads / 32;
-constexpr int kMaxHidden = 8192;
-constexpr int kTableCache = 1024;                // block-table entries kept in shared memory
+using persistent::BlockRows;
+using persistent::Dims;
+using persistent::KeyParts;
+using persistent::kTableCache;
+using persistent::kThreads;
+using persistent::kWarps;
+using persistent::SmemPlan;
+using persistent::Words;
 
 __device__ __forceinline__ float Dot8(uint4 w, uint4 x, float acc) {
   float a[8], b[8];
@@ -49,85 +50,91 @@ __device__ __forceinline__ float Dot8(uint4 w, uint4 x, float acc) {
   return acc;
 }
 
-// Grid-wide barrier over a counter that only grows during a launch: the n-th barrier waits for
-// n * gridDim.x arrivals. Thread 0 of each block arrives and spins (acquire); the block's other
-// threads are ordered by the surrounding __syncthreads.
-struct GridBarrier {
-  uint32_t* counter;
-  uint32_t target;
+struct Shared {
+  unsigned char* stages;    // two stages: the block's rows of layer l in stage l % 2
+  int stage_bytes;
+  __device__ unsigned char* stage(int layer) const { return stages + (layer & 1) * stage_bytes; }
+  __nv_bfloat16* x;         // GEMV input
+  float* xf;                // fp32 residual [hidden]
+  float* res;               // GEMV results, one per staged row of the phase
+  float* att;               // attention partials (O), or the attention block's scratch (A)
+  float* cs;                // RoPE cos [head_dim / 2], then sin
+  int32_t* table;           // block table row 0 (first kTableCache entries)
+  float* scratch;           // 32 floats for block sums
+  uint64_t* bars;           // [2] mbarriers, one per stage
+};
 
-  __device__ void Sync() {
-    __syncthreads();
-    target += gridDim.x;
-    if (threadIdx.x == 0) {
-      __threadfence();
-      atomicAdd(counter, 1u);
-      uint32_t seen;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(seen) : "l"(counter) : "memory");
-      } while (seen < target);
-    }
-    __syncthreads();
-  }
-
-  // Leaves the counters zero for the next launch: the last block to get here has seen every
-  // block pass its final spin (counter[1] counts blocks done).
-  __device__ void Finish() {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      __threadfence();
-      if (atomicAdd(counter + 1, 1u) == gridDim.x - 1) {
-        counter[0] = 0;
-        counter[1] = 0;
-        __threadfence();
+// res[j] = row j · x for n rows of k elements that start at `rows` (shared memory). Each warp
+// takes up to four rows at once (their loads interleave).
+__device__ void StagedGemv(const unsigned char* rows, int n, int k, const __nv_bfloat16* x,
+                           float* res) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, chunks = k >> 3;
+  const int per_warp = min(4, (n + kWarps - 1) / kWarps);
+  const uint4* xs = reinterpret_cast<const uint4*>(x);
+  const uint4* w = reinterpret_cast<const uint4*>(rows);
+  for (int j0 = warp * per_warp; j0 < n; j0 += kWarps * per_warp) {
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int c = lane; c < chunks; c += 32) {
+      const uint4 xv = xs[c];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        if (r < per_warp && j0 + r < n) acc[r] = Dot8(w[(j0 + r) * chunks + c], xv, acc[r]);
       }
     }
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      if (r >= per_warp) break;
+      const float v = WarpSum(acc[r]);
+      if (lane == 0 && j0 + r < n) res[j0 + r] = v;
+    }
   }
-};
+}
 
-// Shared memory: x (bf16 GEMV input), block-sum scratch, f32 residual staging, RoPE table,
-// merge weights, block table.
-struct SharedLayout {
-  int x_elems, xf_offset, cs_offset, merge_offset, table_offset, total;
-  __host__ __device__ SharedLayout(int hidden, int q_dim, int inter, int num_heads, int head_dim) {
-    int x = hidden > q_dim ? hidden : q_dim;
-    x = x > inter ? x : inter;
-    x_elems = (x + 7) / 8 * 8;
-    xf_offset = x_elems * 2 + 32 * 4;  // after x and 32 floats of scratch
-    cs_offset = xf_offset + x_elems * 4;
-    merge_offset = cs_offset + head_dim * 4;
-    table_offset = merge_offset + 2 * num_heads * kPersistentMaxChunks * 4;
-    total = table_offset + kTableCache * 4;
+// Starts the TMA copies of one layer's rows (`w`) into stage `layer` % 2: nine contiguous
+// copies at most, one per lane of one warp — the last: the first warp stores the block's
+// outputs. The block has finished reading that stage.
+__device__ void StageLayer(const PersistentLayer& w, const Dims& d, const BlockRows& r,
+                           const Shared& sh, int layer) {
+#if RTGEN_HOPPER_DEVICE_CODE
+  const int lane = threadIdx.x & 31, half = d.head_dim / 2;
+  uint64_t* bar = sh.bars + (layer & 1);
+  hopper::FenceProxyAsyncShared();
+  if (lane == 0) hopper::MbarArriveExpectTx(bar, static_cast<uint32_t>(r.bytes()));
+  __syncwarp();
+  // The pairs span at most two heads (ConfigurePersistentDecode): rows lo0 | lo1 | hi0 | hi1.
+  const int np = r.pairs.size(), h0 = r.pairs.begin / half, i0 = r.pairs.begin % half;
+  const int n0 = min(np, half - i0), n1 = np - n0;
+  const __nv_bfloat16* src = nullptr;
+  int first = 0, rows = 0, k = d.hidden, offset = 0;  // offset: bytes into the stage
+  switch (lane) {
+    case 0: src = w.wqkv, first = h0 * d.head_dim + i0, rows = n0; break;
+    case 1: src = w.wqkv, first = (h0 + 1) * d.head_dim, rows = n1, offset = n0; break;
+    case 2: src = w.wqkv, first = h0 * d.head_dim + half + i0, rows = n0, offset = np; break;
+    case 3: src = w.wqkv, first = (h0 + 1) * d.head_dim + half, rows = n1, offset = np + n0; break;
+    case 4:
+      src = w.wqkv, first = d.q_dim + d.kv_dim + r.v.begin, rows = r.v.size(), offset = 2 * np;
+      break;
+    case 5: src = w.wo, first = r.o.begin, rows = r.o.size(), k = d.q_dim; break;
+    case 6: src = w.w_gate_up, first = r.f.begin, rows = r.f.size(); break;
+    case 7: src = w.w_gate_up, first = d.inter + r.f.begin, rows = r.f.size(); break;
+    case 8: src = w.w_down, first = r.down.begin, rows = r.down.size(), k = d.inter; break;
+    default: break;
   }
-};
-
-struct Shared {
-  __nv_bfloat16* x;
-  float* scratch;
-  float* xf;       // f32 staging of the residual [hidden]
-  float* cs;       // cos [head_dim / 2], then sin
-  float* merge;    // [2, num_heads, kPersistentMaxChunks]: chunk maxima (then weights), sums
-  int32_t* table;  // block table row 0 (first kTableCache entries)
-};
-
-// The step's key layout, read once per launch.
-struct Keys {
-  int ctx;       // keys (context_lens[0]); 0: the attention row is zeros
-  int spc;       // 16-key passes per chunk
-  int nchunks;   // chunks per q head
-  int64_t new_row;  // element offset of the new token's cache row (slot * kv_dim), -1: none
-};
-
-// x = bf16(residual * rsqrt(mean(residual^2) + eps) * weight), computed by every block (the
-// residual is staged in xf; each thread re-reads only what it wrote).
-__device__ void NormToShared(const float* residual, const float* weight, int hidden, float eps,
-                             const Shared& sh) {
-  float sum_sq = 0.0f;
-  for (int i = threadIdx.x; i < hidden; i += kThreads) {
-    const float v = __ldcg(residual + i);
-    sh.xf[i] = v;
-    sum_sq += v * v;
+  offset *= d.hidden * 2;  // qkv rows are hidden long
+  if (lane == 5) offset = r.o_offset();
+  if (lane == 6) offset = r.gate_up_offset();
+  if (lane == 7) offset = r.gate_up_offset() + r.f.size() * d.hidden * 2;
+  if (lane == 8) offset = r.down_offset();
+  if (rows > 0) {
+    hopper::BulkLoad(sh.stage(layer) + offset, src + int64_t{first} * k,
+                     static_cast<uint32_t>(rows * k * 2), bar, EvictFirstPolicy());
   }
+#endif
+}
+
+// x = bf16(xf * rsqrt(mean(xf^2) + eps) * weight); sum_sq is this thread's part of sum(xf^2).
+__device__ void NormToX(float sum_sq, const float* weight, int hidden, float eps,
+                        const Shared& sh) {
   sum_sq = BlockSum(sum_sq, sh.scratch);
   const float inv_rms = rsqrtf(sum_sq / static_cast<float>(hidden) + eps);
   for (int i = threadIdx.x; i < hidden; i += kThreads) {
@@ -136,458 +143,333 @@ __device__ void NormToShared(const float* residual, const float* weight, int hid
   __syncthreads();
 }
 
-// x = a bf16 vector of n elements (n % 8 == 0) written earlier in this launch.
-__device__ void CopyToShared(const __nv_bfloat16* src, int n, const Shared& sh) {
-  const uint4* s = reinterpret_cast<const uint4*>(src);
-  uint4* d = reinterpret_cast<uint4*>(sh.x);
-  for (int c = threadIdx.x; c < n / 8; c += kThreads) d[c] = __ldcg(s + c);
-  __syncthreads();
-}
-
-// x = the attention row: per q head, the chunk partials merged in chunk order (weights
-// exp2(m_c - max) / sum first, then the weighted outputs), rounded to bf16.
-__device__ void MergeToShared(const PersistentDecodeParams& p, const Keys& keys,
-                              const Shared& sh) {
-  const int hd = p.head_dim, n = keys.nchunks;
-  float* m = sh.merge;                                       // [num_heads, kMaxChunks]
-  float* l = sh.merge + p.num_heads * kPersistentMaxChunks;  // same
-  for (int e = threadIdx.x; e < p.num_heads * n; e += kThreads) {
-    const int h = e / n, c = e % n, part = h * kPersistentMaxChunks + c;
-    m[part] = __ldcg(p.part_ml + 2 * part);
-    l[part] = __ldcg(p.part_ml + 2 * part + 1);
-  }
-  __syncthreads();
-  if (threadIdx.x < p.num_heads) {  // m becomes the chunk weights exp2(m_c - max) / sum
-    float* w = m + threadIdx.x * kPersistentMaxChunks;
-    const float* lc = l + threadIdx.x * kPersistentMaxChunks;
-    float mx = -INFINITY, sum = 0.0f;
-    for (int c = 0; c < n; ++c) mx = fmaxf(mx, w[c]);
-    for (int c = 0; c < n; ++c) {
-      w[c] = exp2f(w[c] - mx);
-      sum = fmaf(w[c], lc[c], sum);
-    }
-    for (int c = 0; c < n; ++c) w[c] /= sum;
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < p.num_heads * hd; e += kThreads) {
-    const int h = e / hd, d = e % hd;
-    const float* acc = p.part_acc + static_cast<int64_t>(h) * kPersistentMaxChunks * hd + d;
-    float v[kPersistentMaxChunks];
-#pragma unroll
-    for (int c = 0; c < kPersistentMaxChunks; ++c) v[c] = c < n ? __ldcg(acc + c * hd) : 0.0f;
-    float out = 0.0f;
-#pragma unroll
-    for (int c = 0; c < kPersistentMaxChunks; ++c) {
-      if (c < n) out = fmaf(m[h * kPersistentMaxChunks + c], v[c], out);
-    }
-    sh.x[e] = __float2bfloat16(out);
-  }
-  __syncthreads();
-}
-
-// Warp-level GEMV over groups of G weight rows. row_of(group, g): row g of a group (always a
-// valid row); pre(group): a value the epilogue needs, loaded with the weights (e.g. the
-// residual entry lane g adds to); prologue(): block-wide, fills x (called once by every thread,
-// after the warp's first weight loads are in flight); epi(group, acc, pre value): the G dot
-// products with x (every lane holds all of them).
-template <int U, int G, typename RowOf, typename Pre, typename Prologue, typename Epi>
-__device__ __forceinline__ void RunGemv(const __nv_bfloat16* w, int k, int num_groups,
-                                        const Shared& sh, RowOf row_of, Pre pre,
-                                        Prologue prologue, Epi epi) {
-  const int lane = threadIdx.x & 31;
-  const int num_slots = kWarps * gridDim.x;
-  const int chunks = k >> 3;
-  const uint4* xs = reinterpret_cast<const uint4*>(sh.x);
-  const uint4* rows[G];
-  uint4 wv[G][U];
-  float extra = 0.0f;
-  auto start_group = [&](int gi) {
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      rows[g] = reinterpret_cast<const uint4*>(w + static_cast<int64_t>(row_of(gi, g)) * k);
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int c = u * 32 + lane;
-#pragma unroll
-      for (int g = 0; g < G; ++g) wv[g][u] = LoadStreamed16(rows[g] + c, c < chunks);
-    }
-    extra = pre(gi);
-  };
-  int gi = (threadIdx.x >> 5) * gridDim.x + blockIdx.x;
-  if (gi < num_groups) start_group(gi);
-  prologue();
-  for (; gi < num_groups; gi += num_slots) {
-    float acc[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) acc[g] = 0.0f;
-    for (int base = 0;;) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = base + u * 32 + lane;
-        if (c < chunks) {
-          const uint4 xv = xs[c];
-#pragma unroll
-          for (int g = 0; g < G; ++g) acc[g] = Dot8(wv[g][u], xv, acc[g]);
-        }
-      }
-      base += 32 * U;
-      if (base >= chunks) break;
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int c = base + u * 32 + lane;
-#pragma unroll
-        for (int g = 0; g < G; ++g) wv[g][u] = LoadStreamed16(rows[g] + c, c < chunks);
-      }
-    }
-#pragma unroll
-    for (int g = 0; g < G; ++g) acc[g] = WarpSum(acc[g]);
-    epi(gi, acc, extra);
-    if (gi + num_slots < num_groups) start_group(gi + num_slots);
-  }
-}
-
-// Runs body(U, G) with the group shape of a GEMV over `rows` rows of k elements. A warp's
-// instructions are its latency, so rows are spread one per warp while there are warps for them
-// (rows ≤ 2 × warp slots); wider phases (the LM head, the big models) take several rows per
-// warp to keep 16 loads per lane in flight. U (16-byte loads per lane per row) covers a row of
-// ≤ 4 / 8 chunks per lane in one go, else 16 per step. kPairs: groups of 2 rows (RoPE pairs,
-// gate/up pairs).
-template <bool kPairs, typename Body>
-__device__ __forceinline__ void WithGroupShape(int k, int rows, Body body) {
-  const int cpl = (k / 8 + 31) / 32;
-  const bool wide = rows > 2 * kWarps * static_cast<int>(gridDim.x);
-  if constexpr (kPairs) {
-    if (cpl <= 4) {
-      body(std::integral_constant<int, 4>(), std::integral_constant<int, 2>());
-    } else {
-      body(std::integral_constant<int, 8>(), std::integral_constant<int, 2>());
+// xf = the residual words (or the embedding row for layer 0), then x = its RMSNorm.
+__device__ void ResidualNormToX(const uint64_t* words, const float* embedding,
+                                const float* weight, int hidden, float eps, uint32_t flag,
+                                const Shared& sh) {
+  float sum_sq = 0.0f;
+  if (words == nullptr) {
+    for (int i = threadIdx.x; i < hidden; i += kThreads) {
+      const float v = __ldcg(embedding + i);
+      sh.xf[i] = v;
+      sum_sq += v * v;
     }
   } else {
-    if (cpl <= 4) {
-      if (wide) {
-        body(std::integral_constant<int, 4>(), std::integral_constant<int, 4>());
-      } else {
-        body(std::integral_constant<int, 4>(), std::integral_constant<int, 1>());
-      }
-    } else if (cpl <= 8) {
-      if (wide) {
-        body(std::integral_constant<int, 8>(), std::integral_constant<int, 2>());
-      } else {
-        body(std::integral_constant<int, 8>(), std::integral_constant<int, 1>());
-      }
-    } else {
-      body(std::integral_constant<int, 16>(), std::integral_constant<int, 1>());
-    }
+    AwaitWords<kThreads>(words, hidden, flag, [&](int i, uint32_t u) {
+      const float v = __uint_as_float(u);
+      sh.xf[i] = v;
+      sum_sq += v * v;
+    });
   }
+  NormToX(sum_sq, weight, hidden, eps, sh);
 }
 
-// y = W x for rows [0, rows); residual != null: residual[row] += bf16(y) (the lane owning a row
-// loads its old value with the weights), else out_bf16[row] = bf16(y) or out_f32[row] = y.
-template <typename Prologue>
-__device__ void RowsGemv(const __nv_bfloat16* w, int rows, int k, const Shared& sh,
-                         Prologue prologue, float* residual, __nv_bfloat16* out_bf16,
-                         float* out_f32) {
-  const int lane = threadIdx.x & 31;
-  WithGroupShape<false>(k, rows, [&](auto u_tag, auto g_tag) {
-    constexpr int U = decltype(u_tag)::value, G = decltype(g_tag)::value;
-    auto row_of = [&](int gi, int g) { return min(gi * G + g, rows - 1); };
-    RunGemv<U, G>(
-        w, k, (rows + G - 1) / G, sh, row_of,
-        [&](int gi) {
-          return residual != nullptr && lane < G ? __ldcg(residual + row_of(gi, lane)) : 0.0f;
-        },
-        prologue,
-        [&](int gi, const float(&acc)[G], float old) {
-#pragma unroll
-          for (int g = 0; g < G; ++g) {
-            const int row = gi * G + g;
-            if (lane != g || row >= rows) continue;
-            if (residual != nullptr) {
-              __stcg(residual + row, old + RoundBf16(acc[g]));
-            } else if (out_bf16 != nullptr) {
-              out_bf16[row] = __float2bfloat16(acc[g]);
-            } else {
-              out_f32[row] = acc[g];
-            }
-          }
-        });
-  });
-}
-
-// P1: qkv = Wqkv x, RoPE on q and k (as RopeKvStore: bf16 inputs, fp32 rotation, bf16 out), the
-// new token's k and v into the paged cache. Groups [0, rope_groups) hold F = G/2 rotation pairs
-// (rows i of the pairs, then rows i + half), the rest G v rows each.
-template <int HD, typename Prologue>
-__device__ void QkvGemv(const PersistentDecodeParams& p, const __nv_bfloat16* wqkv,
-                        const Keys& keys,
-                        __nv_bfloat16* k_cache, __nv_bfloat16* v_cache, const Shared& sh,
-                        Prologue prologue) {
+// Q epilogue: rotate the block's pairs, hand on q | k | v words, store the new k and v.
+template <int HD>
+__device__ void QkvEpilogue(const Dims& d, const BlockRows& r, const Shared& sh, int64_t new_row,
+                            __nv_bfloat16* k_cache, __nv_bfloat16* v_cache, uint64_t* words,
+                            uint32_t flag) {
   constexpr int kHalf = HD / 2;
-  const int lane = threadIdx.x & 31;
-  const int q_dim = p.num_heads * HD, kv_dim = p.num_kv_heads * HD;
-  WithGroupShape<true>(p.hidden, q_dim + 2 * kv_dim, [&](auto u_tag, auto g_tag) {
-    constexpr int U = decltype(u_tag)::value, G = decltype(g_tag)::value, F = G / 2;
-    const int rope_groups = (q_dim + kv_dim) / 2 / F;
-    const int v_groups = kv_dim / G;
-    auto row_of = [&](int gi, int g) {
-      if (gi >= rope_groups) return q_dim + kv_dim + (gi - rope_groups) * G + g;
-      const int pair = gi * F + (g < F ? g : g - F);
-      return (pair / kHalf) * HD + pair % kHalf + (g < F ? 0 : kHalf);
-    };
-    RunGemv<U, G>(
-        wqkv, p.hidden, rope_groups + v_groups, sh, row_of,
-        [](int) { return 0.0f; }, prologue,
-        [&](int gi, const float(&acc)[G], float) {
-          if (gi < rope_groups) {
-#pragma unroll
-            for (int j = 0; j < F; ++j) {
-              if (lane != j) continue;
-              const int pair = gi * F + j, head = pair / kHalf, i = pair % kHalf;
-              const RotatedPair rot = RotateHalf(RoundBf16(acc[j]), RoundBf16(acc[F + j]),
-                                                 sh.cs[i], sh.cs[kHalf + i]);
-              const int row = head * HD + i;
-              p.qkv[row] = rot.lo;
-              p.qkv[row + kHalf] = rot.hi;
-              if (head >= p.num_heads && keys.new_row >= 0) {
-                __nv_bfloat16* kc = k_cache + keys.new_row + (head - p.num_heads) * HD;
-                kc[i] = rot.lo;
-                kc[i + kHalf] = rot.hi;
-              }
-            }
-          } else {
-#pragma unroll
-            for (int g = 0; g < G; ++g) {
-              if (lane != g) continue;
-              const int row = row_of(gi, g);
-              const __nv_bfloat16 v = __float2bfloat16(acc[g]);
-              p.qkv[row] = v;
-              if (keys.new_row >= 0) v_cache[keys.new_row + (row - q_dim - kv_dim)] = v;
-            }
-          }
-        });
-  });
+  const int np = r.pairs.size(), nv = r.v.size();
+  for (int t = threadIdx.x; t < np / 2; t += kThreads) {
+    const int j = 2 * t, pair = r.pairs.begin + j, head = pair / kHalf, i = pair % kHalf;
+    const RotatedPair a = RotateHalf(RoundBf16(sh.res[j]), RoundBf16(sh.res[np + j]), sh.cs[i],
+                                     sh.cs[kHalf + i]);
+    const RotatedPair b = RotateHalf(RoundBf16(sh.res[j + 1]), RoundBf16(sh.res[np + j + 1]),
+                                     sh.cs[i + 1], sh.cs[kHalf + i + 1]);
+    const int lo = head * HD + i;
+    StoreWord(words + lo / 2, PackBf16(a.lo, b.lo), flag);
+    StoreWord(words + (lo + kHalf) / 2, PackBf16(a.hi, b.hi), flag);
+    if (head >= d.heads && new_row >= 0) {
+      __nv_bfloat16* kc = k_cache + new_row + (head - d.heads) * HD + i;
+      *reinterpret_cast<__nv_bfloat162*>(kc) = __halves2bfloat162(a.lo, b.lo);
+      *reinterpret_cast<__nv_bfloat162*>(kc + kHalf) = __halves2bfloat162(a.hi, b.hi);
+    }
+  }
+  for (int t = threadIdx.x; t < nv / 2; t += kThreads) {
+    const int j = 2 * np + 2 * t, v = r.v.begin + 2 * t;
+    const __nv_bfloat16 a = __float2bfloat16(sh.res[j]), b = __float2bfloat16(sh.res[j + 1]);
+    StoreWord(words + (d.q_dim + d.kv_dim + v) / 2, PackBf16(a, b), flag);
+    if (new_row >= 0) {
+      *reinterpret_cast<__nv_bfloat162*>(v_cache + new_row + v) = __halves2bfloat162(a, b);
+    }
+  }
 }
 
-// P4: act[f] = silu(gate f) * up f with the gate_up weight [gate; up] (2 * inter rows), rows
-// taken in (gate, up) pairs so both dot products end in the same warp; the rounding of gate and
-// up to bf16 and the SiLU arithmetic are SiluMul's.
-template <typename Prologue>
-__device__ void SwigluGemv(const __nv_bfloat16* w, int inter, int k, const Shared& sh,
-                           Prologue prologue, __nv_bfloat16* act) {
-  const int lane = threadIdx.x & 31;
-  WithGroupShape<true>(k, 2 * inter, [&](auto u_tag, auto g_tag) {
-    constexpr int U = decltype(u_tag)::value, G = decltype(g_tag)::value, F = G / 2;
-    RunGemv<U, G>(
-        w, k, inter / F, sh,
-        [&](int gi, int g) { return g < F ? gi * F + g : inter + gi * F + (g - F); },
-        [](int) { return 0.0f; }, prologue,
-        [&](int gi, const float(&acc)[G], float) {
-#pragma unroll
-          for (int f = 0; f < F; ++f) {
-            if (lane != f) continue;
-            const float gate = RoundBf16(acc[f]), up = RoundBf16(acc[F + f]);
-            act[gi * F + f] = SiluTimes(gate, up);
-          }
-        });
-  });
-}
-
-// P2 (see the file comment): one warp per (q head, key chunk). A pass covers 16 keys, two
-// lanes per key (each half of the head's dims, q in registers); the lanes then own head_dim/32
-// output dims each and accumulate the 16 V rows. Online softmax across a chunk's passes.
+// O prologue: x = the attention row, every head's partitions merged in partition order.
 template <int HD>
-__device__ void AttentionPhase(const PersistentDecodeParams& p, const Keys& keys,
-                               const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
-                               const Shared& sh) {
-  constexpr int kDpl = HD / 32;           // output dims per lane
-  constexpr int kHalfChunks = HD / 16;    // 16-byte chunks in half a head row
-  using VRaw = std::conditional_t<kDpl == 2, uint32_t, uint2>;
-  const int lane = threadIdx.x & 31;
-  const int slot = (threadIdx.x >> 5) * gridDim.x + blockIdx.x;
-  const int num_slots = kWarps * gridDim.x;
-  const int gq = p.num_heads / p.num_kv_heads;
-  const int kv_dim = p.num_kv_heads * HD;
-  const float q_scale = p.scale * kLog2e;  // scores in base 2
-  const bool table_cached = (keys.ctx + p.block_size - 1) / p.block_size <= kTableCache;
-  const int half = lane & 1;               // which half of the head dims this lane scores
-  for (int item = slot; item < p.num_heads * keys.nchunks; item += num_slots) {
-    const int h = item / keys.nchunks, c = item % keys.nchunks, g = h / gq;
-    float m = -INFINITY, l = 0.0f, acc[kDpl];
+__device__ void MergeToX(const Dims& d, const KeyParts& kp, const uint64_t* words,
+                         uint32_t flag, const Shared& sh) {
+  constexpr int kPart = HD + 2;
+  AwaitWords<kThreads>(words, d.heads * kp.parts * kPart, flag,
+                       [&](int i, uint32_t u) { sh.att[i] = __uint_as_float(u); });
+  __syncthreads();
+  for (int e = threadIdx.x; e < d.q_dim; e += kThreads) {
+    const float* part = sh.att + (e / HD) * kp.parts * kPart;
+    const int dim = e % HD;
+    float mx = -INFINITY;
+    for (int q = 0; q < kp.parts; ++q) mx = fmaxf(mx, part[q * kPart + HD]);
+    float out = 0.0f, sum = 0.0f;
+    for (int q = 0; q < kp.parts; ++q) {
+      const float m = part[q * kPart + HD];
+      const float w = m == -INFINITY ? 0.0f : exp2f(m - mx);
+      out = fmaf(w, part[q * kPart + dim], out);
+      sum = fmaf(w, part[q * kPart + HD + 1], sum);
+    }
+    sh.x[e] = __float2bfloat16(sum > 0.0f ? out / sum : 0.0f);
+  }
+  __syncthreads();
+}
+
+// The LM head: rows spread over every warp of the grid, four at a time, weights streamed from
+// global memory. The first rows' loads are issued before the final residual is awaited.
+__device__ void LmHead(const PersistentDecodeParams& p, const uint64_t* final_words,
+                       uint32_t flag, const Shared& sh) {
+  constexpr int kG = 4, kU = 4;  // rows per group, 16-byte loads per lane per row (hidden <= 1024)
+  const int lane = threadIdx.x & 31, chunks = p.hidden >> 3;
+  const int slots = kWarps * gridDim.x;
+  uint4 wv[kG][kU];
+  auto load = [&](int g0) {
 #pragma unroll
-    for (int d = 0; d < kDpl; ++d) acc[d] = 0.0f;
-    float q[HD / 2];
-    for (int s = 0; s < keys.spc; ++s) {
-      const int t0 = (c * keys.spc + s) * 16;
-      if (t0 >= keys.ctx) break;
-      const int t = t0 + (lane >> 1);
-      const bool valid = t < keys.ctx;
-      int64_t row = 0;  // element offset of key t's (slot, kv head g) row
-      if (valid) {
-        const int j = t / p.block_size;
-        const int block = table_cached ? sh.table[j] : p.block_table[j];
-        row = (static_cast<int64_t>(block) * p.block_size + t % p.block_size) * kv_dim + g * HD;
-      }
-      const int nk = min(16, keys.ctx - t0);
-      uint4 kr[kHalfChunks];
-      const uint4* kp = reinterpret_cast<const uint4*>(k_cache + row) + half * kHalfChunks;
+    for (int g = 0; g < kG; ++g) {
+      const int row = min(g0 + g, p.vocab - 1);
+      const uint4* w = reinterpret_cast<const uint4*>(p.lm_head + int64_t{row} * p.hidden);
 #pragma unroll
-      for (int j = 0; j < kHalfChunks; ++j) {
-        kr[j] = valid ? __ldcg(kp + j) : make_uint4(0, 0, 0, 0);
-      }
-      VRaw vr[16];
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int64_t vrow = __shfl_sync(kFullMask, row, 2 * j);
-        vr[j] = j < nk ? __ldcg(reinterpret_cast<const VRaw*>(v_cache + vrow + lane * kDpl))
-                       : VRaw{};
-      }
-      if (s == 0) {  // this lane's half of q (rotated in P1), scaled
-        const uint4* qp = reinterpret_cast<const uint4*>(p.qkv + h * HD) + half * kHalfChunks;
-#pragma unroll
-        for (int j = 0; j < kHalfChunks; ++j) {
-          float f[8];
-          UnpackBf16x8(__ldcg(qp + j), f);
-#pragma unroll
-          for (int e = 0; e < 8; ++e) q[j * 8 + e] = f[e] * q_scale;
-        }
-      }
-      float score = 0.0f;
-#pragma unroll
-      for (int j = 0; j < kHalfChunks; ++j) {
-        float kf[8];
-        UnpackBf16x8(kr[j], kf);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) score = fmaf(q[j * 8 + e], kf[e], score);
-      }
-      score += __shfl_xor_sync(kFullMask, score, 1);  // both lanes of a key hold its score
-      const float m_new = fmaxf(m, WarpMax(valid ? score : -INFINITY));
-      const float corr = exp2f(m - m_new);
-      const float pr = valid ? exp2f(score - m_new) : 0.0f;
-      l = l * corr + WarpSum(half == 0 ? pr : 0.0f);
-#pragma unroll
-      for (int d = 0; d < kDpl; ++d) acc[d] *= corr;
-      m = m_new;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const float pj = __shfl_sync(kFullMask, pr, 2 * j);  // 0 for keys past the context
-        float vf[kDpl];
-        if constexpr (kDpl == 2) {
-          const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vr[j]));
-          vf[0] = f.x;
-          vf[1] = f.y;
-        } else {
-          const float2 f0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vr[j].x));
-          const float2 f1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vr[j].y));
-          vf[0] = f0.x;
-          vf[1] = f0.y;
-          vf[2] = f1.x;
-          vf[3] = f1.y;
-        }
-#pragma unroll
-        for (int d = 0; d < kDpl; ++d) acc[d] = fmaf(pj, vf[d], acc[d]);
+      for (int u = 0; u < kU; ++u) {
+        const int c = u * 32 + lane;
+        wv[g][u] = LoadStreamed16(w + c, c < chunks);
       }
     }
-    const int part = h * kPersistentMaxChunks + c;
-    if (lane == 0) {
-      __stcg(p.part_ml + 2 * part, m);
-      __stcg(p.part_ml + 2 * part + 1, l);
-    }
+  };
+  int g0 = ((threadIdx.x >> 5) * gridDim.x + blockIdx.x) * kG;
+  if (g0 < p.vocab) load(g0);
+  ResidualNormToX(final_words, nullptr, p.final_norm, p.hidden, p.eps, flag, sh);
+  const uint4* xs = reinterpret_cast<const uint4*>(sh.x);
+  for (; g0 < p.vocab; g0 += slots * kG) {
+    float acc[kG] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int d = 0; d < kDpl; ++d) __stcg(p.part_acc + part * HD + lane * kDpl + d, acc[d]);
+    for (int u = 0; u < kU; ++u) {
+      const int c = u * 32 + lane;
+      if (c < chunks) {
+        const uint4 xv = xs[c];
+#pragma unroll
+        for (int g = 0; g < kG; ++g) acc[g] = Dot8(wv[g][u], xv, acc[g]);
+      }
+    }
+    if (g0 + slots * kG < p.vocab) load(g0 + slots * kG);
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+      const float v = WarpSum(acc[g]);
+      if (lane == g && g0 + g < p.vocab) p.logits[g0 + g] = v;
+    }
   }
 }
 
 template <int HD>
-__global__ void __launch_bounds__(kThreads, 1) PersistentDecodeKernel(PersistentDecodeParams p) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  const int q_dim = p.num_heads * HD, kv_dim = p.num_kv_heads * HD;
-  const SharedLayout layout(p.hidden, q_dim, p.inter, p.num_heads, HD);
-  const Shared sh{reinterpret_cast<__nv_bfloat16*>(smem),
-                  reinterpret_cast<float*>(smem + layout.x_elems * 2),
-                  reinterpret_cast<float*>(smem + layout.xf_offset),
-                  reinterpret_cast<float*>(smem + layout.cs_offset),
-                  reinterpret_cast<float*>(smem + layout.merge_offset),
-                  reinterpret_cast<int32_t*>(smem + layout.table_offset)};
-  GridBarrier grid{p.barrier, 0};
+__global__ void __launch_bounds__(kThreads, 1)
+    PersistentDecodeKernel(PersistentDecodeParams p, SmemPlan plan) {
+#if RTGEN_HOPPER_DEVICE_CODE
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ uint32_t s_flag;
+  const Shared sh{smem,
+                  plan.stage_bytes,
+                  reinterpret_cast<__nv_bfloat16*>(smem + plan.x),
+                  reinterpret_cast<float*>(smem + plan.xf),
+                  reinterpret_cast<float*>(smem + plan.res),
+                  reinterpret_cast<float*>(smem + plan.att),
+                  reinterpret_cast<float*>(smem + plan.cs),
+                  reinterpret_cast<int32_t*>(smem + plan.table),
+                  reinterpret_cast<float*>(smem + plan.scratch),
+                  reinterpret_cast<uint64_t*>(smem + plan.bars)};
+  const Dims d(p);
+  const BlockRows rows(d, gridDim.x, blockIdx.x);
+  const Words words(d);
+  const int warp = threadIdx.x >> 5;
+  auto stamp = [&](int layer, int point) {
+    if (p.trace != nullptr && threadIdx.x == 0) {
+      const int64_t i = (layer * kPersistentTracePoints + point) * gridDim.x + blockIdx.x;
+      p.trace[i] = GlobalTimerNs();
+      p.trace[i + int64_t{p.num_layers} * kPersistentTracePoints * gridDim.x] = clock64();
+    }
+  };
 
-  // Step constants: key layout, RoPE angles (as RopeKvStore: fp64, then fp32), block table.
-  Keys keys;
-  keys.ctx = max(p.context_lens[0], 0);
-  const int n16 = (keys.ctx + 15) / 16;
-  keys.spc = max(1, (n16 + kPersistentMaxChunks - 1) / kPersistentMaxChunks);
-  keys.nchunks = (n16 + keys.spc - 1) / keys.spc;
+  // This launch's flag (never 0: the exchange starts zeroed), the stages' barriers, the first
+  // two layers' rows in flight.
+  if (threadIdx.x == 0) {
+    const uint32_t done = *reinterpret_cast<volatile uint32_t*>(p.epoch);
+    s_flag = done + 1 == 0 ? 1 : done + 1;
+    hopper::MbarInit(&sh.bars[0], 1);
+    hopper::MbarInit(&sh.bars[1], 1);
+    hopper::FenceBarrierInit();
+  }
+  __syncthreads();
+  const uint32_t flag = s_flag;
+  if (warp == kWarps - 1) {
+    StageLayer(p.layers[0], d, rows, sh, 0);
+    if (p.num_layers > 1) StageLayer(p.layers[1], d, rows, sh, 1);
+  }
+
+  // Step constants: key partitions, RoPE angles (as RopeKvStore: fp64, then fp32), block table.
+  const KeyParts kp(p.context_lens[0], persistent::MaxParts(d, gridDim.x), p.keys_per_part);
   const int32_t slot = p.slot_mapping[0];
-  keys.new_row = slot >= 0 ? static_cast<int64_t>(slot) * kv_dim : -1;
+  const int64_t new_row = slot >= 0 ? int64_t{slot} * d.kv_dim : -1;
   for (int i = threadIdx.x; i < HD / 2; i += kThreads) {
     RopeCosSin(p.positions[0], p.inv_freq[i], &sh.cs[i], &sh.cs[HD / 2 + i]);
   }
-  const int table_len = min((keys.ctx + p.block_size - 1) / p.block_size, kTableCache);
-  for (int j = threadIdx.x; j < table_len; j += kThreads) sh.table[j] = p.block_table[j];
+  const int table_len = (kp.ctx + p.block_size - 1) / p.block_size;
+  for (int j = threadIdx.x; j < min(table_len, kTableCache); j += kThreads) {
+    sh.table[j] = p.block_table[j];
+  }
   __syncthreads();
 
   for (int layer = 0; layer < p.num_layers; ++layer) {
     const PersistentLayer& w = p.layers[layer];
+    PersistentLayer after_next;  // read now, used at the layer's end (stage refill)
+    if (layer + 2 < p.num_layers) after_next = p.layers[layer + 2];
+    uint64_t* ex = p.exchange + layer * words.per_layer;
+    uint64_t* next = ex + words.per_layer;
     __nv_bfloat16* k_cache = p.k_cache + layer * p.layer_elems;
     __nv_bfloat16* v_cache = p.v_cache + layer * p.layer_elems;
-    // P1: RMSNorm (prologue) + QKV + RoPE + KV store.
-    QkvGemv<HD>(p, w.wqkv, keys, k_cache, v_cache, sh,
-                [&] { NormToShared(p.residual, w.attn_norm, p.hidden, p.eps, sh); });
-    grid.Sync();
-    // P2: attention partials.
-    AttentionPhase<HD>(p, keys, k_cache, v_cache, sh);
-    grid.Sync();
-    // P3: merge (prologue) + O-proj + residual.
-    RowsGemv(w.wo, p.hidden, q_dim, sh, [&] { MergeToShared(p, keys, sh); }, p.residual, nullptr,
-             nullptr);
-    grid.Sync();
-    // P4: RMSNorm (prologue) + gate_up + SiLU·mul.
-    SwigluGemv(w.w_gate_up, p.inter, p.hidden, sh,
-               [&] { NormToShared(p.residual, w.ffn_norm, p.hidden, p.eps, sh); }, p.act);
-    grid.Sync();
-    // P5: act (prologue) + down-proj + residual.
-    RowsGemv(w.w_down, p.hidden, p.inter, sh, [&] { CopyToShared(p.act, p.inter, sh); },
-             p.residual, nullptr, nullptr);
-    grid.Sync();
+    const unsigned char* stage = sh.stage(layer);
+
+    // Q: the residual (the embedding row in layer 0), RMSNorm, QKV rows, RoPE, KV store.
+    stamp(layer, 0);
+    ResidualNormToX(layer == 0 ? nullptr : ex + words.h, p.residual, w.attn_norm, d.hidden,
+                    p.eps, flag, sh);
+    stamp(layer, 1);
+    for (WaitBudget budget; !hopper::MbarTryWait(sh.bars + (layer & 1), (layer >> 1) & 1);) {
+      if (budget.Exhausted()) {
+        printf("persistent decode: layer %d weights never arrived (block %d)\n", layer,
+               blockIdx.x);
+        __trap();
+      }
+    }
+    StagedGemv(stage, rows.qkv_rows(), d.hidden, sh.x, sh.res);
+    __syncthreads();
+    QkvEpilogue<HD>(d, rows, sh, new_row, k_cache, v_cache, ex + words.qkv, flag);
+    stamp(layer, 2);
+
+    // A: attention partials.
+    if (static_cast<int>(blockIdx.x) < d.heads * kp.parts) {
+      const persistent::AttentionInputs in{
+          k_cache, v_cache, sh.table, p.block_table, table_len <= kTableCache, p.block_size,
+          ex + words.qkv, ex + words.att, p.scale * kLog2e};
+      persistent::AttentionBlock<HD>(d, kp, blockIdx.x / kp.parts, blockIdx.x % kp.parts, in,
+                                     flag, sh.att, [&] { stamp(layer, 3); });
+    } else {
+      stamp(layer, 3);
+    }
+    __syncthreads();
+    stamp(layer, 4);
+
+    // O: merge, O rows + residual.
+    MergeToX<HD>(d, kp, ex + words.att, flag, sh);
+    stamp(layer, 5);
+    StagedGemv(stage + rows.o_offset(), rows.o.size(), d.q_dim, sh.x, sh.res);
+    __syncthreads();
+    for (int j = threadIdx.x; j < rows.o.size(); j += kThreads) {
+      const int row = rows.o.begin + j;
+      StoreWord(ex + words.mid + row, __float_as_uint(sh.xf[row] + RoundBf16(sh.res[j])), flag);
+    }
+    __syncthreads();
+    stamp(layer, 6);
+
+    // G: RMSNorm, gate and up rows, SiLU·mul.
+    ResidualNormToX(ex + words.mid, nullptr, w.ffn_norm, d.hidden, p.eps, flag, sh);
+    stamp(layer, 7);
+    const int nf = rows.f.size();
+    StagedGemv(stage + rows.gate_up_offset(), 2 * nf, d.hidden, sh.x, sh.res);
+    __syncthreads();
+    for (int t = threadIdx.x; t < nf / 2; t += kThreads) {
+      const int j = 2 * t;
+      const __nv_bfloat16 a = SiluTimes(RoundBf16(sh.res[j]), RoundBf16(sh.res[nf + j]));
+      const __nv_bfloat16 b = SiluTimes(RoundBf16(sh.res[j + 1]), RoundBf16(sh.res[nf + j + 1]));
+      StoreWord(ex + words.act + (rows.f.begin + j) / 2, PackBf16(a, b), flag);
+    }
+    stamp(layer, 8);
+
+    // D: act, down rows + residual; then the stage is free for layer + 2.
+    AwaitWords<kThreads>(ex + words.act, d.inter / 2, flag, [&](int i, uint32_t u) {
+      reinterpret_cast<uint32_t*>(sh.x)[i] = u;
+    });
+    __syncthreads();
+    stamp(layer, 9);
+    StagedGemv(stage + rows.down_offset(), rows.down.size(), d.inter, sh.x, sh.res);
+    __syncthreads();
+    if (warp == kWarps - 1 && layer + 2 < p.num_layers) {
+      StageLayer(after_next, d, rows, sh, layer + 2);
+    }
+    for (int j = threadIdx.x; j < rows.down.size(); j += kThreads) {
+      const int row = rows.down.begin + j;
+      StoreWord(next + words.h + row, __float_as_uint(sh.xf[row] + RoundBf16(sh.res[j])), flag);
+    }
+    __syncthreads();
+    stamp(layer, 10);
   }
-  // Final RMSNorm (prologue) + LM head.
-  RowsGemv(p.lm_head, p.vocab, p.hidden, sh,
-           [&] { NormToShared(p.residual, p.final_norm, p.hidden, p.eps, sh); }, nullptr, nullptr,
-           p.logits);
-  grid.Finish();
+
+  LmHead(p, p.exchange + p.num_layers * words.per_layer + words.h, flag, sh);
+
+  // The last block to finish advances the launch count (every block read it at its start).
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(p.epoch + 1, 1u) == gridDim.x - 1) {
+      p.epoch[1] = 0;
+      p.epoch[0] = flag;
+      __threadfence();
+    }
+  }
+#else
+  __trap();  // built for sm_90a only (ConfigurePersistentDecode refuses other devices)
+#endif
 }
 
 template <int HD>
 PersistentLaunch Configure(const PersistentDecodeParams& p, int device) {
   PersistentLaunch launch;
-  const SharedLayout layout(p.hidden, p.num_heads * HD, p.inter, p.num_heads, HD);
-  int num_sms = 0, per_sm = 0, max_smem = 0;
+  int num_sms = 0, max_smem = 0, major = 0, per_sm = 0;
   if (cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) !=
           cudaSuccess ||
-      layout.total > max_smem ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return launch;
+  }
+  const Dims d(p);
+  // A block's RoPE pairs must span at most two heads (StageLayer copies two runs of each).
+  const int most_pairs = 2 * (((d.q_dim + d.kv_dim) / 4 + num_sms - 1) / num_sms);
+  if (major != 9 || persistent::MaxParts(d, num_sms) < 1 || most_pairs > HD / 2) return launch;
+  const SmemPlan plan(d, num_sms);
+  // Static shared memory (the flag) and the runtime's own reserve come out of the opt-in limit.
+  if (plan.total + 1024 > max_smem ||
       cudaFuncSetAttribute(PersistentDecodeKernel<HD>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, layout.total) !=
+                           cudaFuncAttributeMaxDynamicSharedMemorySize, plan.total) !=
           cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PersistentDecodeKernel<HD>,
-                                                    kThreads, layout.total) != cudaSuccess ||
+                                                    kThreads, plan.total) != cudaSuccess ||
       per_sm < 1) {
     cudaGetLastError();  // clear a failed query: the caller falls back to the layered path
     return launch;
   }
-  launch.grid = num_sms;  // one block per SM: more would only add barrier arrivals
+  launch.grid = num_sms;  // one block per SM
   launch.threads = kThreads;
-  launch.smem_bytes = layout.total;
+  launch.smem_bytes = plan.total;
   return launch;
 }
 
 }  // namespace
 
+int64_t PersistentExchangeWords(const PersistentDecodeParams& p) {
+  return int64_t{p.num_layers + 1} * persistent::Words(Dims(p)).per_layer;
+}
+
 PersistentLaunch ConfigurePersistentDecode(const PersistentDecodeParams& p, int device) {
+  const Dims d(p);
   const bool shapes_ok =
-      p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 &&
-      p.hidden > 0 && p.hidden <= kMaxHidden &&
-      p.hidden % 8 == 0 && p.inter > 0 && p.inter % 8 == 0 && p.vocab > 0 && p.block_size > 0;
+      p.num_layers > 0 && p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 &&
+      p.hidden > 0 && p.hidden <= 1024 && p.hidden % 8 == 0 && p.inter > 0 &&
+      p.inter % 8 == 0 && p.inter <= 8192 && (d.q_dim + d.kv_dim) % 4 == 0 && p.vocab > 0 &&
+      p.block_size > 0 && p.keys_per_part > 0;
   if (!shapes_ok) return {};
   if (p.head_dim == 64) return Configure<64>(p, device);
   if (p.head_dim == 128) return Configure<128>(p, device);
@@ -597,6 +479,7 @@ PersistentLaunch ConfigurePersistentDecode(const PersistentDecodeParams& p, int 
 cudaError_t PersistentDecode(const PersistentDecodeParams& p, const PersistentLaunch& launch,
                              cudaStream_t stream) {
   if (launch.grid <= 0) return cudaErrorInvalidConfiguration;
+  const SmemPlan plan(Dims(p), launch.grid);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(launch.grid);
   cfg.blockDim = dim3(launch.threads);
@@ -607,8 +490,8 @@ cudaError_t PersistentDecode(const PersistentDecodeParams& p, const PersistentLa
   attr[0].val.cooperative = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  if (p.head_dim == 64) return cudaLaunchKernelEx(&cfg, PersistentDecodeKernel<64>, p);
-  if (p.head_dim == 128) return cudaLaunchKernelEx(&cfg, PersistentDecodeKernel<128>, p);
+  if (p.head_dim == 64) return cudaLaunchKernelEx(&cfg, PersistentDecodeKernel<64>, p, plan);
+  if (p.head_dim == 128) return cudaLaunchKernelEx(&cfg, PersistentDecodeKernel<128>, p, plan);
   return cudaErrorInvalidValue;
 }
 

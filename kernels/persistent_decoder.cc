@@ -1,12 +1,14 @@
 #include "kernels/persistent_decoder.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
 #include "kernels/env_switch.h"
 #include "kernels/model_forward.h"
+#include "kernels/persistent_trace.h"
 
 namespace rtgen {
 
@@ -28,6 +30,9 @@ absl::StatusOr<std::unique_ptr<PersistentDecoder>> PersistentDecoder::CreateIfSu
   p.eps = config.rms_norm_eps;
   p.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   p.block_size = 1;  // the pool's block size is set per Run; > 0 for the shape check
+  // Attention keys per block (RTGEN_PERSISTENT_KEYS_PER_PART, for A/B; default 128).
+  const int keys = std::atoi(kernels::EnvValue("RTGEN_PERSISTENT_KEYS_PER_PART", "128"));
+  p.keys_per_part = keys > 0 ? keys : 128;
   int device = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   d->launch_ = kernels::ConfigurePersistentDecode(p, device);
@@ -44,22 +49,36 @@ absl::StatusOr<std::unique_ptr<PersistentDecoder>> PersistentDecoder::CreateIfSu
   ASSIGN_OR_RETURN(d->layers_, DeviceBuffer::Allocate(layer_bytes));
   RTGEN_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(d->layers_.get(), layers.data(), layer_bytes, cudaMemcpyHostToDevice));
-  const size_t parts = size_t{1} * config.num_heads * kernels::kPersistentMaxChunks;
-  ASSIGN_OR_RETURN(d->part_acc_,
-                   DeviceBuffer::Allocate(parts * config.head_dim * sizeof(float)));
-  ASSIGN_OR_RETURN(d->part_ml_, DeviceBuffer::Allocate(parts * 2 * sizeof(float)));
-  // The two barrier words: zero now, and every launch leaves them zero.
-  ASSIGN_OR_RETURN(d->barrier_, DeviceBuffer::Allocate(2 * sizeof(uint32_t)));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(d->barrier_.get(), 0, 2 * sizeof(uint32_t)));
+  // The flagged words and the launch count: zero now; each launch flags its words with the
+  // count + 1 and advances it (persistent_decode.h).
+  const size_t exchange_bytes = kernels::PersistentExchangeWords(p) * sizeof(uint64_t);
+  ASSIGN_OR_RETURN(d->exchange_, DeviceBuffer::Allocate(exchange_bytes));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(d->exchange_.get(), 0, exchange_bytes));
+  ASSIGN_OR_RETURN(d->epoch_, DeviceBuffer::Allocate(2 * sizeof(uint32_t)));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(d->epoch_.get(), 0, 2 * sizeof(uint32_t)));
+  // cudaMemset runs on the legacy stream, which the backend's non-blocking stream does not wait
+  // for: finish it here, or a first launch could see words zeroed under it.
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
 
   p.layers = d->layers_.as<const kernels::PersistentLayer>();
   p.final_norm = weights.final_norm.as<const float>();
   p.lm_head = weights.output_matrix();
   p.inv_freq = weights.inv_freq.as<const float>();
-  p.part_acc = d->part_acc_.as<float>();
-  p.part_ml = d->part_ml_.as<float>();
-  p.barrier = d->barrier_.as<uint32_t>();
+  if (kernels::EnvIs("RTGEN_PERSISTENT_TRACE", "1")) {
+    const size_t stamps = size_t{2} * config.num_layers * kernels::kPersistentTracePoints *
+                          static_cast<size_t>(d->launch_.grid);
+    ASSIGN_OR_RETURN(d->trace_, DeviceBuffer::Allocate(stamps * sizeof(uint64_t)));
+    p.trace = d->trace_.as<uint64_t>();
+  }
+  p.exchange = d->exchange_.as<uint64_t>();
+  p.epoch = d->epoch_.as<uint32_t>();
   return d;
+}
+
+PersistentDecoder::~PersistentDecoder() {
+  if (params_.trace != nullptr) {
+    PrintPersistentTrace(params_.trace, params_.num_layers, launch_.grid);
+  }
 }
 
 absl::Status PersistentDecoder::Run(const StepArrays& step, const KvPool& kv,
@@ -74,9 +93,6 @@ absl::Status PersistentDecoder::Run(const StepArrays& step, const KvPool& kv,
   p.layer_elems = kv.layer_elems;
   p.block_size = kv.block_size;
   p.residual = a.residual;
-  p.qkv = a.qkv;
-  p.attn = a.attn;
-  p.act = a.act;
   p.logits = a.logits;
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::PersistentDecode(p, launch_, stream));
   return absl::OkStatus();

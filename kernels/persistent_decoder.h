@@ -1,11 +1,13 @@
 #pragma once
 // Host side of the persistent batch-1 decode kernel (persistent_decode.h): owns its layer table
 // and workspace and launches it. When enabled, ModelForward runs a decode step of one sequence
-// through it instead of the ~8 kernels per layer.
+// through it instead of the ~5 kernels per layer.
 //
 // Opt-in (CudaBackendOptions::persistent_decode, or RTGEN_PERSISTENT_DECODE=1): on the H200 it
-// is correct but still slower than the layered kernels under PDL at every measured shape
-// (docs/perf/gpu_notes.md, "persistent batch-1 decode kernel"), so it is off by default.
+// is correct but still slower than the layered kernels under PDL (SmolLM2-135M batch 1: 0.52
+// vs 0.49 ms; docs/perf/gpu_notes.md, session 16), so it is off by default. Models whose layer
+// does not fit two copies of each block's share in shared memory (Llama-3.2-1B and up) keep
+// the layered path.
 
 #include <cuda_runtime.h>
 
@@ -24,10 +26,7 @@ struct KvPool;  // kernels/model_forward.h
 
 // Activations the kernel reads and writes, owned by ModelForward.
 struct PersistentActivations {
-  float* residual = nullptr;           // f32 [hidden], the embedding row on entry
-  __nv_bfloat16* qkv = nullptr;        // [q_dim + 2 kv_dim]
-  __nv_bfloat16* attn = nullptr;       // [q_dim]
-  __nv_bfloat16* act = nullptr;        // [intermediate]
+  const float* residual = nullptr;     // f32 [hidden], the embedding row
   float* logits = nullptr;             // [vocab]
 };
 
@@ -49,15 +48,18 @@ class PersistentDecoder {
 
   int32_t grid() const { return launch_.grid; }
 
+  // With RTGEN_PERSISTENT_TRACE=1, prints where the last step's time went (phase stamps).
+  ~PersistentDecoder();
+
  private:
   PersistentDecoder() = default;
 
   kernels::PersistentDecodeParams params_;  // weights, shapes and workspace; step parts per Run
   kernels::PersistentLaunch launch_;
   DeviceBuffer layers_;       // PersistentLayer [num_layers]
-  DeviceBuffer part_acc_;     // f32 [num_heads, kPersistentMaxChunks, head_dim]
-  DeviceBuffer part_ml_;      // f32 [num_heads, kPersistentMaxChunks, 2]
-  DeviceBuffer barrier_;      // u32 [2]: arrivals, blocks done
+  DeviceBuffer exchange_;     // u64 [PersistentExchangeWords]: flagged words, zero at first
+  DeviceBuffer epoch_;        // u32 [2]: launches done, blocks done
+  DeviceBuffer trace_;        // u64 phase stamps (RTGEN_PERSISTENT_TRACE=1), else empty
 };
 
 }  // namespace rtgen

@@ -1,7 +1,7 @@
 // The persistent batch-1 decode kernel (kernels/persistent_decode.h) against the CPU backend and
-// the layered GPU path on the same random weights, at contexts of one key chunk, several, and
-// chunks of several 16-key passes (> 16 × 16 tokens); its graph replay is bitwise equal to its
-// eager run; shapes it does not support fall back to the layered path.
+// the layered GPU path on the same random weights, at contexts of one attention block of one
+// 16-key pass, of several passes, and of several blocks (key partitions); its graph replay is
+// bitwise equal to its eager run; shapes it does not support fall back to the layered path.
 
 #include <cstdio>
 #include <algorithm>
@@ -86,7 +86,8 @@ TEST(PersistentDecodeTest, LogitsMatchCpuAndLayeredPath) {
     ASSERT_FALSE(layered->persistent_decode());
     std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
     int32_t next = 0;
-    // 5: part of one 16-key chunk; 40: three chunks; 600: 13 chunks of three 16-key passes.
+    // 5: one attention block, one 16-key pass; 40: three passes; 600: five blocks (key
+    // partitions of 128) of eight passes.
     for (int32_t prompt : {5, 40, 600}) {
       Replicated r{{cpu.get(), persistent.get(), layered.get()}, {}, {next, next, next}};
       r.seqs.resize(3);
@@ -165,6 +166,21 @@ TEST(PersistentDecodeTest, GraphReplayIsBitwiseEqualToEager) {
 TEST(PersistentDecodeTest, UnsupportedShapeKeepsLayeredPath) {
   // head_dim 32: the persistent kernel is built for 64 and 128 only.
   auto b = MakeCuda(TinyConfig(), 7, true, false);
+  ASSERT_TRUE(b);
+  EXPECT_FALSE(b->persistent_decode());
+}
+
+TEST(PersistentDecodeTest, LayerTooLargeToStageKeepsLayeredPath) {
+  // Each block holds two layers' share of the weights in shared memory: a 1024 × 8192 MLP is a
+  // share of ~256 KB per layer, more than a block has.
+  ModelConfig c = TinyConfig();
+  c.hidden_size = 1024;
+  c.intermediate_size = 8192;
+  c.num_layers = 1;
+  c.num_heads = 16;
+  c.num_kv_heads = 4;
+  c.head_dim = 64;
+  auto b = MakeCuda(c, 7, true, false);
   ASSERT_TRUE(b);
   EXPECT_FALSE(b->persistent_decode());
 }
