@@ -87,7 +87,14 @@ __device__ __forceinline__ void AwaitWords(const uint64_t* words, int n, uint32_
 #pragma unroll
       for (int u = 0; u < kPer; ++u) pending |= static_cast<uint32_t>(v[u] >> 32) != flag;
       if (!pending) break;
-      if (budget.Exhausted()) WordNeverFlagged(words + base, flag);
+      if (budget.Exhausted()) {
+        int missing = base;
+#pragma unroll
+        for (int u = kPer - 1; u >= 0; --u) {
+          if (static_cast<uint32_t>(v[u] >> 32) != flag) missing = base + u * kThreads;
+        }
+        WordNeverFlagged(words + missing, flag);
+      }
 #pragma unroll
       for (int u = 0; u < kPer; ++u) {
         const int i = base + u * kThreads;

@@ -17,6 +17,7 @@
 // the layer starts: the TMA copies layer l + 2 into the stage layer l used, as soon as D of
 // layer l is done with it, so the GEMVs of a phase read shared memory only.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -424,6 +425,26 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
+__global__ void HasHopperCodeKernel(int* out) { *out = RTGEN_HOPPER_DEVICE_CODE; }
+
+// Whether this binary holds the kernel's sm_90a code for `device`: a build for other
+// architectures compiles the kernel's body to a trap (then the layered path must be used).
+bool HasHopperCode(int device) {
+  int previous = 0, has = 0;
+  int* flag = nullptr;
+  bool ok = cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(device) == cudaSuccess &&
+            cudaMalloc(&flag, sizeof(int)) == cudaSuccess;
+  if (ok) {
+    HasHopperCodeKernel<<<1, 1>>>(flag);
+    ok = cudaGetLastError() == cudaSuccess &&
+         cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
+  }
+  if (flag != nullptr) cudaFree(flag);
+  cudaSetDevice(previous);
+  cudaGetLastError();  // a failed probe is an answer (no), not an error to pass on
+  return ok && has == 1;
+}
+
 template <int HD>
 PersistentLaunch Configure(const PersistentDecodeParams& p, int device) {
   PersistentLaunch launch;
@@ -438,12 +459,19 @@ PersistentLaunch Configure(const PersistentDecodeParams& p, int device) {
   const Dims d(p);
   // A block's RoPE pairs must span at most two heads (StageLayer copies two runs of each).
   const int most_pairs = 2 * (((d.q_dim + d.kv_dim) / 4 + num_sms - 1) / num_sms);
-  if (major != 9 || persistent::MaxParts(d, num_sms) < 1 || most_pairs > HD / 2) return launch;
+  if (major != 9 || persistent::MaxParts(d, num_sms) < 1 || most_pairs > HD / 2 ||
+      !HasHopperCode(device)) {
+    return launch;
+  }
   const SmemPlan plan(d, num_sms);
-  // Static shared memory (the flag) and the runtime's own reserve come out of the opt-in limit.
-  if (plan.total + 1024 > max_smem ||
+  // The kernel's dynamic shared-memory limit is per process: raise it, never lower it (another
+  // decoder of the same head size may need more). 16 bytes stay for the static flag.
+  cudaFuncAttributes attrs{};
+  if (plan.total + 16 > max_smem ||
+      cudaFuncGetAttributes(&attrs, PersistentDecodeKernel<HD>) != cudaSuccess ||
       cudaFuncSetAttribute(PersistentDecodeKernel<HD>,
-                           cudaFuncAttributeMaxDynamicSharedMemorySize, plan.total) !=
+                           cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           std::max(plan.total, attrs.maxDynamicSharedSizeBytes)) !=
           cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, PersistentDecodeKernel<HD>,
                                                     kThreads, plan.total) != cudaSuccess ||
@@ -469,7 +497,7 @@ PersistentLaunch ConfigurePersistentDecode(const PersistentDecodeParams& p, int 
       p.num_layers > 0 && p.num_kv_heads > 0 && p.num_heads % p.num_kv_heads == 0 &&
       p.hidden > 0 && p.hidden <= 1024 && p.hidden % 8 == 0 && p.inter > 0 &&
       p.inter % 8 == 0 && p.inter <= 8192 && (d.q_dim + d.kv_dim) % 4 == 0 && p.vocab > 0 &&
-      p.block_size > 0 && p.keys_per_part > 0;
+      p.block_size > 0 && p.keys_per_part >= 16 && p.keys_per_part <= 65536;
   if (!shapes_ok) return {};
   if (p.head_dim == 64) return Configure<64>(p, device);
   if (p.head_dim == 128) return Configure<128>(p, device);

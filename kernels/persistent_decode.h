@@ -55,7 +55,8 @@ struct PersistentDecodeParams {
   int32_t vocab = 0;
   float eps = 1e-5f;
   float scale = 1.0f;                        // softmax scale
-  int32_t keys_per_part = 128;               // attention keys per block while blocks last
+  int32_t keys_per_part = 128;               // attention keys per block while blocks last,
+                                             // 16..65536
   // Step inputs (the first entry of each StepArrays array: one sequence, one token).
   const int32_t* positions = nullptr;
   const int32_t* slot_mapping = nullptr;
@@ -89,8 +90,8 @@ int64_t PersistentExchangeWords(const PersistentDecodeParams& p);
 
 // The launch shape for these dimensions: grid = co-resident blocks (one per SM), 0 when the
 // shapes are unsupported — head_dim other than 64 / 128, hidden > 1024, a layer's weights too
-// large for two copies of each block's share in shared memory, a device before sm_90 — (then
-// the multi-kernel path must be used).
+// large for two copies of each block's share in shared memory, a device other than sm_90 or a
+// binary without sm_90a code — (then the multi-kernel path must be used).
 struct PersistentLaunch {
   int32_t grid = 0;
   int32_t threads = 0;

@@ -30,9 +30,10 @@ absl::StatusOr<std::unique_ptr<PersistentDecoder>> PersistentDecoder::CreateIfSu
   p.eps = config.rms_norm_eps;
   p.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   p.block_size = 1;  // the pool's block size is set per Run; > 0 for the shape check
-  // Attention keys per block (RTGEN_PERSISTENT_KEYS_PER_PART, for A/B; default 128).
+  // Attention keys per block (RTGEN_PERSISTENT_KEYS_PER_PART, for A/B; default 128; values
+  // outside 16..65536 are taken as the default).
   const int keys = std::atoi(kernels::EnvValue("RTGEN_PERSISTENT_KEYS_PER_PART", "128"));
-  p.keys_per_part = keys > 0 ? keys : 128;
+  p.keys_per_part = keys >= 16 && keys <= 65536 ? keys : 128;
   int device = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   d->launch_ = kernels::ConfigurePersistentDecode(p, device);

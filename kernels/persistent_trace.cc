@@ -17,9 +17,9 @@ void PrintPersistentTrace(const uint64_t* device_trace, int layers, int grid) {
   const int points = kernels::kPersistentTracePoints;
   const size_t n = size_t{1} * layers * points * grid;
   std::vector<uint64_t> t(2 * n);
-  int khz = 0;
-  if (cudaDeviceSynchronize() != cudaSuccess ||
-      cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, 0) != cudaSuccess ||
+  int khz = 0, device = 0;
+  if (cudaDeviceSynchronize() != cudaSuccess || cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, device) != cudaSuccess ||
       cudaMemcpy(t.data(), device_trace, t.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost) !=
           cudaSuccess) {
     std::fprintf(stderr, "persistent trace: could not read the stamps\n");
