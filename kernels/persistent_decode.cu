@@ -105,27 +105,35 @@ __device__ void StageLayer(const PersistentLayer& w, const Dims& d, const BlockR
   // The pairs span at most two heads (ConfigurePersistentDecode): rows lo0 | lo1 | hi0 | hi1.
   const int np = r.pairs.size(), h0 = r.pairs.begin / half, i0 = r.pairs.begin % half;
   const int n0 = min(np, half - i0), n1 = np - n0;
-  const __nv_bfloat16* src = nullptr;
+  const __nv_bfloat16* src = w.wqkv;
+  const int row_bytes = d.hidden * 2;  // of qkv and gate_up rows
   int first = 0, rows = 0, k = d.hidden, offset = 0;  // offset: bytes into the stage
   switch (lane) {
-    case 0: src = w.wqkv, first = h0 * d.head_dim + i0, rows = n0; break;
-    case 1: src = w.wqkv, first = (h0 + 1) * d.head_dim, rows = n1, offset = n0; break;
-    case 2: src = w.wqkv, first = h0 * d.head_dim + half + i0, rows = n0, offset = np; break;
-    case 3: src = w.wqkv, first = (h0 + 1) * d.head_dim + half, rows = n1, offset = np + n0; break;
-    case 4:
-      src = w.wqkv, first = d.q_dim + d.kv_dim + r.v.begin, rows = r.v.size(), offset = 2 * np;
+    case 0: first = h0 * d.head_dim + i0, rows = n0; break;
+    case 1: first = (h0 + 1) * d.head_dim, rows = n1, offset = n0 * row_bytes; break;
+    case 2: first = h0 * d.head_dim + half + i0, rows = n0, offset = np * row_bytes; break;
+    case 3:
+      first = (h0 + 1) * d.head_dim + half, rows = n1, offset = (np + n0) * row_bytes;
       break;
-    case 5: src = w.wo, first = r.o.begin, rows = r.o.size(), k = d.q_dim; break;
-    case 6: src = w.w_gate_up, first = r.f.begin, rows = r.f.size(); break;
-    case 7: src = w.w_gate_up, first = d.inter + r.f.begin, rows = r.f.size(); break;
-    case 8: src = w.w_down, first = r.down.begin, rows = r.down.size(), k = d.inter; break;
+    case 4:
+      first = d.q_dim + d.kv_dim + r.v.begin, rows = r.v.size(), offset = 2 * np * row_bytes;
+      break;
+    case 5:
+      src = w.wo, first = r.o.begin, rows = r.o.size(), k = d.q_dim, offset = r.o_offset();
+      break;
+    case 6:
+      src = w.w_gate_up, first = r.f.begin, rows = r.f.size(), offset = r.gate_up_offset();
+      break;
+    case 7:
+      src = w.w_gate_up, first = d.inter + r.f.begin, rows = r.f.size();
+      offset = r.gate_up_offset() + r.f.size() * row_bytes;
+      break;
+    case 8:
+      src = w.w_down, first = r.down.begin, rows = r.down.size(), k = d.inter;
+      offset = r.down_offset();
+      break;
     default: break;
   }
-  offset *= d.hidden * 2;  // qkv rows are hidden long
-  if (lane == 5) offset = r.o_offset();
-  if (lane == 6) offset = r.gate_up_offset();
-  if (lane == 7) offset = r.gate_up_offset() + r.f.size() * d.hidden * 2;
-  if (lane == 8) offset = r.down_offset();
   if (rows > 0) {
     hopper::BulkLoad(sh.stage(layer) + offset, src + int64_t{first} * k,
                      static_cast<uint32_t>(rows * k * 2), bar, EvictFirstPolicy());
@@ -458,7 +466,7 @@ PersistentLaunch Configure(const PersistentDecodeParams& p, int device) {
   }
   const Dims d(p);
   // A block's RoPE pairs must span at most two heads (StageLayer copies two runs of each).
-  const int most_pairs = 2 * (((d.q_dim + d.kv_dim) / 4 + num_sms - 1) / num_sms);
+  const int most_pairs = persistent::LargestShare((d.q_dim + d.kv_dim) / 4, num_sms, 2);
   if (major != 9 || persistent::MaxParts(d, num_sms) < 1 || most_pairs > HD / 2 ||
       !HasHopperCode(device)) {
     return launch;

@@ -26,6 +26,11 @@ struct Dims {
         inter(p.inter) {}
 };
 
+// The most units (scaled by `unit`) any of `parts` even shares of `units` holds.
+__host__ __device__ inline int LargestShare(int units, int parts, int unit) {
+  return (units + parts - 1) / parts * unit;
+}
+
 // Units [begin, end) of `units` split evenly over `parts`; share i, scaled by `unit`.
 struct Share {
   int begin = 0, end = 0;
@@ -92,12 +97,13 @@ __host__ __device__ inline int MaxParts(const Dims& d, int grid) {
 struct SmemPlan {
   int stage_bytes = 0, x, xf, res, att, cs, table, scratch, bars, total;
   __host__ __device__ SmemPlan(const Dims& d, int grid) {
-    int rows = 0;
-    for (int b = 0; b < grid; ++b) {
-      const BlockRows r(d, grid, b);
-      stage_bytes = r.bytes() > stage_bytes ? r.bytes() : stage_bytes;
-      rows = r.staged_rows() > rows ? r.staged_rows() : rows;
-    }
+    // The largest share of each kind bounds every block's (even splits differ by one unit).
+    const int pairs = LargestShare((d.q_dim + d.kv_dim) / 4, grid, 2);
+    const int v = LargestShare(d.kv_dim / 2, grid, 2), f = LargestShare(d.inter / 2, grid, 2);
+    const int o = LargestShare(d.hidden, grid, 1), down = o;
+    stage_bytes = ((2 * pairs + v) * d.hidden + o * d.q_dim + 2 * f * d.hidden) * 2 +
+                  down * d.inter * 2;
+    const int rows = 2 * pairs + v + o + 2 * f + down;
     stage_bytes = (stage_bytes + 127) / 128 * 128;
     int x_elems = d.hidden > d.q_dim ? d.hidden : d.q_dim;
     x_elems = x_elems > d.inter ? x_elems : d.inter;
