@@ -5,6 +5,7 @@
 #include "kernels/decode_attention_mma.h"
 #include "kernels/decode_partitions.cuh"
 #include "kernels/device_utils.cuh"
+#include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 
 namespace rtgen::kernels {
@@ -28,6 +29,7 @@ constexpr int kMaxHeadDim = 256;
 template <int kLanes, int kGroup>
 __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 2 : 1)
     DecodeAttentionKernel(DecodeAttentionParams p) {
+  RTGEN_TRACE_KERNEL(kDecodeAttention);
   constexpr int kKeysPerPass = kThreads / kLanes;
   constexpr int kStep = kKeysPerPass * kUnroll;
   // Each warp's output rescaled to the block max, summed over warps in warp order: at most
@@ -203,6 +205,7 @@ __global__ void __launch_bounds__(kThreads, kGroup <= 4 ? 2 : 1)
 // grid (num_heads, num_seqs); dynamic shared memory: num_splits floats. Merges the partitions
 // that hold keys (those below the sequence's context length; a context of 0 gives zeros).
 __global__ void DecodeCombineKernel(DecodeAttentionParams p) {
+  RTGEN_TRACE_KERNEL(kDecodeCombine);
   extern __shared__ float s_w[];
   __shared__ float s_inv_l;
   PdlWait();

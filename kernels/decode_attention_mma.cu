@@ -10,6 +10,7 @@
 #include "kernels/decode_partitions.cuh"
 #include "kernels/device_utils.cuh"
 #include "kernels/env_switch.h"
+#include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma.cuh"
 
@@ -48,6 +49,7 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
 template <int kD, int kWarps, bool kPrefetch>
 __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     DecodeAttentionMmaKernel(DecodeAttentionParams p) {
+  RTGEN_TRACE_KERNEL(kDecodeAttentionMma);
   using Stages = TileBuffers<kD, kWarps>;
   constexpr int kThreads = 32 * kWarps;
   constexpr int kTileKeys = Stages::kTileKeys;

@@ -1,5 +1,6 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/embedding.h"
+#include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 
 namespace rtgen::kernels {
@@ -18,6 +19,7 @@ constexpr int kVecPerThread = 4;
 constexpr int kVecMaxHidden = kThreads * kVecPerThread * 8;
 
 __global__ void __launch_bounds__(kThreads) EmbeddingVecKernel(EmbeddingParams p) {
+  RTGEN_TRACE_KERNEL(kEmbedding);
   const int t = blockIdx.x;
   const int32_t id = TokenId(p, t);
   const bool valid = id >= 0 && id < p.vocab;
@@ -46,6 +48,7 @@ __global__ void __launch_bounds__(kThreads) EmbeddingVecKernel(EmbeddingParams p
 
 // Any hidden size.
 __global__ void EmbeddingKernel(EmbeddingParams p) {
+  RTGEN_TRACE_KERNEL(kEmbedding);
   PdlWait();  // out (the residual stream) may still be read by the previous step's kernels
   PdlLaunchDependents();
   const int t = blockIdx.x;

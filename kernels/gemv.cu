@@ -29,6 +29,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/gemv.h"
 #include "kernels/gemv_rows.h"
+#include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma.cuh"
 #include "kernels/norm_link.cuh"
@@ -176,6 +177,7 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
 template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst, bool kLink>
 __global__ void __launch_bounds__(W * 32)
     GemvKernel(GemvParams p, GemvRopeParams r, bool rope_early) {
+  RTGEN_TRACE_KERNEL(kGemv);
   constexpr bool kSwiGlu = kEpi == Epilogue::kSwiGlu;
   constexpr bool kRope = kEpi == Epilogue::kRope;
   const int lane = threadIdx.x & 31;

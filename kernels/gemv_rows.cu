@@ -15,6 +15,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/env_switch.h"
 #include "kernels/gemv_rows.h"
+#include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/norm_link.cuh"
 #include "kernels/rope_math.cuh"
@@ -125,6 +126,7 @@ __device__ __forceinline__ void StoreUnit(const GemvParams& p, const GemvRopePar
 template <GemvRowsEpilogue kEpi>
 __global__ void __launch_bounds__(kWarps * 32)
     GemvRowsKernel(GemvParams p, GemvRopeParams r, int units, bool early_dependents) {
+  RTGEN_TRACE_KERNEL(kGemvRows);
   constexpr bool kRope = kEpi == GemvRowsEpilogue::kRope;
   const int lane = threadIdx.x & 31;
   const int unit = blockIdx.x * kWarps + (threadIdx.x >> 5);

@@ -1,3 +1,4 @@
+#include "kernels/kernel_trace.cuh"
 #include "kernels/kv_store.h"
 #include "kernels/launch.h"
 
@@ -5,6 +6,7 @@ namespace rtgen::kernels {
 namespace {
 
 __global__ void KvStoreKernel(KvStoreParams p) {
+  RTGEN_TRACE_KERNEL(kRopeKvStore);
   PdlWait();
   PdlLaunchDependents();
   const int t = blockIdx.x;

@@ -21,6 +21,9 @@
 #include <utility>
 
 #include "kernels/env_switch.h"
+#if defined(__CUDACC__) && RTGEN_KERNEL_TRACE
+#include "kernels/kernel_trace.cuh"
+#endif
 
 namespace rtgen::kernels {
 
@@ -31,10 +34,14 @@ inline bool PdlEnabled() {
 }
 
 #ifdef __CUDACC__
-// Waits until the predecessor grid has completed and its writes are visible.
+// Waits until the predecessor grid has completed and its writes are visible. (A kernel-trace
+// build records when thread 0 gets past it: kernel_trace.h.)
 __device__ __forceinline__ void PdlWait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+#if RTGEN_KERNEL_TRACE
+  if (threadIdx.x == 0) TraceWaitSlot() = TraceNow();
 #endif
 }
 

@@ -1,4 +1,5 @@
 #include "kernels/device_utils.cuh"
+#include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/rms_norm.h"
 
@@ -19,6 +20,7 @@ __device__ __forceinline__ float4 AddBf16x4(float4 v, uint2 a) {
 }
 
 __global__ void __launch_bounds__(kThreads) RmsNormVecKernel(RmsNormParams p) {
+  RTGEN_TRACE_KERNEL(kRmsNorm);
   __shared__ float scratch[32];
   const int n4 = p.hidden / 4;
   // The weight is written by no kernel of the step: load it before the PDL wait.
@@ -75,6 +77,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormVecKernel(RmsNormParams p) {
 
 // Any hidden size: strided scalar loop.
 __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
+  RTGEN_TRACE_KERNEL(kRmsNorm);
   __shared__ float scratch[32];
   PdlWait();
   PdlLaunchDependents();

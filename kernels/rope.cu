@@ -1,5 +1,6 @@
 #include <cstdint>
 
+#include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/rope.h"
 #include "kernels/rope_math.cuh"
@@ -23,6 +24,7 @@ __device__ __forceinline__ void LoadAngles(const RopeParams& r, int t, float* s_
 // One block per token; threads walk the (head, pair) grid of q then k. With s.slot_mapping null
 // (Rope alone) nothing is written to the cache.
 __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStoreParams s) {
+  RTGEN_TRACE_KERNEL(kRopeKvStore);
   __shared__ float s_cos[kMaxHalf], s_sin[kMaxHalf];
   const int t = blockIdx.x;
   const int half = r.head_dim / 2;
@@ -74,6 +76,7 @@ __device__ __forceinline__ void RotateBf16x4(uint2& lo, uint2& hi, const float* 
 }
 
 __global__ void __launch_bounds__(256) RopeKvStoreVecKernel(RopeParams r, KvStoreParams s) {
+  RTGEN_TRACE_KERNEL(kRopeKvStore);
   __shared__ float s_cos[kMaxHalf], s_sin[kMaxHalf];
   const int t = blockIdx.x;
   const int half = r.head_dim / 2, units_per_head = half / 4;

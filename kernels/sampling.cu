@@ -2,6 +2,7 @@
 #include <cstdint>
 
 #include "kernels/device_utils.cuh"
+#include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/sampling.h"
 
@@ -312,6 +313,7 @@ __device__ int DrawToken(const float* l, int vocab, float m, const SampleRowPara
 }
 
 __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
+  RTGEN_TRACE_KERNEL(kSample);
   __shared__ double dscratch[32];
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];

@@ -1,6 +1,7 @@
 #include <cstdint>
 
 #include "kernels/device_utils.cuh"
+#include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/silu_mul.h"
 
@@ -9,6 +10,7 @@ namespace {
 
 // Scalar path: any inter, any alignment.
 __global__ void SiluMulKernel(SiluMulParams p) {
+  RTGEN_TRACE_KERNEL(kSiluMul);
   PdlWait();
   PdlLaunchDependents();
   const int t = blockIdx.y;
@@ -23,6 +25,7 @@ __global__ void SiluMulKernel(SiluMulParams p) {
 // Vector path (inter % 8 == 0, 16-byte aligned rows): each thread owns 8 consecutive features of
 // one token: one 16-byte load of gate and one of up (both in flight together), one 16-byte store.
 __global__ void SiluMulVecKernel(SiluMulParams p) {
+  RTGEN_TRACE_KERNEL(kSiluMul);
   PdlWait();
   PdlLaunchDependents();
   const int t = blockIdx.y;

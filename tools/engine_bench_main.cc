@@ -5,7 +5,7 @@
 //                      [--prompt 128] [--steps 128] [--repeats 5] [--built-repeats 3]
 //                      [--ttft-repeats 5]
 //                      [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]
-//                      [--seed 1] [--device 0] [--json FILE]
+//                      [--seed 1] [--device 0] [--json FILE] [--kernel-trace]
 //
 // Per model and batch: every sequence is prefilled with `prompt` random tokens through Execute
 // (prefill steps), then `steps` greedy decode steps run through Execute (context prompt+1 ..
@@ -19,7 +19,9 @@
 // (its greedy tokens must equal the serial run's). The floor is the
 // bytes a decode step must read (weights, minus the embedding table when untied, plus the
 // batch's KV) over the measured device-to-device copy bandwidth (bytes read + written, median
-// of 10 copies).
+// of 10 copies). --kernel-trace (a build configured with -DRTGEN_KERNEL_TRACE=ON) prints, after
+// each graph decode timing, the timeline of one more decode step's kernels
+// (kernels/kernel_trace.h).
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -40,6 +42,7 @@
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/cuda_check.h"
+#include "kernels/kernel_trace.h"
 #include "kernels/random_fill.h"
 #include "kernels/random_weights.h"
 #include "tools/copy_bandwidth.h"
@@ -68,6 +71,7 @@ struct Options {
   int32_t ttft_repeats = 5;
   int32_t max_model_len = 4096;
   bool eager = true;
+  bool kernel_trace = false;
   uint64_t seed = 1;
   int32_t device = 0;
   std::string json_path;
@@ -280,6 +284,13 @@ absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig&
       built.push_back(c);
     }
   }
+  if (o.kernel_trace && pipelined) {  // graphs: one more step, its kernels' timeline
+    RETURN_IF_ERROR(kernels::KernelTraceBegin());
+    RETURN_IF_ERROR(run(1, true, nullptr).status());
+    ASSIGN_OR_RETURN(std::vector<kernels::KernelSpan> spans, kernels::KernelTraceEnd());
+    std::printf("kernel timeline of one decode step, %s batch %d (us):\n%s", config.name.c_str(),
+                batch_size, kernels::FormatKernelTimeline(spans).c_str());
+  }
   r.tpot_ms = Median(prebuilt);
   r.tpot_built_ms = Median(built);
   r.tpot_pipelined_ms = Median(piped);
@@ -476,6 +487,15 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--no-eager") {
       o.eager = false;
+      continue;
+    }
+    if (a == "--kernel-trace") {
+      if (!kernels::KernelTraceCompiledIn()) {
+        return absl::FailedPreconditionError(
+            "--kernel-trace: this build does not trace its kernels (configure with "
+            "-DRTGEN_KERNEL_TRACE=ON)");
+      }
+      o.kernel_trace = true;
       continue;
     }
     if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));

@@ -1,0 +1,69 @@
+#pragma once
+// Device side of kernels/kernel_trace.h. RTGEN_TRACE_KERNEL(kTag) as a traced kernel's first
+// statement records its block (start, PDL wait, end) when the build defines RTGEN_KERNEL_TRACE;
+// otherwise it expands to nothing.
+
+#include <cstdint>
+
+#include "kernels/kernel_trace_records.h"
+
+#if RTGEN_KERNEL_TRACE
+
+namespace rtgen::kernels {
+
+namespace {
+// This translation unit's copy of the buffer pointer (null: not tracing).
+__device__ KernelTraceBuffer* d_kernel_trace = nullptr;
+
+cudaError_t BindKernelTraceHere(KernelTraceBuffer* buffer) {
+  return cudaMemcpyToSymbol(d_kernel_trace, &buffer, sizeof(buffer));
+}
+
+[[maybe_unused]] const bool kKernelTraceBound = RegisterKernelTraceBinder(&BindKernelTraceHere);
+}  // namespace
+
+__device__ __forceinline__ unsigned long long TraceNow() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// The block's PDL wait time (written by thread 0 in PdlWait).
+__device__ __forceinline__ unsigned long long& TraceWaitSlot() {
+  __shared__ unsigned long long slot;
+  return slot;
+}
+
+// Records the block when thread 0 leaves the kernel (any return path).
+class KernelTraceScope {
+ public:
+  __device__ explicit KernelTraceScope(TraceTag tag)
+      : start_(TraceNow()), tag_(static_cast<uint32_t>(tag)) {
+    if (threadIdx.x == 0) TraceWaitSlot() = 0;
+  }
+  __device__ ~KernelTraceScope() {
+    KernelTraceBuffer* b = d_kernel_trace;
+    if (threadIdx.x != 0 || b == nullptr) return;
+    const unsigned long long i = atomicAdd(&b->count, 1ull);
+    if (i >= b->capacity) return;
+    unsigned long long grid;
+    asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
+    const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+    b->records[i] = {grid, start_, TraceWaitSlot(), TraceNow(), tag_, block};
+  }
+
+ private:
+  unsigned long long start_;
+  uint32_t tag_;
+};
+
+}  // namespace rtgen::kernels
+
+#define RTGEN_TRACE_KERNEL(tag) \
+  ::rtgen::kernels::KernelTraceScope rtgen_kernel_trace_scope_(::rtgen::kernels::TraceTag::tag)
+
+#else
+
+#define RTGEN_TRACE_KERNEL(tag) static_cast<void>(0)
+
+#endif  // RTGEN_KERNEL_TRACE

@@ -1,0 +1,51 @@
+#pragma once
+// A diagnostic timeline of the kernels of one decode step (issue 4: where the step's time goes,
+// kernel by kernel). Compiled in only with the CMake option RTGEN_KERNEL_TRACE=ON (a separate
+// build: it adds a clock read, a shared-memory store and, per block, one atomic and one record
+// to every traced kernel); otherwise the kernels carry none of it and KernelTraceBegin reports
+// that it is not compiled in.
+//
+// Each traced kernel's block records the global timer when it starts, when its PDL wait returns
+// (launch.h PdlWait) and when its first thread leaves; the host groups the records by grid and
+// orders the grids by their first start. Kernels that are not ours (cuBLASLt) leave gaps.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/kernel_trace_records.h"
+
+namespace rtgen::kernels {
+
+const char* TraceTagName(TraceTag tag);
+
+// One grid of the traced step: times in µs from the step's first block start.
+struct KernelSpan {
+  TraceTag tag = TraceTag::kCount;
+  int64_t blocks = 0;
+  double first_start_us = 0.0;
+  bool waited = false;         // a block recorded its PDL wait (the two times below)
+  double first_wait_us = 0.0;  // the first block past its PDL wait
+  double last_wait_us = 0.0;
+  double last_end_us = 0.0;
+  double median_run_us = 0.0;  // over blocks: from its wait (its start if none) to its end
+};
+
+// True when this build traces its kernels.
+bool KernelTraceCompiledIn();
+
+// Clears the record buffer (allocated on first use, on the current device) so that only kernels
+// launched from now on are recorded. FailedPrecondition when not compiled in.
+absl::Status KernelTraceBegin();
+
+// Waits for the device, then returns the grids recorded since KernelTraceBegin, in order of
+// their first start. An error if the buffer overflowed.
+absl::StatusOr<std::vector<KernelSpan>> KernelTraceEnd();
+
+// A table: per grid, its kernel, blocks, start, PDL wait span, end, and the gap from the end of
+// the grid before it to this grid's first wait (the boundary); then per kernel kind, the count
+// and the summed time from first wait to end.
+std::string FormatKernelTimeline(const std::vector<KernelSpan>& spans);
+
+}  // namespace rtgen::kernels

@@ -1,0 +1,48 @@
+#pragma once
+// What the kernel trace (kernel_trace.h) records, shared by the device side (kernel_trace.cuh)
+// and the host side (kernel_trace.cc). Plain C++17 with the CUDA runtime only (.cu files
+// include it).
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace rtgen::kernels {
+
+// Which kernel a record came from (kernel_trace.cuh RTGEN_TRACE_KERNEL).
+enum class TraceTag : uint32_t {
+  kEmbedding,
+  kRmsNorm,
+  kGemv,
+  kGemvRows,
+  kDecodeAttention,
+  kDecodeAttentionMma,
+  kDecodeCombine,
+  kRopeKvStore,
+  kSiluMul,
+  kSample,
+  kCount,
+};
+
+// One block of one traced grid; times from the global timer, ns.
+struct KernelTraceRecord {
+  unsigned long long grid;   // %gridid
+  unsigned long long start;  // the block's first statement
+  unsigned long long wait;   // its PDL wait returned (0: not recorded)
+  unsigned long long end;    // its thread 0 left
+  uint32_t tag;              // TraceTag
+  uint32_t block;            // linear block index
+};
+
+struct KernelTraceBuffer {
+  unsigned long long count;     // records claimed; more than capacity: overflowed
+  unsigned long long capacity;
+  KernelTraceRecord* records;
+};
+
+// Each translation unit that traces kernels registers how to point its device copy of the
+// buffer pointer at the buffer (kernel_trace.cuh: without relocatable device code every .cu has
+// its own copy). Returns true (for a static initialiser).
+bool RegisterKernelTraceBinder(cudaError_t (*bind)(KernelTraceBuffer* buffer));
+
+}  // namespace rtgen::kernels
