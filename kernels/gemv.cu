@@ -210,10 +210,25 @@ __global__ void __launch_bounds__(W * 32)
   uint4 wv[U];
   int grp = warp;
   const uint64_t policy = kEvictFirst ? EvictFirstPolicy() : 0;
+  // The partial last group (chunks % kGroup != 0) belongs to warp full_groups % W. When that is
+  // the warp's only work (it has no full group: k of a few groups, e.g. SmolLM2's 576), its
+  // weights are loaded here too, before the wait, into wv (which the main loop then never
+  // touches), so no weight load is left after the wait. Not with batch rows 8..15 (kHi): their
+  // variants would need ~40 more registers for it.
+  bool tail_early = false;
   if (grp < full_groups) {
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       wv[u] = LoadWeightsFull<kEvictFirst>(w + grp * kGroup + 4 * u, policy);
+    }
+  } else if constexpr (!kHi) {
+    const int tail = full_groups * kGroup;
+    tail_early = tail < chunks && warp == full_groups % W;
+    if (tail_early) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        wv[u] = LoadStreamed16(w + tail + 4 * u, tail + 4 * u + t < chunks);
+      }
     }
   }
   // RoPE: each (row, pair) angle and each row's cache slot, also before the wait.
@@ -274,12 +289,14 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
     for (int u = 0; u < U; ++u) wv[u] = wn[u];
   }
-  // The partial last group (chunks % kGroup != 0), predicated, by the warp whose turn it is.
+  // The partial last group, predicated, by the warp whose turn it is (loaded above if early).
   if (full_groups * kGroup < chunks && warp == full_groups % W) {
     const int base = full_groups * kGroup;
     uint4 wt[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) wt[u] = LoadStreamed16(w + base + 4 * u, base + 4 * u + t < chunks);
+    for (int u = 0; u < U; ++u) {
+      wt[u] = tail_early ? wv[u] : LoadStreamed16(w + base + 4 * u, base + 4 * u + t < chunks);
+    }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const bool in = base + 4 * u + t < chunks;
