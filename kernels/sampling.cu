@@ -175,12 +175,15 @@ __device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyS
   __syncthreads();
 }
 
-// Writes a greedy row's token (id 0 when every logit is -inf, as ArgMax) and its logprob.
+// Writes a greedy row's token (id 0 when every logit is -inf, as ArgMax) and its logprob. The
+// chosen logit is the state's max itself (the same bits as l[r.i]), so only an all -inf row reads
+// the logits again.
 __device__ void WriteGreedy(const SampleTokensParams& p, int row, const float* l, GreedyState r) {
-  if (r.i == 0x7fffffff) r.i = 0;
+  const bool found = r.i != 0x7fffffff;
+  if (!found) r.i = 0;
   p.token_ids[row] = r.i;
   if (p.chain_token_ids != nullptr) p.chain_token_ids[row] = r.i;
-  p.logprobs[row] = l[r.i] - (r.m + static_cast<float>(log(r.s)));
+  p.logprobs[row] = (found ? r.m : l[0]) - (r.m + static_cast<float>(log(r.s)));
 }
 
 // A greedy row split over p.splits blocks (blockIdx.y = part): each block reduces its chunk of
@@ -317,11 +320,13 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   __shared__ double dscratch[32];
   __shared__ float fscratch[32];
   __shared__ int iscratch[32];
+  const int row = blockIdx.x;
+  // A step array (written by no kernel): read before the wait, so the logits loads that depend
+  // on its greedy test are not a round trip later.
+  const SampleRowParams rp = p.rows[row];
   PdlWait();
   PdlLaunchDependents();
-  const int row = blockIdx.x;
   float* l = p.logits + row * p.row_stride;
-  const SampleRowParams rp = p.rows[row];
   const bool greedy = rp.temperature == 0.0f;
   if (greedy) {
     __shared__ GreedyState warp_states[kThreads / 32];
