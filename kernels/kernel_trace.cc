@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
 
 #ifndef RTGEN_KERNEL_TRACE
@@ -30,6 +31,14 @@ struct TraceMemory {
 TraceMemory& Memory() {
   static TraceMemory memory;
   return memory;
+}
+
+// Points every traced translation unit's buffer pointer at `buffer` (null: recording off).
+absl::Status BindAll(KernelTraceBuffer* buffer) {
+  for (auto* bind : Binders()) {
+    RTGEN_CUDA_RETURN_IF_ERROR(bind(buffer));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -68,19 +77,24 @@ absl::Status KernelTraceBegin() {
   if (m.header == nullptr) {
     RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&m.records, kCapacity * sizeof(KernelTraceRecord)));
     RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&m.header, sizeof(KernelTraceBuffer)));
-    for (auto* bind : Binders()) {
-      RTGEN_CUDA_RETURN_IF_ERROR(bind(m.header));
-    }
   }
   const KernelTraceBuffer header{0, kCapacity, m.records};
   RTGEN_CUDA_RETURN_IF_ERROR(
       cudaMemcpy(m.header, &header, sizeof(header), cudaMemcpyHostToDevice));
+  RETURN_IF_ERROR(BindAll(m.header));
+  // The copies above run on the legacy stream, which the backend's non-blocking streams do not
+  // wait for: finish them before any traced launch.
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<KernelSpan>> KernelTraceEnd() {
   TraceMemory& m = Memory();
-  if (m.header == nullptr) return absl::FailedPreconditionError("KernelTraceBegin was not called");
+  if (!KernelTraceCompiledIn() || m.header == nullptr) {
+    return absl::FailedPreconditionError("no kernel trace is on (KernelTraceBegin)");
+  }
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  RETURN_IF_ERROR(BindAll(nullptr));  // later kernels record nothing
   RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   KernelTraceBuffer header{};
   RTGEN_CUDA_RETURN_IF_ERROR(

@@ -1,7 +1,7 @@
 #pragma once
 // Device side of kernels/kernel_trace.h. RTGEN_TRACE_KERNEL(kTag) as a traced kernel's first
 // statement records its block (start, PDL wait, end) when the build defines RTGEN_KERNEL_TRACE;
-// otherwise it expands to nothing.
+// otherwise it expands to an empty statement.
 
 #include <cstdint>
 
@@ -11,7 +11,10 @@
 
 namespace rtgen::kernels {
 
+// All of it per translation unit: without relocatable device code every .cu has its own copy of
+// the buffer pointer, so what refers to it is local too.
 namespace {
+
 // This translation unit's copy of the buffer pointer (null: not tracing).
 __device__ KernelTraceBuffer* d_kernel_trace = nullptr;
 
@@ -20,7 +23,6 @@ cudaError_t BindKernelTraceHere(KernelTraceBuffer* buffer) {
 }
 
 [[maybe_unused]] const bool kKernelTraceBound = RegisterKernelTraceBinder(&BindKernelTraceHere);
-}  // namespace
 
 __device__ __forceinline__ unsigned long long TraceNow() {
   unsigned long long t;
@@ -28,28 +30,29 @@ __device__ __forceinline__ unsigned long long TraceNow() {
   return t;
 }
 
-// The block's PDL wait time (written by thread 0 in PdlWait).
+// The block's PDL wait time (written by thread 0 in PdlWait; 0: none).
 __device__ __forceinline__ unsigned long long& TraceWaitSlot() {
   __shared__ unsigned long long slot;
   return slot;
 }
 
-// Records the block when thread 0 leaves the kernel (any return path).
+// Records the block when its thread 0 leaves the kernel (any return path); only thread 0 reads
+// the clock or the buffer.
 class KernelTraceScope {
  public:
   __device__ explicit KernelTraceScope(TraceTag tag)
-      : start_(TraceNow()), tag_(static_cast<uint32_t>(tag)) {
+      : start_(threadIdx.x == 0 ? TraceNow() : 0), tag_(static_cast<uint32_t>(tag)) {
     if (threadIdx.x == 0) TraceWaitSlot() = 0;
   }
   __device__ ~KernelTraceScope() {
+    if (threadIdx.x != 0) return;
     KernelTraceBuffer* b = d_kernel_trace;
-    if (threadIdx.x != 0 || b == nullptr) return;
+    if (b == nullptr) return;
     const unsigned long long i = atomicAdd(&b->count, 1ull);
     if (i >= b->capacity) return;
     unsigned long long grid;
     asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
-    const uint32_t block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-    b->records[i] = {grid, start_, TraceWaitSlot(), TraceNow(), tag_, block};
+    b->records[i] = {grid, start_, TraceWaitSlot(), TraceNow(), tag_};
   }
 
  private:
@@ -57,6 +60,7 @@ class KernelTraceScope {
   uint32_t tag_;
 };
 
+}  // namespace
 }  // namespace rtgen::kernels
 
 #define RTGEN_TRACE_KERNEL(tag) \

@@ -1,13 +1,15 @@
 #pragma once
 // A diagnostic timeline of the kernels of one decode step (issue 4: where the step's time goes,
 // kernel by kernel). Compiled in only with the CMake option RTGEN_KERNEL_TRACE=ON (a separate
-// build: it adds a clock read, a shared-memory store and, per block, one atomic and one record
-// to every traced kernel); otherwise the kernels carry none of it and KernelTraceBegin reports
-// that it is not compiled in.
+// build: per block of every traced kernel, thread 0 reads the clock three times and stores one
+// word in shared memory, and while a trace is on adds one atomic and one 40-byte record; the
+// other threads only test their index); otherwise the kernels carry none of it and
+// KernelTraceBegin reports that it is not compiled in.
 //
 // Each traced kernel's block records the global timer when it starts, when its PDL wait returns
-// (launch.h PdlWait) and when its first thread leaves; the host groups the records by grid and
-// orders the grids by their first start. Kernels that are not ours (cuBLASLt) leave gaps.
+// (launch.h PdlWait) and when its thread 0 leaves (the block's end as far as the trace knows);
+// the host groups the records by grid and orders the grids by their first start. Kernels that
+// are not ours (cuBLASLt) leave gaps.
 
 #include <cstdint>
 #include <string>
@@ -35,17 +37,19 @@ struct KernelSpan {
 // True when this build traces its kernels.
 bool KernelTraceCompiledIn();
 
-// Clears the record buffer (allocated on first use, on the current device) so that only kernels
-// launched from now on are recorded. FailedPrecondition when not compiled in.
+// Clears the record buffer (allocated on first use, on the current device) and turns recording
+// on, so that only kernels launched from now on are recorded. FailedPrecondition when not
+// compiled in.
 absl::Status KernelTraceBegin();
 
-// Waits for the device, then returns the grids recorded since KernelTraceBegin, in order of
-// their first start. An error if the buffer overflowed.
+// Waits for the device, turns recording off, then returns the grids recorded since
+// KernelTraceBegin, in order of their first start. An error if the buffer overflowed.
 absl::StatusOr<std::vector<KernelSpan>> KernelTraceEnd();
 
-// A table: per grid, its kernel, blocks, start, PDL wait span, end, and the gap from the end of
-// the grid before it to this grid's first wait (the boundary); then per kernel kind, the count
-// and the summed time from first wait to end.
+// A table: per grid, its kernel, blocks, start, PDL wait span, end, the gap from the end of the
+// grid before it to this grid's first wait (the boundary), its run (first wait to end) and the
+// median block's run (blocks with nothing to do, e.g. empty attention partitions, count too);
+// then per kernel kind, the count and the summed runs and gaps.
 std::string FormatKernelTimeline(const std::vector<KernelSpan>& spans);
 
 }  // namespace rtgen::kernels

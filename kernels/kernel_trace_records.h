@@ -31,7 +31,6 @@ struct KernelTraceRecord {
   unsigned long long wait;   // its PDL wait returned (0: not recorded)
   unsigned long long end;    // its thread 0 left
   uint32_t tag;              // TraceTag
-  uint32_t block;            // linear block index
 };
 
 struct KernelTraceBuffer {

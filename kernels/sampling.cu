@@ -176,8 +176,8 @@ __device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyS
 }
 
 // Writes a greedy row's token (id 0 when every logit is -inf, as ArgMax) and its logprob. The
-// chosen logit is the state's max itself (the same bits as l[r.i]), so only an all -inf row reads
-// the logits again.
+// chosen logit is the state's max itself (the value of l[r.i]; a tie of +0 and -0 may keep the
+// other zero, which gives the same logprob bits), so only an all -inf row reads the logits again.
 __device__ void WriteGreedy(const SampleTokensParams& p, int row, const float* l, GreedyState r) {
   const bool found = r.i != 0x7fffffff;
   if (!found) r.i = 0;

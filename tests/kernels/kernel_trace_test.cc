@@ -5,6 +5,8 @@
 
 #include "kernels/kernel_trace.h"
 
+#include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
