@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/launch.h"
+#include "tools/graph_replay_timer.h"
 #include "tools/median.h"
 
 namespace rtgen {
@@ -72,25 +73,11 @@ double TimeChain(const Options& o, int blocks, size_t smem, bool pdl, cudaStream
   }
   BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
   BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t start, stop;
-  BENCH_CHECK(cudaEventCreate(&start));
-  BENCH_CHECK(cudaEventCreate(&stop));
-  for (int w = 0; w < 3; ++w) BENCH_CHECK(cudaGraphLaunch(exec, stream));  // warm-up
-  std::vector<double> per_launch_us;
-  for (int r = 0; r < o.repeats; ++r) {
-    BENCH_CHECK(cudaEventRecord(start, stream));
-    BENCH_CHECK(cudaGraphLaunch(exec, stream));
-    BENCH_CHECK(cudaEventRecord(stop, stream));
-    BENCH_CHECK(cudaEventSynchronize(stop));
-    float ms = 0.0f;
-    BENCH_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    per_launch_us.push_back(1000.0 * ms / o.kernels);
-  }
-  BENCH_CHECK(cudaEventDestroy(start));
-  BENCH_CHECK(cudaEventDestroy(stop));
+  std::vector<double> replay_ms;
+  BENCH_CHECK(tools::TimeGraphReplays(exec, stream, 3, o.repeats, &replay_ms));
   BENCH_CHECK(cudaGraphExecDestroy(exec));
   BENCH_CHECK(cudaGraphDestroy(graph));
-  return tools::Median(per_launch_us);
+  return 1000.0 * tools::Median(replay_ms) / o.kernels;  // ms per replay -> us per launch
 }
 
 int Main(int argc, char** argv) {

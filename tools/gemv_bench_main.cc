@@ -52,12 +52,14 @@
 #include "kernels/random_fill.h"
 #include "tools/copy_bandwidth.h"
 #include "tools/gemv_bench_legacy.h"
+#include "tools/graph_replay_timer.h"
 #include "tools/median.h"
 
 namespace rtgen {
 namespace {
 
 using tools::Median;
+using tools::TimeGraphReplays;
 using tools::MeasureCopyBandwidth;
 
 struct Options {
@@ -113,24 +115,12 @@ absl::StatusOr<double> TimeGraph(const LaunchFn& fn, const __nv_bfloat16* w0, si
   RTGEN_CUDA_RETURN_IF_ERROR(end);
   cudaGraphExec_t exec = nullptr;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t a, b;
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&a));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&b));
-  std::vector<double> times;
-  for (int r = 0; r < repeats + 2; ++r) {
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(a, stream));
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(exec, stream));
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(b, stream));
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(b));
-    float ms = 0.0f;
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, a, b));
-    if (r >= 2) times.push_back(ms * 1e-3 / launches);
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  std::vector<double> replay_ms;
+  const cudaError_t timed = TimeGraphReplays(exec, stream, 2, repeats, &replay_ms);
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
-  return Median(times);
+  RTGEN_CUDA_RETURN_IF_ERROR(timed);
+  return Median(replay_ms) * 1e-3 / launches;  // ms per replay -> seconds per launch
 }
 
 float Bf16ToFloat(uint16_t b) {
