@@ -17,6 +17,13 @@ __device__ __forceinline__ T WarpSum(T v) {
   return v;
 }
 
+// The GPU's global timer, ns (one clock for every SM).
+__device__ __forceinline__ uint64_t GlobalTimerNs() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
 // The L2 cache policy that marks lines evict-first (weights read once per step), for loads and
 // copies with an L2::cache_hint (sm_90 has no plain evict-first qualifier for 16-byte loads).
 __device__ __forceinline__ uint64_t EvictFirstPolicy() {

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstdio>
 
+#include "kernels/device_utils.cuh"
+
 namespace rtgen::kernels {
 
 __device__ __forceinline__ uint64_t LoadWord(const uint64_t* p) {
@@ -31,12 +33,6 @@ __device__ __forceinline__ uint32_t PackBf16(__nv_bfloat16 lo, __nv_bfloat16 hi)
 // A wait longer than this (a writer is missing) traps — the launch fails with an error —
 // instead of hanging the device. Checked every 1024 polls.
 constexpr uint64_t kMaxWaitNs = 2'000'000'000;
-
-__device__ __forceinline__ uint64_t GlobalTimerNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
-  return t;
-}
 
 // Counts polls; every 1024th checks the clock and reports whether the wait has run too long.
 struct WaitBudget {

@@ -6,6 +6,7 @@
 
 #include "kernels/device_utils.cuh"
 #include "kernels/env_switch.h"
+#include "kernels/hopper_code.h"
 #include "kernels/hopper_gemm.h"
 #include "kernels/hopper_ptx.cuh"
 #include "kernels/launch.h"
@@ -337,10 +338,6 @@ __global__ void __launch_bounds__(kThreads, 1) HopperGemmKernel(const __grid_con
 #endif
 }
 
-__global__ void ProbeKernel(int* has_code) {
-  *has_code = RTGEN_HOPPER_DEVICE_CODE;
-}
-
 PFN_cuTensorMapEncodeTiled_v12000 TensorMapEncoder() {
   static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
     void* p = nullptr;
@@ -401,27 +398,8 @@ bool HopperGemmAvailable(int device) {
     cudaGetLastError();
     return false;
   }
-  if (prop.major != 9 || prop.minor != 0 || TensorMapEncoder() == nullptr) return false;
-  int previous = 0;
-  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  int* flag = nullptr;
-  int has_code = 0;
-  bool ok = cudaMalloc(&flag, sizeof(int)) == cudaSuccess;
-  if (ok) {
-    ok = cudaMemset(flag, 0, sizeof(int)) == cudaSuccess;
-    if (ok) {
-      ProbeKernel<<<1, 1>>>(flag);
-      ok = cudaGetLastError() == cudaSuccess &&
-           cudaMemcpy(&has_code, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-    }
-    cudaFree(flag);
-  }
-  cudaGetLastError();  // a failed probe leaves no error behind
-  cudaSetDevice(previous);
-  return ok && has_code == 1;
+  return prop.major == 9 && prop.minor == 0 && TensorMapEncoder() != nullptr &&
+         HopperDeviceCodeRuns(device);
 }
 
 int32_t HopperGemmTileN(const HopperGemmParams& p) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "kernels/device_utils.cuh"
 #include "kernels/kernel_trace_records.h"
 
 #if RTGEN_KERNEL_TRACE
@@ -24,12 +25,6 @@ cudaError_t BindKernelTraceHere(KernelTraceBuffer* buffer) {
 
 [[maybe_unused]] const bool kKernelTraceBound = RegisterKernelTraceBinder(&BindKernelTraceHere);
 
-__device__ __forceinline__ unsigned long long TraceNow() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // The block's PDL wait time (written by thread 0 in PdlWait; 0: none).
 __device__ __forceinline__ unsigned long long& TraceWaitSlot() {
   __shared__ unsigned long long slot;
@@ -41,7 +36,7 @@ __device__ __forceinline__ unsigned long long& TraceWaitSlot() {
 class KernelTraceScope {
  public:
   __device__ explicit KernelTraceScope(TraceTag tag)
-      : start_(threadIdx.x == 0 ? TraceNow() : 0), tag_(static_cast<uint32_t>(tag)) {
+      : start_(threadIdx.x == 0 ? GlobalTimerNs() : 0), tag_(static_cast<uint32_t>(tag)) {
     if (threadIdx.x == 0) TraceWaitSlot() = 0;
   }
   __device__ ~KernelTraceScope() {
@@ -52,7 +47,7 @@ class KernelTraceScope {
     if (i >= b->capacity) return;
     unsigned long long grid;
     asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
-    b->records[i] = {grid, start_, TraceWaitSlot(), TraceNow(), tag_};
+    b->records[i] = {grid, start_, TraceWaitSlot(), GlobalTimerNs(), tag_};
   }
 
  private:

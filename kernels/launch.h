@@ -41,7 +41,7 @@ __device__ __forceinline__ void PdlWait() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 #if RTGEN_KERNEL_TRACE
-  if (threadIdx.x == 0) TraceWaitSlot() = TraceNow();
+  if (threadIdx.x == 0) TraceWaitSlot() = GlobalTimerNs();
 #endif
 }
 

@@ -24,6 +24,7 @@
 
 #include "kernels/device_utils.cuh"
 #include "kernels/flagged_words.cuh"
+#include "kernels/hopper_code.h"
 #include "kernels/hopper_ptx.cuh"
 #include "kernels/persistent_attention.cuh"
 #include "kernels/persistent_decode.h"
@@ -433,26 +434,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 #endif
 }
 
-__global__ void HasHopperCodeKernel(int* out) { *out = RTGEN_HOPPER_DEVICE_CODE; }
-
-// Whether this binary holds the kernel's sm_90a code for `device`: a build for other
-// architectures compiles the kernel's body to a trap (then the layered path must be used).
-bool HasHopperCode(int device) {
-  int previous = 0, has = 0;
-  int* flag = nullptr;
-  bool ok = cudaGetDevice(&previous) == cudaSuccess && cudaSetDevice(device) == cudaSuccess &&
-            cudaMalloc(&flag, sizeof(int)) == cudaSuccess;
-  if (ok) {
-    HasHopperCodeKernel<<<1, 1>>>(flag);
-    ok = cudaGetLastError() == cudaSuccess &&
-         cudaMemcpy(&has, flag, sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess;
-  }
-  if (flag != nullptr) cudaFree(flag);
-  cudaSetDevice(previous);
-  cudaGetLastError();  // a failed probe is an answer (no), not an error to pass on
-  return ok && has == 1;
-}
-
 template <int HD>
 PersistentLaunch Configure(const PersistentDecodeParams& p, int device) {
   PersistentLaunch launch;
@@ -468,7 +449,7 @@ PersistentLaunch Configure(const PersistentDecodeParams& p, int device) {
   // A block's RoPE pairs must span at most two heads (StageLayer copies two runs of each).
   const int most_pairs = persistent::LargestShare((d.q_dim + d.kv_dim) / 4, num_sms, 2);
   if (major != 9 || persistent::MaxParts(d, num_sms) < 1 || most_pairs > HD / 2 ||
-      !HasHopperCode(device)) {
+      !HopperDeviceCodeRuns(device)) {  // else the kernel's body is a trap
     return launch;
   }
   const SmemPlan plan(d, num_sms);

@@ -1,21 +1,16 @@
 #include "tests/kernels/slow_kv_writer.h"
 
+#include "kernels/device_utils.cuh"
 #include "kernels/launch.h"
 
 namespace rtgen::testing_gpu {
 namespace {
 
-__device__ __forceinline__ uint64_t GlobalTimerNs() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 __global__ void SlowKvStoreKernel(kernels::KvStoreParams p, int64_t delay_ns) {
   kernels::PdlWait();  // the previous reader of these slots has completed
   kernels::PdlLaunchDependents();
-  const uint64_t start = GlobalTimerNs();
-  while (GlobalTimerNs() - start < static_cast<uint64_t>(delay_ns)) __nanosleep(1000);
+  const uint64_t start = kernels::GlobalTimerNs();
+  while (kernels::GlobalTimerNs() - start < static_cast<uint64_t>(delay_ns)) __nanosleep(1000);
   const int t = blockIdx.x;
   const int32_t slot = p.slot_mapping[t];
   if (slot < 0) return;
