@@ -113,6 +113,7 @@ absl::StatusOr<std::vector<KernelSpan>> KernelTraceEnd() {
     int64_t blocks = 0;
     unsigned long long start = ~0ull, first_wait = ~0ull, last_wait = 0, end = 0;
     std::vector<double> runs_us;  // per block
+    std::vector<double> to_mark0_us, mark0_to_mark1_us, last_mark_to_end_us;  // marked blocks
   };
   std::map<std::pair<unsigned long long, uint32_t>, Grid> grids;
   unsigned long long origin = ~0ull;
@@ -126,16 +127,31 @@ absl::StatusOr<std::vector<KernelSpan>> KernelTraceEnd() {
       g.first_wait = std::min(g.first_wait, r.wait);
       g.last_wait = std::max(g.last_wait, r.wait);
     }
-    g.runs_us.push_back((r.end - (r.wait != 0 ? r.wait : r.start)) / 1000.0);
+    const unsigned long long from = r.wait != 0 ? r.wait : r.start;
+    g.runs_us.push_back((r.end - from) / 1000.0);
+    if (r.marks[0] != 0) {
+      g.to_mark0_us.push_back((r.marks[0] - from) / 1000.0);
+      const unsigned long long last = r.marks[1] != 0 ? r.marks[1] : r.marks[0];
+      if (r.marks[1] != 0) g.mark0_to_mark1_us.push_back((r.marks[1] - r.marks[0]) / 1000.0);
+      g.last_mark_to_end_us.push_back((r.end - last) / 1000.0);
+    }
     origin = std::min(origin, r.start);
   }
   std::vector<KernelSpan> spans;
   const auto us = [origin](unsigned long long t) { return (t - origin) / 1000.0; };
+  const auto median = [](std::vector<double>& v) {
+    if (v.empty()) return 0.0;
+    const auto mid = v.begin() + v.size() / 2;
+    std::nth_element(v.begin(), mid, v.end());
+    return *mid;
+  };
   for (auto& [key, g] : grids) {
     KernelSpan s;
-    const auto mid = g.runs_us.begin() + g.runs_us.size() / 2;
-    std::nth_element(g.runs_us.begin(), mid, g.runs_us.end());
-    s.median_run_us = *mid;
+    s.median_run_us = median(g.runs_us);
+    s.marked_blocks = static_cast<int64_t>(g.to_mark0_us.size());
+    s.median_to_mark0_us = median(g.to_mark0_us);
+    s.median_mark0_to_mark1_us = median(g.mark0_to_mark1_us);
+    s.median_last_mark_to_end_us = median(g.last_mark_to_end_us);
     s.tag = static_cast<TraceTag>(g.tag);
     s.blocks = g.blocks;
     s.first_start_us = us(g.start);
@@ -171,6 +187,13 @@ std::string FormatKernelTimeline(const std::vector<KernelSpan>& spans) {
     absl::StrAppendFormat(&out, "%4zu %-16s %7d %9.2f %9.2f %9.2f %9.2f %8.2f %8.2f %8.2f\n", i,
                           TraceTagName(s.tag), s.blocks, s.first_start_us, s.first_wait_us,
                           s.last_wait_us, s.last_end_us, gap, run, s.median_run_us);
+    if (s.marked_blocks > 0) {
+      absl::StrAppendFormat(&out,
+                            "%4s   marks: %d blocks; wait to mark 0 %.2f, mark 0 to 1 %.2f, "
+                            "last mark to end %.2f (medians)\n",
+                            "", s.marked_blocks, s.median_to_mark0_us,
+                            s.median_mark0_to_mark1_us, s.median_last_mark_to_end_us);
+    }
     Sum& sum = sums[TraceTagName(s.tag)];
     ++sum.count;
     sum.run += run;

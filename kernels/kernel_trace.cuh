@@ -1,7 +1,8 @@
 #pragma once
 // Device side of kernels/kernel_trace.h. RTGEN_TRACE_KERNEL(kTag) as a traced kernel's first
-// statement records its block (start, PDL wait, end) when the build defines RTGEN_KERNEL_TRACE;
-// otherwise it expands to an empty statement.
+// statement records its block (start, PDL wait, end) when the build defines RTGEN_KERNEL_TRACE,
+// and RTGEN_TRACE_MARK(i) (0 <= i < kTraceMarks) a point inside it that the block passed (thread
+// 0 passing it is what counts); otherwise both expand to an empty statement.
 
 #include <cstdint>
 
@@ -31,23 +32,36 @@ __device__ __forceinline__ unsigned long long& TraceWaitSlot() {
   return slot;
 }
 
+// The block's marks (written by thread 0 at RTGEN_TRACE_MARK; 0: not passed).
+__device__ __forceinline__ unsigned long long* TraceMarkSlots() {
+  __shared__ unsigned long long slots[kTraceMarks];
+  return slots;
+}
+
 // Records the block when its thread 0 leaves the kernel (any return path); only thread 0 reads
 // the clock or the buffer.
 class KernelTraceScope {
  public:
   __device__ explicit KernelTraceScope(TraceTag tag)
       : start_(threadIdx.x == 0 ? GlobalTimerNs() : 0), tag_(static_cast<uint32_t>(tag)) {
-    if (threadIdx.x == 0) TraceWaitSlot() = 0;
+    if (threadIdx.x != 0) return;
+    TraceWaitSlot() = 0;
+    for (int i = 0; i < kTraceMarks; ++i) TraceMarkSlots()[i] = 0;
   }
   __device__ ~KernelTraceScope() {
     if (threadIdx.x != 0) return;
     KernelTraceBuffer* b = d_kernel_trace;
     if (b == nullptr) return;
+    // The end is read before the atomic that claims a record: its round trip (longer the more
+    // blocks claim at once) is not the kernel's time.
+    const unsigned long long end = GlobalTimerNs();
     const unsigned long long i = atomicAdd(&b->count, 1ull);
     if (i >= b->capacity) return;
     unsigned long long grid;
     asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
-    b->records[i] = {grid, start_, TraceWaitSlot(), GlobalTimerNs(), tag_};
+    const unsigned long long* marks = TraceMarkSlots();
+    b->records[i] = {grid, start_, TraceWaitSlot(), end, {marks[0], marks[1]}, tag_};
+    static_assert(kTraceMarks == 2);
   }
 
  private:
@@ -60,9 +74,14 @@ class KernelTraceScope {
 
 #define RTGEN_TRACE_KERNEL(tag) \
   ::rtgen::kernels::KernelTraceScope rtgen_kernel_trace_scope_(::rtgen::kernels::TraceTag::tag)
+#define RTGEN_TRACE_MARK(i) \
+  (threadIdx.x == 0 ? static_cast<void>(::rtgen::kernels::TraceMarkSlots()[i] = \
+                                            ::rtgen::kernels::GlobalTimerNs()) \
+                    : static_cast<void>(0))
 
 #else
 
 #define RTGEN_TRACE_KERNEL(tag) static_cast<void>(0)
+#define RTGEN_TRACE_MARK(i) static_cast<void>(0)
 
 #endif  // RTGEN_KERNEL_TRACE

@@ -7,9 +7,10 @@
 // KernelTraceBegin reports that it is not compiled in.
 //
 // Each traced kernel's block records the global timer when it starts, when its PDL wait returns
-// (launch.h PdlWait) and when its thread 0 leaves (the block's end as far as the trace knows);
-// the host groups the records by grid and orders the grids by their first start. Kernels that
-// are not ours (cuBLASLt) leave gaps.
+// (launch.h PdlWait), at up to kTraceMarks marks inside the kernel (RTGEN_TRACE_MARK) and when
+// its thread 0 leaves (the block's end as far as the trace knows); the host groups the records by
+// grid and orders the grids by their first start. Kernels that are not ours (cuBLASLt) leave
+// gaps.
 
 #include <cstdint>
 #include <string>
@@ -32,6 +33,13 @@ struct KernelSpan {
   double last_wait_us = 0.0;
   double last_end_us = 0.0;
   double median_run_us = 0.0;  // over blocks: from its wait (its start if none) to its end
+  // The blocks that passed mark 0, and the median over them of the time from their wait (start
+  // if none) to mark 0, from mark 0 to mark 1 (blocks past both) and from their last mark to
+  // their end.
+  int64_t marked_blocks = 0;
+  double median_to_mark0_us = 0.0;
+  double median_mark0_to_mark1_us = 0.0;
+  double median_last_mark_to_end_us = 0.0;
 };
 
 // True when this build traces its kernels.
@@ -49,7 +57,8 @@ absl::StatusOr<std::vector<KernelSpan>> KernelTraceEnd();
 // A table: per grid, its kernel, blocks, start, PDL wait span, end, the gap from the end of the
 // grid before it to this grid's first wait (the boundary), its run (first wait to end) and the
 // median block's run (blocks with nothing to do, e.g. empty attention partitions, count too);
-// then per kernel kind, the count and the summed runs and gaps.
+// under a grid whose blocks passed marks, the medians between them; then per kernel kind, the
+// count and the summed runs and gaps.
 std::string FormatKernelTimeline(const std::vector<KernelSpan>& spans);
 
 }  // namespace rtgen::kernels

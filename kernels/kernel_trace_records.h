@@ -24,13 +24,17 @@ enum class TraceTag : uint32_t {
   kCount,
 };
 
+// Points inside a kernel a block may record (kernel_trace.cuh RTGEN_TRACE_MARK), in order.
+constexpr int kTraceMarks = 2;
+
 // One block of one traced grid; times from the global timer, ns.
 struct KernelTraceRecord {
-  unsigned long long grid;   // %gridid
-  unsigned long long start;  // the block's first statement
-  unsigned long long wait;   // its PDL wait returned (0: not recorded)
-  unsigned long long end;    // its thread 0 left
-  uint32_t tag;              // TraceTag
+  unsigned long long grid;                // %gridid
+  unsigned long long start;               // the block's first statement
+  unsigned long long wait;                // its PDL wait returned (0: not recorded)
+  unsigned long long end;                 // its thread 0 left
+  unsigned long long marks[kTraceMarks];  // RTGEN_TRACE_MARK(i) passed (0: not recorded)
+  uint32_t tag;                           // TraceTag
 };
 
 struct KernelTraceBuffer {

@@ -1,7 +1,7 @@
 // The diagnostic kernel trace (kernels/kernel_trace.h): in a build that traces its kernels, two
 // chained launches come back as two grids in launch order with every block recorded, the second
-// past its PDL wait no earlier than the first ended; in any other build it says it is not
-// compiled in.
+// past its PDL wait no earlier than the first ended, and the marks a kernel's blocks pass are
+// counted and timed; in any other build it says it is not compiled in.
 
 #include "kernels/kernel_trace.h"
 
@@ -11,6 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/rms_norm.h"
+#include "kernels/sampling.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace rtgen::testing_gpu {
@@ -44,12 +45,45 @@ TEST(KernelTraceTest, RecordsEachGridOfAStepInOrder) {
     EXPECT_LE(s.first_start_us, s.first_wait_us);
     EXPECT_LE(s.first_wait_us, s.last_wait_us);
     EXPECT_LE(s.last_wait_us, s.last_end_us);
+    EXPECT_EQ(s.marked_blocks, 0);  // the norm has no marks
   }
   EXPECT_EQ((*spans)[0].first_start_us, 0.0);
   // The second waits for the first grid to complete.
   EXPECT_GE((*spans)[1].first_wait_us, (*spans)[0].last_end_us);
   const std::string table = kernels::FormatKernelTimeline(*spans);
   EXPECT_NE(table.find("rms_norm"), std::string::npos) << table;
+}
+
+// Marks inside a kernel: every block of a greedy row split over blocks passes mark 0 (thread 0's
+// ids read) and then mark 1 (the block's state combined).
+TEST(KernelTraceTest, RecordsTheMarksTheBlocksPass) {
+  if (!kernels::KernelTraceCompiledIn()) GTEST_SKIP() << "not a kernel-trace build";
+  std::mt19937_64 rng(FreshSeed());
+  const int vocab = 49152, splits = 8;
+  DeviceArray<float> logits(RandomNormal(vocab, 1.0f, rng));
+  DeviceArray<kernels::SampleRowParams> rows(std::vector<kernels::SampleRowParams>(1));
+  DeviceArray<int32_t> token(1), counter(std::vector<int32_t>{0});
+  DeviceArray<float> logprob(1);
+  DeviceArray<uint8_t> states(splits * kernels::kSampleSplitStateBytes);
+  kernels::SampleTokensParams p{logits.get(), vocab, rows.get(), token.get(), logprob.get(), 1,
+                                vocab};
+  p.splits = splits;
+  p.split_states = states.get();
+  p.split_counters = counter.get();
+  ASSERT_TRUE(kernels::KernelTraceBegin().ok());
+  GPU_CHECK(kernels::SampleTokens(p, nullptr));
+  const absl::StatusOr<std::vector<kernels::KernelSpan>> spans = kernels::KernelTraceEnd();
+  ASSERT_TRUE(spans.ok()) << spans.status();
+  ASSERT_EQ(spans->size(), 1u);
+  const kernels::KernelSpan& s = (*spans)[0];
+  EXPECT_EQ(s.tag, kernels::TraceTag::kSample);
+  EXPECT_EQ(s.blocks, splits);
+  EXPECT_EQ(s.marked_blocks, splits);
+  EXPECT_GT(s.median_to_mark0_us, 0.0);
+  EXPECT_GT(s.median_mark0_to_mark1_us, 0.0);  // shuffles and barriers between them
+  EXPECT_LE(s.median_to_mark0_us + s.median_last_mark_to_end_us, s.last_end_us);
+  const std::string table = kernels::FormatKernelTimeline(*spans);
+  EXPECT_NE(table.find("marks: 8 blocks"), std::string::npos) << table;
 }
 
 }  // namespace
