@@ -33,10 +33,13 @@ struct TileBuffers {
   __nv_bfloat16 v[kStages][kTileKeys][kRow];
 };
 
-// Per-warp outputs for the final merge, in the K tiles' space (free by then).
+// Per-warp outputs for the final merge, in the K tiles' space (free by then). Rows of kD + kPad
+// floats: a warp stores its fragment as float2 pairs (row g, columns 8 n + 2 t), and with rows
+// 72 or 136 floats apart each half-warp's 16 pairs fall in 32 different banks (with rows kD apart
+// the eight g shared a bank: 8-way conflicts, ~1 us of a batch-1 block's merge on the H200).
 template <int kD, int kWarps>
 struct MergeBuffers {
-  float o[kWarps][kRows][kD];
+  float o[kWarps][kRows][kD + kPad];
 };
 
 __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
@@ -163,6 +166,7 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
       CpAsyncWait<kStages - 1>();
     }
     __syncthreads();  // every thread's copies of this tile have landed
+    if (tile == 0) RTGEN_TRACE_MARK(0);  // q and the first tile in shared memory
     if (tile == 0) {
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
@@ -223,6 +227,7 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     CpAsyncCommit();
   }
   CpAsyncWait<0>();
+  RTGEN_TRACE_MARK(1);  // thread 0's warp through every tile
 
   // Merge the warps (each holds a running state over its own keys): rescale to the block max,
   // then sum over warps in warp order (fixed, so replays are bitwise equal).
@@ -237,14 +242,15 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h;
+    if (r >= group) continue;  // a padding row (zero query): nothing reads it
     float bm = -INFINITY;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) bm = fmaxf(bm, s_m[w][r]);
     const float f = Rescale(m[h], bm);
 #pragma unroll
     for (int n = 0; n < kD / 8; ++n) {
-      mg.o[warp][r][8 * n + 2 * t] = o[n][2 * h] * f;
-      mg.o[warp][r][8 * n + 2 * t + 1] = o[n][2 * h + 1] * f;
+      *reinterpret_cast<float2*>(&mg.o[warp][r][8 * n + 2 * t]) =
+          make_float2(o[n][2 * h] * f, o[n][2 * h + 1] * f);
     }
     if (t == 0) s_l[warp][r] = l[h] * f;
   }

@@ -306,6 +306,7 @@ __global__ void __launch_bounds__(W * 32)
       Mma(d, xa.z, xb.z, xa.w, xb.w, wt[u].z, wt[u].w);
     }
   }
+  RTGEN_TRACE_MARK(0);  // warp 0's multiplies done
   if (kRope && !rope_early) PdlLaunchDependents();
   const float inv_rms =
       kLink && link.scale_by != nullptr ? NormLinkInvRms(link_sum, link.eps, p.k) : 1.0f;
@@ -323,6 +324,7 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
     for (int i = 0; i < 4; ++i) partial[warp][g + (i >> 1) * 8][2 * t + (i & 1)] = d[i];
     __syncthreads();
+    RTGEN_TRACE_MARK(1);  // every warp's sums in shared memory
     if constexpr (kSwiGlu) {
       constexpr int kHalf = kTileRows / 2;
       for (int idx = threadIdx.x; idx < p.m * kHalf; idx += W * 32) {
