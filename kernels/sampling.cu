@@ -127,7 +127,7 @@ __device__ __forceinline__ GreedyState WarpCombine(GreedyState g) {
   return g;
 }
 
-// Block-wide over ids [begin, end) of a row: the result reaches every thread through `out`
+// Block-wide over ids [begin, end) of a row: the result in `out`, written by thread 0 for thread 0
 // (lowest id 0x7fffffff when every logit is -inf). `vec`: the row is 16-byte aligned and
 // begin % 4 == 0, so float4 loads may be used.
 __device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyState* warp_states,
@@ -167,16 +167,39 @@ __device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyS
     g = GreedyCombine(g, b);
   }
   for (int i = max(begin, 4 * e4) + threadIdx.x; i < end; i += kThreads) GreedyUpdate(g, l[i], i);
-  g = WarpCombine(g);
+  RTGEN_TRACE_MARK(0);  // thread 0's ids read and folded into its state
+  // The block's max and its lowest id first (float and int shuffles, no exps; exact, so every
+  // lane and thread gets the same pair), then each thread's sum rescaled to that max once and the
+  // sums added in a fixed order: one exp per thread, where a tree of GreedyCombine took two per
+  // level (that tree was ~4 us of the pass on the H200, session 18).
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (lane == 0) warp_states[warp] = g;
-  __syncthreads();
-  if (warp == 0) {
-    static_assert(kThreads / 32 <= 32);
-    g = WarpCombine(lane < kThreads / 32 ? warp_states[lane] : GreedyState{});
-    if (lane == 0) *out = g;
+  constexpr int kWarps = kThreads / 32;
+  float m = g.m;
+  int id = g.i;
+  for (int o = 16; o > 0; o >>= 1) {
+    const float om = __shfl_xor_sync(kFullMask, m, o);
+    const int oi = __shfl_xor_sync(kFullMask, id, o);
+    if (om > m || (om == m && oi < id)) m = om, id = oi;
   }
+  if (lane == 0) warp_states[warp].m = m, warp_states[warp].i = id;
   __syncthreads();
+  for (int w = 0; w < kWarps; ++w) {
+    const float om = warp_states[w].m;
+    const int oi = warp_states[w].i;
+    if (om > m || (om == m && oi < id)) m = om, id = oi;
+  }
+  // exp(-inf - m) would be 0 too, but m is -inf when every logit is: no NaN from -inf - -inf.
+  double sum = g.m == -INFINITY ? 0.0 : g.s * static_cast<double>(expf(g.m - m));
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFullMask, sum, o);
+  if (lane == 0) warp_states[warp].s = sum;  // .m and .i are read above, .s not
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0.0;
+    for (int w = 0; w < kWarps; ++w) total += warp_states[w].s;
+    GreedyState r;
+    if (m != -INFINITY) r.m = m, r.i = id, r.s = total;
+    *out = r;
+  }
 }
 
 // Writes a greedy row's token (id 0 when every logit is -inf, as ArgMax) and its logprob. The
@@ -202,6 +225,7 @@ __device__ void GreedySplit(const SampleTokensParams& p, int row, const float* l
   const int per = ((p.vocab + p.splits - 1) / p.splits + 3) / 4 * 4;
   const int begin = min(p.vocab, part * per), end = min(p.vocab, begin + per);
   GreedyPass(l, begin, end, p.row_stride % 4 == 0, warp_states, result);
+  RTGEN_TRACE_MARK(1);  // the block's ids reduced to one state
   if (threadIdx.x >= 32) return;
   const int lane = threadIdx.x;
   GreedyState* states = static_cast<GreedyState*>(p.split_states) + int64_t{row} * p.splits;
