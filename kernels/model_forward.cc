@@ -42,6 +42,13 @@ bool DecodePrefetch() {
   return on;
 }
 
+// RTGEN_DECODE_PREFETCH=all: prefetch at every decode step, whichever kernel writes the newest
+// key (A/B; the rule it needs, launch.h, holds for every kernel of the step).
+bool DecodePrefetchAll() {
+  static const bool all = kernels::EnvIs("RTGEN_DECODE_PREFETCH", "all");
+  return all;
+}
+
 // Smallest decode attention partition, in keys (RTGEN_DECODE_MIN_PARTITION, for A/B).
 int32_t DecodeMinPartition() {
   static const int32_t keys = [] {
@@ -292,6 +299,7 @@ bool ModelForward::LinksNorms(const ForwardShape& shape) const {
 
 bool ModelForward::PrefetchesKv(const ForwardShape& shape) const {
   if (!shape.decode_only || !DecodePrefetch()) return false;
+  if (DecodePrefetchAll()) return true;
   const ModelConfig& c = config_;
   const int32_t qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   const DeviceLayer& w = weights_->layers[0];  // every layer has the same shapes
