@@ -267,6 +267,13 @@ cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
       misaligned(p.v_cache)) {
     return cudaErrorInvalidValue;
   }
+  if (p.rope.on() &&
+      (!DecodeAttentionMmaSupports(p) || p.prefetch_kv || misaligned(p.rope.new_k) ||
+       misaligned(p.rope.new_v) || p.rope.inv_freq == nullptr ||
+       p.rope.slot_mapping == nullptr || p.rope.k_cache == nullptr ||
+       p.rope.v_cache == nullptr)) {
+    return cudaErrorInvalidValue;
+  }
   const int group = p.num_heads / p.num_kv_heads;
   cudaError_t err;
   if (DecodeAttentionMmaSupports(p)) {

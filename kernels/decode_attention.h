@@ -51,6 +51,24 @@ struct DecodeAttentionParams {
   // writes in a decode step; every other key must have been written by work that has completed
   // before that kernel started (earlier steps). False: everything after the wait.
   bool prefetch_kv = false;
+  // Optional (on(): positions set; the tensor-core kernel only, and not with prefetch_kv,
+  // DecodeAttention refuses it otherwise): RoPE and the KV store of each sequence's newest key
+  // done here instead of by a launch before, so the qkv projection before this kernel writes
+  // nothing but its rows. q is read unrotated and rotated at positions[s] as it is loaded; the
+  // block holding key context_lens[s] - 1 rotates that key's row of new_k, stores it and new_v's
+  // row at cache slot slot_mapping[s] and attends to them. The same arithmetic as RopeKvStore
+  // (rope_math.cuh), so the same bits. new_k, new_v: 16-byte aligned, rows q_stride apart.
+  struct RopeStore {
+    const __nv_bfloat16* new_k = nullptr;   // sequence s's kv heads at new_k + s * q_stride
+    const __nv_bfloat16* new_v = nullptr;   // same layout
+    const int32_t* positions = nullptr;     // [num_seqs]
+    const float* inv_freq = nullptr;        // [head_dim / 2]
+    const int32_t* slot_mapping = nullptr;  // [num_seqs]
+    __nv_bfloat16* k_cache = nullptr;       // where the newest keys are written (k_cache's
+    __nv_bfloat16* v_cache = nullptr;       // and v_cache's memory)
+    bool on() const { return positions != nullptr; }
+  };
+  RopeStore rope;
 };
 
 cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream);

@@ -13,6 +13,7 @@
 #include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma.cuh"
+#include "kernels/rope_math.cuh"
 
 namespace rtgen::kernels {
 namespace {
@@ -47,12 +48,28 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+// Rotates 4 consecutive pairs (lo: x[i..i+3], hi: x[i+half..i+half+3], bf16) with their angles,
+// as the RoPE kernels do (rope_math.cuh RotateHalf): the same bits.
+__device__ __forceinline__ void RotateUnit(uint2& lo, uint2& hi, const float* c, const float* s) {
+  __nv_bfloat16* l = reinterpret_cast<__nv_bfloat16*>(&lo);
+  __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(&hi);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const RotatedPair rot = RotateHalf(__bfloat162float(l[e]), __bfloat162float(h[e]), c[e], s[e]);
+    l[e] = rot.lo;
+    h[e] = rot.hi;
+  }
+}
+
 // grid (num_kv_heads, num_seqs, num_splits), 32 * kWarps threads,
-// sizeof(TileBuffers<kD, kWarps>) bytes of dynamic shared memory. kPrefetch: p.prefetch_kv.
-template <int kD, int kWarps, bool kPrefetch>
+// sizeof(TileBuffers<kD, kWarps>) bytes of dynamic shared memory. kPrefetch: p.prefetch_kv;
+// kRope: p.rope.on() (never with kPrefetch): q rotated as it is loaded, and the newest key
+// rotated, stored to the caches and put in its tile's row by this kernel.
+template <int kD, int kWarps, bool kPrefetch, bool kRope>
 __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     DecodeAttentionMmaKernel(DecodeAttentionParams p) {
   RTGEN_TRACE_KERNEL(kDecodeAttentionMma);
+  static_assert(!(kPrefetch && kRope));
   using Stages = TileBuffers<kD, kWarps>;
   constexpr int kThreads = 32 * kWarps;
   constexpr int kTileKeys = Stages::kTileKeys;
@@ -66,6 +83,14 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   const int kv_head = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
+  constexpr int kHalf = kD / 2, kUnits = kD / 8;  // kRope: 4-pair units of a row
+  __shared__ float s_cos[kRope ? kHalf : 1], s_sin[kRope ? kHalf : 1];
+  if constexpr (kRope) {  // a step array and the frequencies: before the wait (LoadPartition syncs)
+    const int32_t pos = p.rope.positions[seq];
+    for (int i = threadIdx.x; i < kHalf; i += kThreads) {
+      RopeCosSin(pos, p.rope.inv_freq[i], &s_cos[i], &s_sin[i]);
+    }
+  }
   // Before the PDL wait (step arrays, written by no kernel): the context length and this
   // partition's block-table entries, so slots resolve from shared memory.
   PartitionRange range;
@@ -96,9 +121,27 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     CpAsync16(&sm.k[st][r][ch * 8], kbase + slot * row + ch * 8, valid);
     CpAsync16(&sm.v[st][r][ch * 8], vbase + slot * row + ch * 8, valid);
   };
+  // kRope: where the newest key is (-1: not in this partition) and, in threads 0 .. kUnits - 1,
+  // its K unit (pairs 4 j .. 4 j + 3) and V chunk (16 bytes at 8 j), rotated (`rotated`) after the
+  // tiles' first copies are out, then written to the caches and to their tile's row, at once for
+  // a first tile or when its tile is copied (that tile's cp.async pieces skip the row).
+  [[maybe_unused]] int rope_tile = -1, rope_row = -1;
+  [[maybe_unused]] bool rotated = false;
+  [[maybe_unused]] uint2 new_lo{}, new_hi{};
+  [[maybe_unused]] uint4 new_v{};
+  const auto put_newest = [&]() {
+    const int st = rope_tile % kStages, j = threadIdx.x;
+    *reinterpret_cast<uint2*>(&sm.k[st][rope_row][4 * j]) = new_lo;
+    *reinterpret_cast<uint2*>(&sm.k[st][rope_row][kHalf + 4 * j]) = new_hi;
+    *reinterpret_cast<uint4*>(&sm.v[st][rope_row][8 * j]) = new_v;
+  };
   const auto copy_tile = [&](int tile) {
     for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
+      if (kRope && tile == rope_tile && c / kChunks == rope_row) continue;
       copy_piece(tile, c / kChunks, c % kChunks);
+    }
+    if constexpr (kRope) {
+      if (rotated && tile == rope_tile && threadIdx.x < kUnits) put_newest();
     }
   };
   // Prefetch (kPrefetch: DecodeAttentionParams::prefetch_kv): the first kStages tiles before the
@@ -126,14 +169,43 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     PdlLaunchDependents();
     if (role.skip) return;
   }
-  // The query rows (zeros past the group): with tile 0, or (kPrefetch) with the newest key's row
-  // in a group after the prefetched tiles.
-  for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
-    const int r = c / kChunks, ch = c % kChunks;
-    const bool valid = r < group;
-    const __nv_bfloat16* src =
-        p.q + seq * p.q_stride + static_cast<int64_t>(head0 + (valid ? r : 0)) * kD + ch * 8;
-    CpAsync16(&sm.q[r][ch * 8], src, valid);
+  // kRope: the query rows' units of this thread (unit u: row c / kUnits, pairs 4 (c % kUnits) ..,
+  // c = threadIdx.x + u kThreads), loaded here and rotated after the tiles' first copies are out.
+  constexpr int kQUnits = (kRows * kUnits + kThreads - 1) / kThreads;
+  [[maybe_unused]] uint2 q_lo[kQUnits], q_hi[kQUnits];
+  if constexpr (kRope) {
+    const int newest = range.ctx - 1;  // context_lens - 1, at positions[seq]
+    if (newest >= begin && newest < end) {
+      rope_tile = (newest - begin) / kTileKeys;
+      rope_row = (newest - begin) % kTileKeys;
+      if (threadIdx.x < kUnits) {
+        const int j = threadIdx.x;
+        const int64_t src = seq * p.q_stride + static_cast<int64_t>(kv_head) * kD;
+        new_lo = *reinterpret_cast<const uint2*>(p.rope.new_k + src + 4 * j);
+        new_hi = *reinterpret_cast<const uint2*>(p.rope.new_k + src + kHalf + 4 * j);
+        new_v = *reinterpret_cast<const uint4*>(p.rope.new_v + src + 8 * j);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kQUnits; ++u) {
+      const int c = threadIdx.x + u * kThreads, r = c / kUnits, j = c % kUnits;
+      q_lo[u] = q_hi[u] = uint2{0, 0};  // zeros past the group
+      if (c < kRows * kUnits && r < group) {
+        const __nv_bfloat16* x = p.q + seq * p.q_stride + static_cast<int64_t>(head0 + r) * kD;
+        q_lo[u] = *reinterpret_cast<const uint2*>(x + 4 * j);
+        q_hi[u] = *reinterpret_cast<const uint2*>(x + kHalf + 4 * j);
+      }
+    }
+  } else {
+    // The query rows (zeros past the group): with tile 0, or (kPrefetch) with the newest key's
+    // row in a group after the prefetched tiles.
+    for (int c = threadIdx.x; c < kRows * kChunks; c += kThreads) {
+      const int r = c / kChunks, ch = c % kChunks;
+      const bool valid = r < group;
+      const __nv_bfloat16* src =
+          p.q + seq * p.q_stride + static_cast<int64_t>(head0 + (valid ? r : 0)) * kD + ch * 8;
+      CpAsync16(&sm.q[r][ch * 8], src, valid);
+    }
   }
   if constexpr (kPrefetch) {
     if (newest_tile >= 0) {
@@ -147,6 +219,30 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
       if (tile < tiles) copy_tile(tile);
       CpAsyncCommit();
     }
+  }
+  if constexpr (kRope) {
+    // With the first tiles' copies in flight: q rotated into its rows (the barrier before tile 0
+    // is read publishes them), and the newest key rotated and stored to the caches and, if its
+    // tile is one of those, to its row.
+#pragma unroll
+    for (int u = 0; u < kQUnits; ++u) {
+      const int c = threadIdx.x + u * kThreads, r = c / kUnits, j = c % kUnits;
+      if (c >= kRows * kUnits) continue;
+      if (r < group) RotateUnit(q_lo[u], q_hi[u], &s_cos[4 * j], &s_sin[4 * j]);
+      *reinterpret_cast<uint2*>(&sm.q[r][4 * j]) = q_lo[u];
+      *reinterpret_cast<uint2*>(&sm.q[r][kHalf + 4 * j]) = q_hi[u];
+    }
+    if (rope_tile >= 0 && threadIdx.x < kUnits) {
+      const int j = threadIdx.x;
+      RotateUnit(new_lo, new_hi, &s_cos[4 * j], &s_sin[4 * j]);
+      const int64_t dst = static_cast<int64_t>(p.rope.slot_mapping[seq]) * row +
+                          static_cast<int64_t>(kv_head) * kD;
+      *reinterpret_cast<uint2*>(p.rope.k_cache + dst + 4 * j) = new_lo;
+      *reinterpret_cast<uint2*>(p.rope.k_cache + dst + kHalf + 4 * j) = new_hi;
+      *reinterpret_cast<uint4*>(p.rope.v_cache + dst + 8 * j) = new_v;
+      if (rope_tile < kStages) put_newest();
+    }
+    rotated = true;
   }
 
   const float qscale = p.scale * kLog2e;  // scores in base 2
@@ -290,8 +386,9 @@ template <int kD, int kWarps>
 cudaError_t OptIn(int* per_sm) {
   constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps>);
   *per_sm = 1 << 30;
-  for (const auto kernel :
-       {DecodeAttentionMmaKernel<kD, kWarps, false>, DecodeAttentionMmaKernel<kD, kWarps, true>}) {
+  for (const auto kernel : {DecodeAttentionMmaKernel<kD, kWarps, false, false>,
+                            DecodeAttentionMmaKernel<kD, kWarps, true, false>,
+                            DecodeAttentionMmaKernel<kD, kWarps, false, true>}) {
     cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     int blocks = 0;
@@ -299,7 +396,7 @@ cudaError_t OptIn(int* per_sm) {
       err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, 32 * kWarps, kSmem);
     }
     if (err != cudaSuccess) return err;
-    *per_sm = std::min(*per_sm, blocks);  // both variants fit as many
+    *per_sm = std::min(*per_sm, blocks);  // every variant fits as many
   }
   return cudaSuccess;
 }
@@ -350,11 +447,10 @@ template <int kD, int kWarps>
 cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(p.num_kv_heads, p.num_seqs, p.num_splits);
   constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps>);
-  return p.prefetch_kv
-             ? LaunchKernel(DecodeAttentionMmaKernel<kD, kWarps, true>, grid, 32 * kWarps, kSmem,
-                            stream, p)
-             : LaunchKernel(DecodeAttentionMmaKernel<kD, kWarps, false>, grid, 32 * kWarps, kSmem,
-                            stream, p);
+  const auto kernel = p.rope.on()    ? DecodeAttentionMmaKernel<kD, kWarps, false, true>
+                      : p.prefetch_kv ? DecodeAttentionMmaKernel<kD, kWarps, true, false>
+                                      : DecodeAttentionMmaKernel<kD, kWarps, false, false>;
+  return LaunchKernel(kernel, grid, 32 * kWarps, kSmem, stream, p);
 }
 
 // The most warps (the longest key tile: fewer tiles per sequence, one after another in a block)

@@ -425,9 +425,14 @@ bool FusedRopeShape(const MatmulContext& ctx, const MatmulParams& p) {
 
 }  // namespace
 
+bool MatmulFusesRope(const MatmulContext& ctx, const MatmulParams& p) {
+  const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
+  return p.m > 0 && FusedRopeShape(ctx, p) && GemvSupported(g);
+}
+
 bool MatmulRopeReleasesEarly(const MatmulContext& ctx, const MatmulParams& p) {
   const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
-  return p.m > 0 && FusedRopeShape(ctx, p) && GemvSupported(g) && GemvRopeReleasesEarly(g);
+  return MatmulFusesRope(ctx, p) && GemvRopeReleasesEarly(g);
 }
 
 absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopeParams& rope,

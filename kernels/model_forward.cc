@@ -7,6 +7,7 @@
 
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
+#include "kernels/decode_attention_mma.h"
 #include "kernels/diag_skip.h"
 #include "kernels/embedding.h"
 #include "kernels/env_switch.h"
@@ -47,6 +48,16 @@ bool DecodePrefetch() {
 bool DecodePrefetchAll() {
   static const bool all = kernels::EnvIs("RTGEN_DECODE_PREFETCH", "all");
   return all;
+}
+
+// RTGEN_DECODE_ROPE=1: decode attention does RoPE and the KV store where the qkv projection is
+// not the fused RoPE GEMV, one launch fewer per layer (opt-in). Measured on the H200 (session 18,
+// graph TPOT ms, two calls, the default first): Llama-3-8B b8 4.57 -> 4.45-4.49, Llama-3.2-1B b8
+// 0.966 -> 0.946-0.953, but SmolLM2-135M b8 0.552 -> 0.567-0.570 and Llama-3-8B b64 5.18-5.23 ->
+// 5.22-5.42; batch 1 takes the fused GEMV either way.
+bool DecodeRope() {
+  static const bool on = kernels::EnvIs("RTGEN_DECODE_ROPE", "1");
+  return on;
 }
 
 // Smallest decode attention partition, in keys (RTGEN_DECODE_MIN_PARTITION, for A/B).
@@ -149,40 +160,25 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
                                      step.slot_mapping, n, kv_dim};
   kernels::MatmulParams qkv_proj{At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv,
                                  false, n, qkv_dim, h};
+  const bool attention = !kernels::DiagSkips(kernels::StepPart::kAttention);
+  kernels::DecodeAttentionParams decode;
+  if (shape.decode_only) decode = DecodeParams(layer, shape, step, kv);
+  // Where the qkv projection is not the fused RoPE GEMV, decode attention does RoPE and the KV
+  // store itself (one launch fewer per layer).
+  if (attention && shape.decode_only && RopeInAttention(qkv_proj, decode)) {
+    decode.rope = {store.k,      store.v,   step.positions, weights_->inv_freq.as<float>(),
+                   step.slot_mapping, k_cache, v_cache};
+  }
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
     if (linked_attn_norm) qkv_proj.link = ConsumerLink(2 * layer - 1);
-    RETURN_IF_ERROR(kernels::MatmulRopeKvStore(*matmul_, qkv_proj, rope, store, stream));
+    if (decode.rope.on()) {
+      RETURN_IF_ERROR(kernels::Matmul(*matmul_, qkv_proj, stream));
+    } else {
+      RETURN_IF_ERROR(kernels::MatmulRopeKvStore(*matmul_, qkv_proj, rope, store, stream));
+    }
   }
-  const bool attention = !kernels::DiagSkips(kernels::StepPart::kAttention);
   if (attention && shape.decode_only) {
-    const kernels::DecodeSplitPlan plan =
-        kernels::PlanDecodeSplits(shape.num_seqs, c.num_kv_heads, max_context_, num_sms_,
-                                  DecodeMinPartition());
-    kernels::DecodeAttentionParams a;
-    a.q = qkv;
-    a.q_stride = qkv_dim;
-    a.k_cache = k_cache;
-    a.v_cache = v_cache;
-    a.block_tables = step.block_tables;
-    a.context_lens = step.context_lens;
-    a.out = At<__nv_bfloat16>(attn_);
-    a.num_seqs = shape.num_seqs;
-    a.num_heads = c.num_heads;
-    a.num_kv_heads = c.num_kv_heads;
-    a.head_dim = hd;
-    a.block_size = kv.block_size;
-    a.max_blocks_per_seq = table_width;
-    a.scale = scale;
-    a.num_splits = plan.num_splits;
-    a.partition_size = plan.partition_size;
-    a.partial_out = At<float>(split_out_);
-    a.partial_ml = At<float>(split_ml_);
-    // Partitions merged inside the attention kernel (RTGEN_DECODE_COMBINE=kernel: a separate
-    // combine launch, for A/B).
-    if (!SeparateDecodeCombine()) a.counters = At<int32_t>(split_counters_);
-    a.tensor_cores = DecodeTensorCores();
-    a.prefetch_kv = prefetch_kv_;
-    RTGEN_CUDA_RETURN_IF_ERROR(kernels::DecodeAttention(a, stream));
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::DecodeAttention(decode, stream));
   } else if (attention) {
     kernels::PrefillAttentionParams a;
     a.q = qkv;
@@ -295,6 +291,48 @@ bool ModelForward::LinksNorms(const ForwardShape& shape) const {
          takes(w.w_gate_up, 2 * inter, h, false) && takes(w.w_down, h, inter, false) &&
          kernels::MatmulTakesNormLink(
              *matmul_, {nullptr, weights_->output_matrix(), nullptr, true, 1, c.vocab_size, h});
+}
+
+kernels::DecodeAttentionParams ModelForward::DecodeParams(int layer, const ForwardShape& shape,
+                                                         const StepArrays& step,
+                                                         const KvPool& kv) const {
+  const ModelConfig& c = config_;
+  const int32_t hd = c.head_dim;
+  const kernels::DecodeSplitPlan plan = kernels::PlanDecodeSplits(
+      shape.num_seqs, c.num_kv_heads, max_context_, num_sms_, DecodeMinPartition());
+  kernels::DecodeAttentionParams a;
+  a.q = At<__nv_bfloat16>(qkv_);
+  a.q_stride = (c.num_heads + 2 * c.num_kv_heads) * hd;
+  a.k_cache = At<__nv_bfloat16>(kv.k, layer * kv.layer_elems);
+  a.v_cache = At<__nv_bfloat16>(kv.v, layer * kv.layer_elems);
+  a.block_tables = step.block_tables;
+  a.context_lens = step.context_lens;
+  a.out = At<__nv_bfloat16>(attn_);
+  a.num_seqs = shape.num_seqs;
+  a.num_heads = c.num_heads;
+  a.num_kv_heads = c.num_kv_heads;
+  a.head_dim = hd;
+  a.block_size = kv.block_size;
+  // Row stride of step.block_tables (capacity_.max_blocks_per_seq is 0: the pool's block size
+  // is not known when ModelForward is created).
+  a.max_blocks_per_seq = BlockTableWidth(kv.block_size);
+  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  a.num_splits = plan.num_splits;
+  a.partition_size = plan.partition_size;
+  a.partial_out = At<float>(split_out_);
+  a.partial_ml = At<float>(split_ml_);
+  // Partitions merged inside the attention kernel (RTGEN_DECODE_COMBINE=kernel: a separate
+  // combine launch, for A/B).
+  if (!SeparateDecodeCombine()) a.counters = At<int32_t>(split_counters_);
+  a.tensor_cores = DecodeTensorCores();
+  a.prefetch_kv = prefetch_kv_;
+  return a;
+}
+
+bool ModelForward::RopeInAttention(const kernels::MatmulParams& qkv_proj,
+                                   const kernels::DecodeAttentionParams& decode) const {
+  return DecodeRope() && !decode.prefetch_kv && !kernels::MatmulFusesRope(*matmul_, qkv_proj) &&
+         kernels::DecodeAttentionMmaSupports(decode);
 }
 
 bool ModelForward::PrefetchesKv(const ForwardShape& shape) const {

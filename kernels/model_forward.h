@@ -84,6 +84,14 @@ class ModelForward {
   ModelForward() = default;
   absl::Status Layer(int layer, const ForwardShape& shape, const StepArrays& step,
                      const KvPool& kv, cudaStream_t stream);
+  // Layer `layer`'s decode attention over the qkv rows (without RoPE and the KV store).
+  kernels::DecodeAttentionParams DecodeParams(int layer, const ForwardShape& shape,
+                                              const StepArrays& step, const KvPool& kv) const;
+  // True when decode attention should do RoPE and the KV store (DecodeAttentionParams::rope):
+  // the qkv projection is not the fused RoPE GEMV, attention runs on tensor cores and does not
+  // prefetch, and RTGEN_DECODE_ROPE=1 asks for it.
+  bool RopeInAttention(const kernels::MatmulParams& qkv_proj,
+                       const kernels::DecodeAttentionParams& decode) const;
   // The two sides of linked norm `slot` (LinksNorms): the projection before the norm writes
   // `normed` with the norm's `weight`; the one after it reads the slot and zeroes the one before.
   kernels::GemvNormLink ProducerLink(int32_t slot, const float* weight,

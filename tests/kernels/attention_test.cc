@@ -9,6 +9,7 @@
 #include "kernels/decode_attention.h"
 #include "kernels/kv_store.h"
 #include "kernels/prefill_attention.h"
+#include "kernels/rope.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/slow_kv_writer.h"
 
@@ -262,6 +263,76 @@ TEST(DecodeAttentionPrefetchTest, ReadsTheNewestKeyAfterTheLaunchThatWritesIt) {
       ASSERT_LE(err, 1e-2) << a.heads << " heads";
     }
     GPU_CHECK(cudaStreamDestroy(stream));
+  }
+}
+
+// DecodeAttentionParams::rope: attention over unrotated qkv rows that rotates q and the newest
+// key and stores that key and its value itself gives the same output and the same caches, bit for
+// bit, as RopeKvStore followed by attention (which other tests hold to the fp64 reference). At
+// SmolLM2-135M's heads (8-warp blocks, key partitions) and Llama-3-8B's at 64 sequences (2-warp
+// blocks), the newest key in the first tile and in later ones.
+TEST(DecodeAttentionRopeTest, MatchesRopeKvStoreThenAttention) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  struct Case {
+    int heads, kv_heads, hd;
+    std::vector<int32_t> ctx;
+  };
+  std::vector<int32_t> many(64);
+  for (int i = 0; i < 64; ++i) many[i] = 1 + i * 37 % 300;
+  for (const Case& a : {Case{9, 3, 64, {190, 1, 128, 129, 257, 700}}, Case{32, 8, 128, many}}) {
+    SCOPED_TRACE(testing::Message() << a.heads << " heads");
+    const int seqs = static_cast<int>(a.ctx.size()), block_size = 16;
+    const int kv_dim = a.kv_heads * a.hd, q_dim = a.heads * a.hd, stride = q_dim + 2 * kv_dim;
+    Cache c = MakeCache(a.ctx, block_size, a.kv_heads, a.hd, rng);
+    const std::vector<uint16_t> qkv = ToBf16(RandomNormal(size_t{1} * seqs * stride, 1.0f, rng));
+    std::vector<int32_t> positions(seqs), slots(seqs);
+    for (int s = 0; s < seqs; ++s) {
+      positions[s] = a.ctx[s] - 1;
+      slots[s] = c.tables[s * c.max_blocks + positions[s] / block_size] * block_size +
+                 positions[s] % block_size;
+    }
+    std::vector<float> inv_freq(a.hd / 2);
+    for (int i = 0; i < a.hd / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / a.hd);
+    const kernels::DecodeSplitPlan plan =
+        kernels::PlanDecodeSplits(seqs, a.kv_heads, c.max_blocks * block_size, 132);
+    DeviceArray<int32_t> d_tables(c.tables), d_ctx(a.ctx), d_pos(positions), d_slots(slots);
+    DeviceArray<float> d_freq(inv_freq);
+    const size_t parts = size_t{1} * seqs * a.heads * plan.num_splits;
+    DeviceArray<float> d_po(parts * a.hd), d_ml(parts * 2);
+    DeviceArray<int32_t> d_counters(std::vector<int32_t>(size_t{1} * seqs * a.heads, 0));
+    // Two copies of everything a path writes: the qkv rows, the caches, the output.
+    DeviceArray<uint16_t> qkv_sep(qkv), qkv_fused(qkv), k_sep(c.k), k_fused(c.k), v_sep(c.v),
+        v_fused(c.v), out_sep(size_t{1} * seqs * q_dim), out_fused(size_t{1} * seqs * q_dim);
+    const kernels::RopeParams rope{qkv_sep.bf16(), qkv_sep.bf16() + q_dim, stride, d_pos.get(),
+                                   d_freq.get(),   seqs,                   a.heads, a.kv_heads,
+                                   a.hd};
+    const kernels::KvStoreParams store{qkv_sep.bf16() + q_dim, qkv_sep.bf16() + q_dim + kv_dim,
+                                       stride,           k_sep.bf16(),
+                                       v_sep.bf16(),     d_slots.get(),
+                                       seqs,             kv_dim};
+    GPU_CHECK(kernels::RopeKvStore(rope, store, nullptr));
+    kernels::DecodeAttentionParams p = DecodeParams(
+        c, seqs, a.heads, plan, {qkv_sep, stride, k_sep, v_sep, d_tables, d_ctx, out_sep, d_po,
+                                 d_ml});
+    p.counters = d_counters.get();
+    GPU_CHECK(kernels::DecodeAttention(p, nullptr));
+    p = DecodeParams(c, seqs, a.heads, plan,
+                     {qkv_fused, stride, k_fused, v_fused, d_tables, d_ctx, out_fused, d_po, d_ml});
+    p.counters = d_counters.get();
+    p.rope = {qkv_fused.bf16() + q_dim, qkv_fused.bf16() + q_dim + kv_dim, d_pos.get(),
+              d_freq.get(), d_slots.get(), k_fused.bf16(), v_fused.bf16()};
+    GPU_CHECK(kernels::DecodeAttention(p, nullptr));
+    EXPECT_EQ(out_fused.ToHost(), out_sep.ToHost());
+    EXPECT_EQ(k_fused.ToHost(), k_sep.ToHost());
+    EXPECT_EQ(v_fused.ToHost(), v_sep.ToHost());
+    // Refused where it cannot run: on CUDA cores, or with prefetch_kv.
+    p.tensor_cores = false;
+    EXPECT_EQ(kernels::DecodeAttention(p, nullptr), cudaErrorInvalidValue);
+    p.tensor_cores = true;
+    p.prefetch_kv = true;
+    EXPECT_EQ(kernels::DecodeAttention(p, nullptr), cudaErrorInvalidValue);
   }
 }
 
