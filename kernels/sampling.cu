@@ -1,7 +1,9 @@
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 
 #include "kernels/device_utils.cuh"
+#include "kernels/env_switch.h"
 #include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/sampling.h"
@@ -405,10 +407,17 @@ cudaError_t SampleTokens(SampleTokensParams p, cudaStream_t stream) {
 }
 
 int32_t PlanSampleSplits(int32_t num_rows, int32_t vocab, int32_t num_sms) {
-  // About one block per SM, each over at least kMinIds ids.
+  // About one block per SM (RTGEN_SAMPLE_BLOCKS_PER_SM, 1..4, for A/B), each over at least
+  // kMinIds ids. Two per SM took the sampler of the 8B shape's batch 64 (64 rows of 128 256
+  // logits) from ~21 to ~17.6 us in a kernel trace on the H200, but the step's TPOT did not
+  // follow in two A/Bs (session 18: not the default).
   constexpr int32_t kMinIds = 1024;
+  static const int32_t per_sm = [] {
+    const int v = std::atoi(EnvValue("RTGEN_SAMPLE_BLOCKS_PER_SM"));
+    return v >= 1 && v <= 4 ? v : 1;
+  }();
   if (num_rows <= 0) return 1;
-  const int32_t want = std::min(num_sms / num_rows, vocab / kMinIds);
+  const int32_t want = std::min(per_sm * num_sms / num_rows, vocab / kMinIds);
   return std::clamp(want, 1, kMaxSampleSplits);
 }
 
