@@ -267,11 +267,11 @@ cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
       misaligned(p.v_cache)) {
     return cudaErrorInvalidValue;
   }
+  const auto aligned = [&](const void* ptr) { return ptr != nullptr && !misaligned(ptr); };
   if (p.rope.on() &&
-      (!DecodeAttentionMmaSupports(p) || p.prefetch_kv || misaligned(p.rope.new_k) ||
-       misaligned(p.rope.new_v) || p.rope.inv_freq == nullptr ||
-       p.rope.slot_mapping == nullptr || p.rope.k_cache == nullptr ||
-       p.rope.v_cache == nullptr)) {
+      (!DecodeAttentionMmaSupports(p) || p.prefetch_kv || !aligned(p.rope.new_k) ||
+       !aligned(p.rope.new_v) || !aligned(p.rope.k_cache) || !aligned(p.rope.v_cache) ||
+       p.rope.inv_freq == nullptr || p.rope.slot_mapping == nullptr)) {
     return cudaErrorInvalidValue;
   }
   const int group = p.num_heads / p.num_kv_heads;

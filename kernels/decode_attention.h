@@ -56,8 +56,9 @@ struct DecodeAttentionParams {
   // done here instead of by a launch before, so the qkv projection before this kernel writes
   // nothing but its rows. q is read unrotated and rotated at positions[s] as it is loaded; the
   // block holding key context_lens[s] - 1 rotates that key's row of new_k, stores it and new_v's
-  // row at cache slot slot_mapping[s] and attends to them. The same arithmetic as RopeKvStore
-  // (rope_math.cuh), so the same bits. new_k, new_v: 16-byte aligned, rows q_stride apart.
+  // row at cache slot slot_mapping[s] and attends to them (slot -1: nothing stored, the key read
+  // from the cache, as RopeKvStore skips it). The same arithmetic as RopeKvStore (rope_math.cuh),
+  // so the same bits. new_k, new_v and the caches: 16-byte aligned; new rows q_stride apart.
   struct RopeStore {
     const __nv_bfloat16* new_k = nullptr;   // sequence s's kv heads at new_k + s * q_stride
     const __nv_bfloat16* new_v = nullptr;   // same layout

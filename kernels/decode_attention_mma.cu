@@ -84,11 +84,24 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   constexpr int kHalf = kD / 2, kUnits = kD / 8;  // kRope: 4-pair units of a row
-  __shared__ float s_cos[kRope ? kHalf : 1], s_sin[kRope ? kHalf : 1];
-  if constexpr (kRope) {  // a step array and the frequencies: before the wait (LoadPartition syncs)
+  // kRope: the angles' cos (index i < kHalf) and sin (kHalf + i) of pair i, kept in the K stages'
+  // padding columns (16 bytes past each row's kD elements: no copy writes them, ldmatrix never
+  // reads them, and the merge reuses the space only after the last tile), four floats a row, so
+  // the variant needs no more shared memory than the others (one more static array cost the
+  // 4-warp head_dim-128 kernel its third block per SM). Pairs 4 j .. 4 j + 3 are contiguous.
+  const auto angle = [&](int i) {
+    return reinterpret_cast<float*>(&sm.k[0][0][0] + static_cast<int64_t>(i / 4) * Stages::kRow +
+                                    kD) + i % 4;
+  };
+  static_assert(kD / 4 <= kStages * kTileKeys, "the angles fit the K stages' padding");
+  // kRope: the newest key's cache slot (-1: not stored, and the key read from the cache as the
+  // others, as RopeKvStore does).
+  [[maybe_unused]] int32_t rope_slot = -1;
+  if constexpr (kRope) {  // step arrays and the frequencies: before the wait (LoadPartition syncs)
     const int32_t pos = p.rope.positions[seq];
+    rope_slot = p.rope.slot_mapping[seq];
     for (int i = threadIdx.x; i < kHalf; i += kThreads) {
-      RopeCosSin(pos, p.rope.inv_freq[i], &s_cos[i], &s_sin[i]);
+      RopeCosSin(pos, p.rope.inv_freq[i], angle(i), angle(kHalf + i));
     }
   }
   // Before the PDL wait (step arrays, written by no kernel): the context length and this
@@ -175,7 +188,7 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   [[maybe_unused]] uint2 q_lo[kQUnits], q_hi[kQUnits];
   if constexpr (kRope) {
     const int newest = range.ctx - 1;  // context_lens - 1, at positions[seq]
-    if (newest >= begin && newest < end) {
+    if (rope_slot >= 0 && newest >= begin && newest < end) {
       rope_tile = (newest - begin) / kTileKeys;
       rope_row = (newest - begin) % kTileKeys;
       if (threadIdx.x < kUnits) {
@@ -228,15 +241,15 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     for (int u = 0; u < kQUnits; ++u) {
       const int c = threadIdx.x + u * kThreads, r = c / kUnits, j = c % kUnits;
       if (c >= kRows * kUnits) continue;
-      if (r < group) RotateUnit(q_lo[u], q_hi[u], &s_cos[4 * j], &s_sin[4 * j]);
+      if (r < group) RotateUnit(q_lo[u], q_hi[u], angle(4 * j), angle(kHalf + 4 * j));
       *reinterpret_cast<uint2*>(&sm.q[r][4 * j]) = q_lo[u];
       *reinterpret_cast<uint2*>(&sm.q[r][kHalf + 4 * j]) = q_hi[u];
     }
     if (rope_tile >= 0 && threadIdx.x < kUnits) {
       const int j = threadIdx.x;
-      RotateUnit(new_lo, new_hi, &s_cos[4 * j], &s_sin[4 * j]);
-      const int64_t dst = static_cast<int64_t>(p.rope.slot_mapping[seq]) * row +
-                          static_cast<int64_t>(kv_head) * kD;
+      RotateUnit(new_lo, new_hi, angle(4 * j), angle(kHalf + 4 * j));
+      const int64_t dst =
+          static_cast<int64_t>(rope_slot) * row + static_cast<int64_t>(kv_head) * kD;
       *reinterpret_cast<uint2*>(p.rope.k_cache + dst + 4 * j) = new_lo;
       *reinterpret_cast<uint2*>(p.rope.k_cache + dst + kHalf + 4 * j) = new_hi;
       *reinterpret_cast<uint4*>(p.rope.v_cache + dst + 8 * j) = new_v;

@@ -198,6 +198,22 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
   EXPECT_EQ(d_counters.ToHost(), zeros);
 }
 
+// A decode batch: query heads, kv heads, head_dim and each sequence's context length.
+struct DecodeCase {
+  int heads, kv_heads, hd;
+  std::vector<int32_t> ctx;
+};
+
+// The cache slot of each sequence's newest key (position ctx - 1) in cache c.
+std::vector<int32_t> NewestSlots(const Cache& c, const std::vector<int32_t>& ctx) {
+  std::vector<int32_t> slots(ctx.size());
+  for (size_t s = 0; s < ctx.size(); ++s) {
+    const int pos = ctx[s] - 1;
+    slots[s] = c.tables[s * c.max_blocks + pos / c.block_size] * c.block_size + pos % c.block_size;
+  }
+  return slots;
+}
+
 // prefetch_kv: each sequence's newest key is written by the launch just before (as the qkv
 // projection does in a decode step) and must be read after the wait, the older keys may be copied
 // before it. The writer (SlowKvStore) releases attention at once and writes 20 us later, so a
@@ -207,20 +223,13 @@ TEST(DecodeAttentionPrefetchTest, ReadsTheNewestKeyAfterTheLaunchThatWritesIt) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  struct Case {
-    int heads, kv_heads, hd;
-    std::vector<int32_t> ctx;
-  };
-  for (const Case& a : {Case{9, 3, 64, {190, 1, 128, 129, 257}}, Case{32, 8, 128, {200}}}) {
+  for (const DecodeCase& a :
+       {DecodeCase{9, 3, 64, {190, 1, 128, 129, 257}}, DecodeCase{32, 8, 128, {200}}}) {
     const int seqs = static_cast<int>(a.ctx.size()), block_size = 16;
     const int kv_dim = a.kv_heads * a.hd, q_dim = a.heads * a.hd;
     Cache c = MakeCache(a.ctx, block_size, a.kv_heads, a.hd, rng);
     const std::vector<uint16_t> q = ToBf16(RandomNormal(size_t{1} * seqs * q_dim, 1.0f, rng));
-    std::vector<int32_t> slots(seqs);
-    for (int s = 0; s < seqs; ++s) {
-      const int pos = a.ctx[s] - 1;
-      slots[s] = c.tables[s * c.max_blocks + pos / block_size] * block_size + pos % block_size;
-    }
+    const std::vector<int32_t> slots = NewestSlots(c, a.ctx);
     const kernels::DecodeSplitPlan plan =
         kernels::PlanDecodeSplits(seqs, a.kv_heads, c.max_blocks * block_size, 132);
     DeviceArray<uint16_t> d_q(q), d_k(c.k), d_v(c.v), d_out(size_t{1} * seqs * q_dim);
@@ -270,29 +279,24 @@ TEST(DecodeAttentionPrefetchTest, ReadsTheNewestKeyAfterTheLaunchThatWritesIt) {
 // key and stores that key and its value itself gives the same output and the same caches, bit for
 // bit, as RopeKvStore followed by attention (which other tests hold to the fp64 reference). At
 // SmolLM2-135M's heads (8-warp blocks, key partitions) and Llama-3-8B's at 64 sequences (2-warp
-// blocks), the newest key in the first tile and in later ones.
+// blocks), the newest key in the first tile and in later ones; a sequence whose slot is -1 stores
+// nothing and reads its newest key from the cache.
 TEST(DecodeAttentionRopeTest, MatchesRopeKvStoreThenAttention) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  struct Case {
-    int heads, kv_heads, hd;
-    std::vector<int32_t> ctx;
-  };
   std::vector<int32_t> many(64);
   for (int i = 0; i < 64; ++i) many[i] = 1 + i * 37 % 300;
-  for (const Case& a : {Case{9, 3, 64, {190, 1, 128, 129, 257, 700}}, Case{32, 8, 128, many}}) {
+  for (const DecodeCase& a :
+       {DecodeCase{9, 3, 64, {190, 1, 128, 129, 257, 700}}, DecodeCase{32, 8, 128, many}}) {
     SCOPED_TRACE(testing::Message() << a.heads << " heads");
     const int seqs = static_cast<int>(a.ctx.size()), block_size = 16;
     const int kv_dim = a.kv_heads * a.hd, q_dim = a.heads * a.hd, stride = q_dim + 2 * kv_dim;
     Cache c = MakeCache(a.ctx, block_size, a.kv_heads, a.hd, rng);
     const std::vector<uint16_t> qkv = ToBf16(RandomNormal(size_t{1} * seqs * stride, 1.0f, rng));
-    std::vector<int32_t> positions(seqs), slots(seqs);
-    for (int s = 0; s < seqs; ++s) {
-      positions[s] = a.ctx[s] - 1;
-      slots[s] = c.tables[s * c.max_blocks + positions[s] / block_size] * block_size +
-                 positions[s] % block_size;
-    }
+    std::vector<int32_t> positions(seqs), slots = NewestSlots(c, a.ctx);
+    for (int s = 0; s < seqs; ++s) positions[s] = a.ctx[s] - 1;
+    slots[seqs / 2] = -1;
     std::vector<float> inv_freq(a.hd / 2);
     for (int i = 0; i < a.hd / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / a.hd);
     const kernels::DecodeSplitPlan plan =
