@@ -48,19 +48,6 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
-// Rotates 4 consecutive pairs (lo: x[i..i+3], hi: x[i+half..i+half+3], bf16) with their angles,
-// as the RoPE kernels do (rope_math.cuh RotateHalf): the same bits.
-__device__ __forceinline__ void RotateUnit(uint2& lo, uint2& hi, const float* c, const float* s) {
-  __nv_bfloat16* l = reinterpret_cast<__nv_bfloat16*>(&lo);
-  __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(&hi);
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const RotatedPair rot = RotateHalf(__bfloat162float(l[e]), __bfloat162float(h[e]), c[e], s[e]);
-    l[e] = rot.lo;
-    h[e] = rot.hi;
-  }
-}
-
 // grid (num_kv_heads, num_seqs, num_splits), 32 * kWarps threads,
 // sizeof(TileBuffers<kD, kWarps>) bytes of dynamic shared memory. kPrefetch: p.prefetch_kv;
 // kRope: p.rope.on() (never with kPrefetch): q rotated as it is loaded, and the newest key
@@ -241,13 +228,13 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     for (int u = 0; u < kQUnits; ++u) {
       const int c = threadIdx.x + u * kThreads, r = c / kUnits, j = c % kUnits;
       if (c >= kRows * kUnits) continue;
-      if (r < group) RotateUnit(q_lo[u], q_hi[u], angle(4 * j), angle(kHalf + 4 * j));
+      if (r < group) RotateBf16x4(q_lo[u], q_hi[u], angle(4 * j), angle(kHalf + 4 * j));
       *reinterpret_cast<uint2*>(&sm.q[r][4 * j]) = q_lo[u];
       *reinterpret_cast<uint2*>(&sm.q[r][kHalf + 4 * j]) = q_hi[u];
     }
     if (rope_tile >= 0 && threadIdx.x < kUnits) {
       const int j = threadIdx.x;
-      RotateUnit(new_lo, new_hi, angle(4 * j), angle(kHalf + 4 * j));
+      RotateBf16x4(new_lo, new_hi, angle(4 * j), angle(kHalf + 4 * j));
       const int64_t dst =
           static_cast<int64_t>(rope_slot) * row + static_cast<int64_t>(kv_head) * kD;
       *reinterpret_cast<uint2*>(p.rope.k_cache + dst + 4 * j) = new_lo;

@@ -38,16 +38,16 @@ bool DecodeTensorCores() {
 // SmolLM2-135M b1 (the tensor-core GEMV releases it after its main loop) 0.523-0.526 vs 0.495,
 // Llama-3.2-1B b1 0.862-0.869 vs 0.855-0.858; at batch 64 within noise (8B 5.33 vs 5.35) or
 // worse (SmolLM2 1.04-1.06 vs 1.01-1.04).
-bool DecodePrefetch() {
-  static const bool on = kernels::EnvOnUnlessZero("RTGEN_DECODE_PREFETCH");
-  return on;
-}
-
-// RTGEN_DECODE_PREFETCH=all: prefetch at every decode step, whichever kernel writes the newest
-// key (A/B; the rule it needs, launch.h, holds for every kernel of the step).
-bool DecodePrefetchAll() {
-  static const bool all = kernels::EnvIs("RTGEN_DECODE_PREFETCH", "all");
-  return all;
+// RTGEN_DECODE_PREFETCH=all: at every decode step, whichever kernel writes the newest key (A/B;
+// the rule it needs, launch.h, holds for every kernel of the step; session 18: SmolLM2 b1 0.453
+// -> 0.474).
+enum class Prefetch { kNever, kWhereReleasedEarly, kAlways };
+Prefetch DecodePrefetch() {
+  static const Prefetch mode = kernels::EnvIs("RTGEN_DECODE_PREFETCH", "all") ? Prefetch::kAlways
+                               : kernels::EnvOnUnlessZero("RTGEN_DECODE_PREFETCH")
+                                   ? Prefetch::kWhereReleasedEarly
+                                   : Prefetch::kNever;
+  return mode;
 }
 
 // RTGEN_DECODE_ROPE=1: decode attention does RoPE and the KV store where the qkv projection is
@@ -336,8 +336,8 @@ bool ModelForward::RopeInAttention(const kernels::MatmulParams& qkv_proj,
 }
 
 bool ModelForward::PrefetchesKv(const ForwardShape& shape) const {
-  if (!shape.decode_only || !DecodePrefetch()) return false;
-  if (DecodePrefetchAll()) return true;
+  if (!shape.decode_only || DecodePrefetch() == Prefetch::kNever) return false;
+  if (DecodePrefetch() == Prefetch::kAlways) return true;
   const ModelConfig& c = config_;
   const int32_t qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   const DeviceLayer& w = weights_->layers[0];  // every layer has the same shapes

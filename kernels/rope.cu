@@ -61,20 +61,6 @@ __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStorePa
 // rotation, so a token costs one memory round trip instead of one per strided iteration.
 constexpr int kUnitsPerThread = 4;
 
-// Rotates 4 consecutive pairs: lo holds x[i..i+3], hi holds x[i+half..i+half+3] (bf16 each).
-__device__ __forceinline__ void RotateBf16x4(uint2& lo, uint2& hi, const float* cf,
-                                             const float* sf) {
-  __nv_bfloat16* l = reinterpret_cast<__nv_bfloat16*>(&lo);
-  __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(&hi);
-#pragma unroll
-  for (int e = 0; e < 4; ++e) {
-    const RotatedPair rot =
-        RotateHalf(__bfloat162float(l[e]), __bfloat162float(h[e]), cf[e], sf[e]);
-    l[e] = rot.lo;
-    h[e] = rot.hi;
-  }
-}
-
 __global__ void __launch_bounds__(256) RopeKvStoreVecKernel(RopeParams r, KvStoreParams s) {
   RTGEN_TRACE_KERNEL(kRopeKvStore);
   __shared__ float s_cos[kMaxHalf], s_sin[kMaxHalf];

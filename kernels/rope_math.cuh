@@ -4,6 +4,7 @@
 // give the same bits. Device code only.
 
 #include <cuda_bf16.h>
+#include <vector_types.h>
 
 #include <cstdint>
 
@@ -30,6 +31,19 @@ struct RotatedPair {
 __device__ __forceinline__ RotatedPair RotateHalf(float a, float b, float c, float s) {
   return {__float2bfloat16(__fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s))),
           __float2bfloat16(__fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s)))};
+}
+
+// RotateHalf on 4 consecutive pairs: lo holds x[i..i+3], hi holds x[i+half..i+half+3] (bf16
+// each), c and s the 4 pairs' angles; rotated in place.
+__device__ __forceinline__ void RotateBf16x4(uint2& lo, uint2& hi, const float* c, const float* s) {
+  __nv_bfloat16* l = reinterpret_cast<__nv_bfloat16*>(&lo);
+  __nv_bfloat16* h = reinterpret_cast<__nv_bfloat16*>(&hi);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const RotatedPair rot = RotateHalf(__bfloat162float(l[e]), __bfloat162float(h[e]), c[e], s[e]);
+    l[e] = rot.lo;
+    h[e] = rot.hi;
+  }
 }
 
 }  // namespace rtgen::kernels
