@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 
@@ -20,21 +21,30 @@ namespace {
 
 constexpr int kRows = 16;                // query heads per block: the mma's M (zero rows past
                                          // the group)
-constexpr int kStages = 2;               // tiles in flight
-constexpr int kPad = 8;                  // bf16 after each smem row: consecutive rows start 16
-                                         // bytes apart mod 128, so ldmatrix is conflict-free
+constexpr int kPad = 8;                  // floats after each merge row (MergeBuffers)
 
 // kWarps warps per block; a tile holds 16 keys per warp (warp w scores keys [16 w, 16 w + 16)).
+// Rows are kD elements, swizzled (Swz): ldmatrix's eight rows of one 16-byte column fall in
+// eight different bank groups without padding. kStages tiles are in flight: three for 2-warp
+// blocks (the many-sequence launches, four blocks per SM at head_dim 128: 55.5 KB each with the
+// static arrays), whose blocks otherwise had one tile in flight while computing the other (at
+// Llama-3-8B batch 64 the keys after the first two tiles streamed at ~2.1 TB/s); two otherwise.
 template <int kD, int kWarps>
 struct TileBuffers {
   static constexpr int kTileKeys = 16 * kWarps;
-  static constexpr int kRow = kD + kPad;
-  __nv_bfloat16 q[kRows][kRow];
-  __nv_bfloat16 k[kStages][kTileKeys][kRow];
-  __nv_bfloat16 v[kStages][kTileKeys][kRow];
+  static constexpr int kStages = kWarps == 2 ? 3 : 2;
+  __nv_bfloat16 q[kRows][kD];
+  __nv_bfloat16 k[kStages][kTileKeys][kD];
+  __nv_bfloat16 v[kStages][kTileKeys][kD];
 };
 
-// Per-warp outputs for the final merge, in the K tiles' space (free by then). Rows of kD + kPad
+// Where element `col` of a row `r` lives in its swizzled row: 16-byte chunk (col / 8) ^ (r % 8)
+// (rows of 8 or 16 chunks; the XOR keeps a chunk within its row).
+__device__ __forceinline__ int Swz(int r, int col) {
+  return ((((col >> 3) ^ (r & 7))) << 3) | (col & 7);
+}
+
+// Per-warp outputs for the final merge, in the K and V tiles' space (free by then). Rows of kD + kPad
 // floats: a warp stores its fragment as float2 pairs (row g, columns 8 n + 2 t), and with rows
 // 72 or 136 floats apart each half-warp's 16 pairs fall in 32 different banks (with rows kD apart
 // the eight g shared a bank: 8-way conflicts, ~1 us of a batch-1 block's merge on the H200).
@@ -60,8 +70,10 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   using Stages = TileBuffers<kD, kWarps>;
   constexpr int kThreads = 32 * kWarps;
   constexpr int kTileKeys = Stages::kTileKeys;
+  constexpr int kStages = Stages::kStages;
   constexpr int kChunks = kD / 8;  // 16-byte pieces per row
-  static_assert(sizeof(MergeBuffers<kD, kWarps>) <= sizeof(Stages::k));
+  static_assert(sizeof(MergeBuffers<kD, kWarps>) <= sizeof(Stages::k) + sizeof(Stages::v) &&
+                offsetof(Stages, v) == offsetof(Stages, k) + sizeof(Stages::k));
   extern __shared__ __align__(16) unsigned char s_raw[];
   Stages& sm = *reinterpret_cast<Stages*>(s_raw);
   __shared__ int32_t s_table[kPartitionTableCache];
@@ -71,16 +83,10 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
   constexpr int kHalf = kD / 2, kUnits = kD / 8;  // kRope: 4-pair units of a row
-  // kRope: the angles' cos (index i < kHalf) and sin (kHalf + i) of pair i, kept in the K stages'
-  // padding columns (16 bytes past each row's kD elements: no copy writes them, ldmatrix never
-  // reads them, and the merge reuses the space only after the last tile), four floats a row, so
-  // the variant needs no more shared memory than the others (one more static array cost the
-  // 4-warp head_dim-128 kernel its third block per SM). Pairs 4 j .. 4 j + 3 are contiguous.
-  const auto angle = [&](int i) {
-    return reinterpret_cast<float*>(&sm.k[0][0][0] + static_cast<int64_t>(i / 4) * Stages::kRow +
-                                    kD) + i % 4;
-  };
-  static_assert(kD / 4 <= kStages * kTileKeys, "the angles fit the K stages' padding");
+  // kRope: the angles' cos (index i < kHalf) and sin (kHalf + i) of pair i (one float in the
+  // other variants).
+  __shared__ __align__(16) float s_angle[kRope ? kD : 1];
+  const auto angle = [&](int i) { return &s_angle[i]; };
   // kRope: the newest key's cache slot (-1: not stored, and the key read from the cache as the
   // others, as RopeKvStore does).
   [[maybe_unused]] int32_t rope_slot = -1;
@@ -118,8 +124,8 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     const int key = begin + tile * kTileKeys + r;
     const bool valid = key < end;
     const int64_t slot = valid ? range.Slot(key, p.block_size, s_table) : 0;
-    CpAsync16(&sm.k[st][r][ch * 8], kbase + slot * row + ch * 8, valid);
-    CpAsync16(&sm.v[st][r][ch * 8], vbase + slot * row + ch * 8, valid);
+    CpAsync16(&sm.k[st][r][Swz(r, ch * 8)], kbase + slot * row + ch * 8, valid);
+    CpAsync16(&sm.v[st][r][Swz(r, ch * 8)], vbase + slot * row + ch * 8, valid);
   };
   // kRope: where the newest key is (-1: not in this partition) and, in threads 0 .. kUnits - 1,
   // its K unit (pairs 4 j .. 4 j + 3) and V chunk (16 bytes at 8 j), rotated (`rotated`) after the
@@ -130,10 +136,10 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   [[maybe_unused]] uint2 new_lo{}, new_hi{};
   [[maybe_unused]] uint4 new_v{};
   const auto put_newest = [&]() {
-    const int st = rope_tile % kStages, j = threadIdx.x;
-    *reinterpret_cast<uint2*>(&sm.k[st][rope_row][4 * j]) = new_lo;
-    *reinterpret_cast<uint2*>(&sm.k[st][rope_row][kHalf + 4 * j]) = new_hi;
-    *reinterpret_cast<uint4*>(&sm.v[st][rope_row][8 * j]) = new_v;
+    const int st = rope_tile % kStages, j = threadIdx.x, r = rope_row;
+    *reinterpret_cast<uint2*>(&sm.k[st][r][Swz(r, 4 * j)]) = new_lo;
+    *reinterpret_cast<uint2*>(&sm.k[st][r][Swz(r, kHalf + 4 * j)]) = new_hi;
+    *reinterpret_cast<uint4*>(&sm.v[st][r][Swz(r, 8 * j)]) = new_v;
   };
   const auto copy_tile = [&](int tile) {
     for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
@@ -204,7 +210,7 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
       const bool valid = r < group;
       const __nv_bfloat16* src =
           p.q + seq * p.q_stride + static_cast<int64_t>(head0 + (valid ? r : 0)) * kD + ch * 8;
-      CpAsync16(&sm.q[r][ch * 8], src, valid);
+      CpAsync16(&sm.q[r][Swz(r, ch * 8)], src, valid);
     }
   }
   if constexpr (kPrefetch) {
@@ -229,8 +235,8 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
       const int c = threadIdx.x + u * kThreads, r = c / kUnits, j = c % kUnits;
       if (c >= kRows * kUnits) continue;
       if (r < group) RotateBf16x4(q_lo[u], q_hi[u], angle(4 * j), angle(kHalf + 4 * j));
-      *reinterpret_cast<uint2*>(&sm.q[r][4 * j]) = q_lo[u];
-      *reinterpret_cast<uint2*>(&sm.q[r][kHalf + 4 * j]) = q_hi[u];
+      *reinterpret_cast<uint2*>(&sm.q[r][Swz(r, 4 * j)]) = q_lo[u];
+      *reinterpret_cast<uint2*>(&sm.q[r][Swz(r, kHalf + 4 * j)]) = q_hi[u];
     }
     if (rope_tile >= 0 && threadIdx.x < kUnits) {
       const int j = threadIdx.x;
@@ -266,7 +272,8 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     if (tile == 0) {
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
-        LdMatrixX4(qa[kk], &sm.q[(mi & 1) * 8 + mr][kk * 16 + (mi >> 1) * 8]);
+        const int r = (mi & 1) * 8 + mr;
+        LdMatrixX4(qa[kk], &sm.q[r][Swz(r, kk * 16 + (mi >> 1) * 8)]);
       }
     }
     const int kb = warp * 16;  // this warp's keys in the tile
@@ -274,7 +281,8 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
       uint32_t b[4];
-      LdMatrixX4(b, &sm.k[st][kb + (mi >> 1) * 8 + mr][kk * 16 + (mi & 1) * 8]);
+      const int r = kb + (mi >> 1) * 8 + mr;
+      LdMatrixX4(b, &sm.k[st][r][Swz(r, kk * 16 + (mi & 1) * 8)]);
       Mma(s[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[0], b[1]);
       Mma(s[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[2], b[3]);
     }
@@ -314,7 +322,8 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
 #pragma unroll
     for (int nd = 0; nd < kD / 16; ++nd) {
       uint32_t b[4];
-      LdMatrixX4Trans(b, &sm.v[st][kb + (mi & 1) * 8 + mr][nd * 16 + (mi >> 1) * 8]);
+      const int r = kb + (mi & 1) * 8 + mr;
+      LdMatrixX4Trans(b, &sm.v[st][r][Swz(r, nd * 16 + (mi >> 1) * 8)]);
       Mma(o[2 * nd], pa[0], pa[1], pa[2], pa[3], b[0], b[1]);
       Mma(o[2 * nd + 1], pa[0], pa[1], pa[2], pa[3], b[2], b[3]);
     }
