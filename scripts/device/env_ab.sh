@@ -7,6 +7,7 @@
 #   BIN=NAME among the assignments runs BUNDLE/bin/NAME instead of rtgen-engine-bench (another
 #   build of it, e.g. from an older commit, bundled beside it: old=BIN=rtgen-engine-bench-old).
 # Environment: MODELS (default the three shapes), BATCHES (default 1,64), REPEATS (default 5),
+#   STEPS (decode steps per run, default 64; the sweep of engine_bench.sh runs 128),
 #   ROUNDS (default 1: the variants are run in turn this many times), EAGER=1 (also time the
 #   eager path: graph/eager cells), TIMEOUT (seconds per run, default 300), OUT (logs and JSON).
 set -uo pipefail
@@ -45,7 +46,7 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
     echo "== round ${round}: ${label} (${envs[*]:-defaults}; $(basename "${bench}"))"
     start=$(date +%s)
     env "${envs[@]}" timeout "${TIMEOUT:-300}" "${bench}" \
-      --models "${models}" --batches "${batches}" --steps 64 --repeats "${REPEATS:-5}" --built-repeats 0 \
+      --models "${models}" --batches "${batches}" --steps "${STEPS:-64}" --repeats "${REPEATS:-5}" --built-repeats 0 \
       --ttft-prompts 128 --ttft-repeats 1 "${eager_flag[@]}" \
       --json "${out}/${label}_${round}.json" \
       > "${out}/${label}_${round}.log" 2>&1
