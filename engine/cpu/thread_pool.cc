@@ -16,6 +16,12 @@ constexpr int kCallerSpin = 500;
 // Chunks per participant: enough to balance, few enough that claiming stays cheap.
 constexpr int64_t kChunksPerThread = 4;
 
+// claim_ = generation << 32 | chunk count << 16 | next unclaimed chunk.
+constexpr int64_t kMaxChunks = 0xFFFF;
+constexpr uint64_t ClaimWord(uint32_t generation, int64_t num_chunks) {
+  return uint64_t{generation} << 32 | static_cast<uint64_t>(num_chunks) << 16;
+}
+
 inline void CpuRelax() {
 #if defined(__x86_64__)
   _mm_pause();
@@ -41,18 +47,22 @@ void ThreadPool::RunChunks(uint32_t generation, int participant) {
   uint64_t state = claim_.load(std::memory_order_acquire);
   while (true) {
     if (static_cast<uint32_t>(state >> 32) != generation) return;
-    const int64_t chunk = static_cast<int64_t>(state & 0xFFFFFFFFu);
-    // Loop parameters are published before claim_ (release) and stay fixed while the
-    // generation's chunks remain unfinished.
-    const int64_t num_chunks = num_chunks_.load(std::memory_order_relaxed);
-    if (chunk >= num_chunks) return;
-    const Fn* fn = fn_.load(std::memory_order_relaxed);
-    const int64_t n = n_.load(std::memory_order_relaxed);
-    const int64_t size = chunk_size_.load(std::memory_order_relaxed);
+    // The chunk count comes from the same word as the chunk: a count read from its own variable
+    // could already be the next loop's (the caller publishes a loop's parameters before its
+    // claim word), and a claim of the finished loop's word would then run a chunk of the next
+    // loop twice and count one chunk too many, so the caller never saw its count and waited
+    // forever.
+    const int64_t chunk = static_cast<int64_t>(state & 0xFFFFu);
+    if (chunk >= static_cast<int64_t>((state >> 16) & 0xFFFFu)) return;
     if (!claim_.compare_exchange_weak(state, state + 1, std::memory_order_acq_rel,
                                       std::memory_order_acquire)) {
       continue;  // `state` now holds the current value
     }
+    // Claimed: chunk `chunk` of this generation was unclaimed, so the loop is not finished and
+    // its parameters (published before claim_, release) are still the current ones.
+    const Fn* fn = fn_.load(std::memory_order_relaxed);
+    const int64_t n = n_.load(std::memory_order_relaxed);
+    const int64_t size = chunk_size_.load(std::memory_order_relaxed);
     const int64_t begin = chunk * size;
     (*fn)(begin, std::min(n, begin + size), participant);
     done_chunks_.fetch_add(1, std::memory_order_acq_rel);
@@ -86,7 +96,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const Fn& fn) {
     fn(0, n, 0);
     return;
   }
-  const int64_t chunks_wanted = std::min<int64_t>(units, num_threads_ * kChunksPerThread);
+  const int64_t chunks_wanted =
+      std::min({units, num_threads_ * kChunksPerThread, kMaxChunks});
   const int64_t chunk_size = (units + chunks_wanted - 1) / chunks_wanted * grain;
   const int64_t num_chunks = (n + chunk_size - 1) / chunk_size;
 
@@ -94,9 +105,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const Fn& fn) {
   fn_.store(&fn, std::memory_order_relaxed);
   n_.store(n, std::memory_order_relaxed);
   chunk_size_.store(chunk_size, std::memory_order_relaxed);
-  num_chunks_.store(num_chunks, std::memory_order_relaxed);
   done_chunks_.store(0, std::memory_order_relaxed);
-  claim_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_release);
+  claim_.store(ClaimWord(generation, num_chunks), std::memory_order_release);
   wake_.store(generation, std::memory_order_release);
   wake_.notify_all();
 

@@ -43,9 +43,9 @@ class ThreadPool {
   std::atomic<const Fn*> fn_{nullptr};
   std::atomic<int64_t> n_{0};
   std::atomic<int64_t> chunk_size_{1};
-  std::atomic<int64_t> num_chunks_{0};
-  // (generation << 32) | next unclaimed chunk. A claim is a CAS that also checks the generation,
-  // so a late worker can never take a chunk of a newer loop with an older loop's state.
+  // (generation << 32) | (chunk count << 16) | next unclaimed chunk. A claim is a CAS of the whole
+  // word, so a late worker can never take a chunk of a newer loop with an older loop's state, and
+  // reads the loop's other parameters only once it holds a chunk.
   std::atomic<uint64_t> claim_{0};
   std::atomic<int64_t> done_chunks_{0};  // chunks of the current loop finished
   std::atomic<uint32_t> wake_{0};        // generation, for sleeping workers

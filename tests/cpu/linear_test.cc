@@ -1,6 +1,5 @@
 #include "engine/cpu/linear.h"
 
-#include <atomic>
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -12,21 +11,6 @@
 
 namespace rtgen {
 namespace {
-
-TEST(ThreadPoolTest, ParallelForCoversEveryIndexOnce) {
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    for (int64_t n : {1, 7, 16, 100, 1001}) {
-      for (int64_t grain : {1, 4, 16}) {
-        std::vector<std::atomic<int>> hits(n);
-        pool.ParallelFor(n, grain, [&](int64_t b, int64_t e, int) {
-          for (int64_t i = b; i < e; ++i) hits[i]++;
-        });
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << grain << " " << i;
-      }
-    }
-  }
-}
 
 TEST(PackedMatrixTest, Bf16RoundsToNearestEven) {
   EXPECT_EQ(F32ToBf16(1.0f), 0x3F80);
