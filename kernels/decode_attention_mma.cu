@@ -19,20 +19,16 @@
 namespace rtgen::kernels {
 namespace {
 
-constexpr int kRows = 16;                // query heads per block: the mma's M (zero rows past
-                                         // the group)
-constexpr int kPad = 8;                  // floats after each merge row (MergeBuffers)
+constexpr int kRows = 16;  // query heads per block: the mma's M (zero rows past the group)
+constexpr int kPad = 8;    // floats after each merge row (MergeBuffers)
 
-// kWarps warps per block; a tile holds 16 keys per warp (warp w scores keys [16 w, 16 w + 16)).
-// Rows are kD elements, swizzled (Swz): ldmatrix's eight rows of one 16-byte column fall in
-// eight different bank groups without padding. kStages tiles are in flight: three for 2-warp
-// blocks (the many-sequence launches, four blocks per SM at head_dim 128: 55.5 KB each with the
-// static arrays), whose blocks otherwise had one tile in flight while computing the other (at
-// Llama-3-8B batch 64 the keys after the first two tiles streamed at ~2.1 TB/s); two otherwise.
-template <int kD, int kWarps>
+// kWarps warps per block; a tile holds 16 keys per warp (warp w scores keys [16 w, 16 w + 16));
+// kStages tiles in flight (LaunchFitting picks). Rows are kD elements, swizzled (Swz): ldmatrix's
+// eight rows of one 16-byte column fall in eight different bank groups without padding.
+template <int kD, int kWarps, int kStages>
 struct TileBuffers {
+  static_assert(kD == 64 || kD == 128, "Swz needs rows of 8 or 16 chunks");
   static constexpr int kTileKeys = 16 * kWarps;
-  static constexpr int kStages = kWarps == 2 ? 3 : 2;
   __nv_bfloat16 q[kRows][kD];
   __nv_bfloat16 k[kStages][kTileKeys][kD];
   __nv_bfloat16 v[kStages][kTileKeys][kD];
@@ -44,10 +40,11 @@ __device__ __forceinline__ int Swz(int r, int col) {
   return ((((col >> 3) ^ (r & 7))) << 3) | (col & 7);
 }
 
-// Per-warp outputs for the final merge, in the K and V tiles' space (free by then). Rows of kD + kPad
-// floats: a warp stores its fragment as float2 pairs (row g, columns 8 n + 2 t), and with rows
-// 72 or 136 floats apart each half-warp's 16 pairs fall in 32 different banks (with rows kD apart
-// the eight g shared a bank: 8-way conflicts, ~1 us of a batch-1 block's merge on the H200).
+// Per-warp outputs for the final merge, in the K and V tiles' space (free by then). Rows of
+// kD + kPad floats: a warp stores its fragment as float2 pairs (row g, columns 8 n + 2 t), and
+// with rows 72 or 136 floats apart each half-warp's 16 pairs fall in 32 different banks (with rows
+// kD apart the eight g shared a bank: 8-way conflicts, ~1 us of a batch-1 block's merge on the
+// H200).
 template <int kD, int kWarps>
 struct MergeBuffers {
   float o[kWarps][kRows][kD + kPad];
@@ -59,18 +56,17 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
 }
 
 // grid (num_kv_heads, num_seqs, num_splits), 32 * kWarps threads,
-// sizeof(TileBuffers<kD, kWarps>) bytes of dynamic shared memory. kPrefetch: p.prefetch_kv;
-// kRope: p.rope.on() (never with kPrefetch): q rotated as it is loaded, and the newest key
-// rotated, stored to the caches and put in its tile's row by this kernel.
-template <int kD, int kWarps, bool kPrefetch, bool kRope>
+// sizeof(TileBuffers<kD, kWarps, kStages>) bytes of dynamic shared memory. kPrefetch:
+// p.prefetch_kv; kRope: p.rope.on() (never with kPrefetch): q rotated as it is loaded, and the
+// newest key rotated, stored to the caches and put in its tile's row by this kernel.
+template <int kD, int kWarps, int kStages, bool kPrefetch, bool kRope>
 __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     DecodeAttentionMmaKernel(DecodeAttentionParams p) {
   RTGEN_TRACE_KERNEL(kDecodeAttentionMma);
   static_assert(!(kPrefetch && kRope));
-  using Stages = TileBuffers<kD, kWarps>;
+  using Stages = TileBuffers<kD, kWarps, kStages>;
   constexpr int kThreads = 32 * kWarps;
   constexpr int kTileKeys = Stages::kTileKeys;
-  constexpr int kStages = Stages::kStages;
   constexpr int kChunks = kD / 8;  // 16-byte pieces per row
   static_assert(sizeof(MergeBuffers<kD, kWarps>) <= sizeof(Stages::k) + sizeof(Stages::v) &&
                 offsetof(Stages, v) == offsetof(Stages, k) + sizeof(Stages::k));
@@ -343,7 +339,8 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
     if (t == 0) s_m[warp][g + 8 * h] = m[h];
   }
   __syncthreads();  // also: every warp is done with the K/V stages that MergeBuffers reuses
-  MergeBuffers<kD, kWarps>& mg = *reinterpret_cast<MergeBuffers<kD, kWarps>*>(&sm.k[0][0][0]);
+  MergeBuffers<kD, kWarps>& mg =
+      *reinterpret_cast<MergeBuffers<kD, kWarps>*>(s_raw + offsetof(Stages, k));
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = g + 8 * h;
@@ -389,15 +386,15 @@ int ForcedWarps() {
 
 constexpr int kMaxCachedDevices = 16;
 
-// Opts the <kD, kWarps> kernel into its dynamic shared memory on the current device; *per_sm:
-// how many of its blocks an SM holds at once.
-template <int kD, int kWarps>
+// Opts the <kD, kWarps, kStages> kernels into their dynamic shared memory on the current device;
+// *per_sm: how many of their blocks an SM holds at once.
+template <int kD, int kWarps, int kStages>
 cudaError_t OptIn(int* per_sm) {
-  constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps>);
+  constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps, kStages>);
   *per_sm = 1 << 30;
-  for (const auto kernel : {DecodeAttentionMmaKernel<kD, kWarps, false, false>,
-                            DecodeAttentionMmaKernel<kD, kWarps, true, false>,
-                            DecodeAttentionMmaKernel<kD, kWarps, false, true>}) {
+  for (const auto kernel : {DecodeAttentionMmaKernel<kD, kWarps, kStages, false, false>,
+                            DecodeAttentionMmaKernel<kD, kWarps, kStages, true, false>,
+                            DecodeAttentionMmaKernel<kD, kWarps, kStages, false, true>}) {
     cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
     int blocks = 0;
@@ -410,11 +407,12 @@ cudaError_t OptIn(int* per_sm) {
   return cudaSuccess;
 }
 
-// How many blocks of the 8- and of the 4-warp kernel the whole GPU holds at once (eight: 0 where
-// the 8-warp kernel does not fit).
+// How many blocks of the 8- and of the 4-warp kernel and of the 2-warp kernel with three stages
+// the whole GPU holds at once (eight: 0 where the 8-warp kernel does not fit).
 struct Capacity {
   int64_t eight = 0;
   int64_t four = 0;
+  int64_t two_deep = 0;
 };
 
 // On the current device: the head_dim-kD kernels opted in, and their capacity. Done once per
@@ -422,53 +420,67 @@ struct Capacity {
 template <int kD>
 cudaError_t Prepare(Capacity* capacity) {
   // 0: not prepared yet
-  static std::atomic<int64_t> cached_eight[kMaxCachedDevices], cached_four[kMaxCachedDevices];
+  static std::atomic<int64_t> cached_eight[kMaxCachedDevices], cached_four[kMaxCachedDevices],
+      cached_two_deep[kMaxCachedDevices];
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   if (device < kMaxCachedDevices) {
     capacity->four = cached_four[device].load(std::memory_order_acquire);
     capacity->eight = cached_eight[device].load(std::memory_order_relaxed);
+    capacity->two_deep = cached_two_deep[device].load(std::memory_order_relaxed);
     if (capacity->four > 0) return cudaSuccess;
   }
-  int eight_per_sm = 0, four_per_sm = 0, two_per_sm = 0, sms = 0;
-  // A device without the shared memory of an 8-warp block (~144 KB at head_dim 128) runs 4 or 2.
-  if (OptIn<kD, 8>(&eight_per_sm) != cudaSuccess) {
+  // two_per_sm is not used: the 2-warp, 2-stage kernel is the fallback whatever its capacity
+  // (OptIn still sets its shared memory).
+  int eight_per_sm = 0, four_per_sm = 0, two_per_sm = 0, two_deep_per_sm = 0, sms = 0;
+  // A device without the shared memory of an 8-warp block (~136 KB at head_dim 128) runs 4 or 2.
+  if (OptIn<kD, 8, 2>(&eight_per_sm) != cudaSuccess) {
     eight_per_sm = 0;
     (void)cudaGetLastError();  // not sticky: clear it so no later check reports it
   }
-  if ((err = OptIn<kD, 4>(&four_per_sm)) != cudaSuccess ||
-      (err = OptIn<kD, 2>(&two_per_sm)) != cudaSuccess ||
+  if ((err = OptIn<kD, 4, 2>(&four_per_sm)) != cudaSuccess ||
+      (err = OptIn<kD, 2, 2>(&two_per_sm)) != cudaSuccess ||
+      (err = OptIn<kD, 2, 3>(&two_deep_per_sm)) != cudaSuccess ||
       (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) !=
           cudaSuccess) {
     return err;
   }
   capacity->eight = int64_t{eight_per_sm} * sms;
   capacity->four = int64_t{four_per_sm} * sms;
+  capacity->two_deep = int64_t{two_deep_per_sm} * sms;
   if (device < kMaxCachedDevices) {
     cached_eight[device].store(capacity->eight, std::memory_order_relaxed);
+    cached_two_deep[device].store(capacity->two_deep, std::memory_order_relaxed);
     cached_four[device].store(capacity->four, std::memory_order_release);  // published last
   }
   return cudaSuccess;
 }
 
-template <int kD, int kWarps>
+template <int kD, int kWarps, int kStages>
 cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
   const dim3 grid(p.num_kv_heads, p.num_seqs, p.num_splits);
-  constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps>);
-  const auto kernel = p.rope.on()    ? DecodeAttentionMmaKernel<kD, kWarps, false, true>
-                      : p.prefetch_kv ? DecodeAttentionMmaKernel<kD, kWarps, true, false>
-                                      : DecodeAttentionMmaKernel<kD, kWarps, false, false>;
+  constexpr size_t kSmem = sizeof(TileBuffers<kD, kWarps, kStages>);
+  const auto kernel = p.rope.on()    ? DecodeAttentionMmaKernel<kD, kWarps, kStages, false, true>
+                      : p.prefetch_kv ? DecodeAttentionMmaKernel<kD, kWarps, kStages, true, false>
+                                      : DecodeAttentionMmaKernel<kD, kWarps, kStages, false, false>;
   return LaunchKernel(kernel, grid, 32 * kWarps, kSmem, stream, p);
 }
 
 // The most warps (the longest key tile: fewer tiles per sequence, one after another in a block)
 // with which every block of the grid is resident at once: eight (128-key tiles), four (64), else
-// two (32 keys, about twice the blocks per SM of four: one wave instead of two). Measured on the
-// H200 at context ~190: Llama-3-8B shape (head_dim 128, 3 blocks of 4 warps per SM) batch 32 5.09
-// ms with 4 warps vs 5.24 with 2, batch 64 5.59 vs 5.42. Eight against four (session 12, graph
-// TPOT ms at batch 1): SmolLM2-135M 0.50 vs 0.52, Llama-3.2-1B 0.846 vs 0.87, Llama-3-8B 4.08 vs
-// 4.18 at context ~190; 0.64 vs 0.71, 0.93 vs 0.98, 4.23 vs 4.41 at context ~2030.
+// two (32 keys, more blocks per SM than four: one wave instead of two). Measured on the H200 at
+// context ~190 (two stages): Llama-3-8B shape (head_dim 128, 3 blocks of 4 warps per SM) batch 32
+// 5.09 ms with 4 warps vs 5.24 with 2, batch 64 5.59 vs 5.42. Eight against four (session 12,
+// graph TPOT ms at batch 1): SmolLM2-135M 0.50 vs 0.52, Llama-3.2-1B 0.846 vs 0.87, Llama-3-8B
+// 4.08 vs 4.18 at context ~190; 0.64 vs 0.71, 0.93 vs 0.98, 4.23 vs 4.41 at context ~2030.
+// Two-warp blocks keep three tiles in flight where the grid still fits at once with them (at
+// head_dim 128 four blocks per SM instead of five): with two, a block computes one tile while
+// only the next is in flight, and every block at about the same time, so DRAM idles (session 19,
+// Llama-3-8B b64: attention 17 -> 13.8 us a layer, graph TPOT 5.30 -> 5.18-5.21 ms); past that
+// capacity two stages, as before, whose blocks still fit at once where three would need a second
+// wave (8B at batch 67-82; not measured).
+// Three stages for the 8- and 4-warp blocks were slower (8B b1 3.95 -> 4.23, b8 4.64 -> 4.95).
 template <int kD>
 cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
   Capacity capacity;
@@ -479,8 +491,9 @@ cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
                     : blocks <= capacity.eight ? 8
                     : blocks <= capacity.four  ? 4
                                                : 2;
-  if (warps == 8) return Launch<kD, 8>(p, stream);
-  return warps == 4 ? Launch<kD, 4>(p, stream) : Launch<kD, 2>(p, stream);
+  if (warps == 8) return Launch<kD, 8, 2>(p, stream);
+  if (warps == 4) return Launch<kD, 4, 2>(p, stream);
+  return blocks <= capacity.two_deep ? Launch<kD, 2, 3>(p, stream) : Launch<kD, 2, 2>(p, stream);
 }
 
 // RTGEN_DECODE_MMA128_SPLITS=0: head_dim 128 with key partitions on the CUDA-core kernel (A/B).

@@ -380,8 +380,11 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 4, 64, 16, {700, 1, 129}, 3},
                       AttnShape{16, 1, 64, 16, {513, 2}, 5},
                       // Grids past what 4-warp blocks hold at once (H200: 396 blocks at
-                      // head_dim 128, 528 at 64): the 2-warp kernel, unsplit and split.
+                      // head_dim 128, 528 at 64): the 2-warp kernel, unsplit and split, with
+                      // three stages while its blocks fit at once (H200: 528 at head_dim 128,
+                      // 924 at 64), else two (640 and 1200 blocks).
                       AttnShape{32, 8, 128, 16, SpreadContexts(64, 37, 300), 1},
+                      AttnShape{32, 8, 128, 16, SpreadContexts(80, 37, 300), 1},
                       AttnShape{9, 3, 64, 16, SpreadContexts(400, 13, 260), 1},
                       AttnShape{9, 3, 64, 16, SpreadContexts(100, 29, 700), 4}));
 
