@@ -46,7 +46,8 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
     echo "== round ${round}: ${label} (${envs[*]:-defaults}; $(basename "${bench}"))"
     start=$(date +%s)
     env "${envs[@]}" timeout "${TIMEOUT:-300}" "${bench}" \
-      --models "${models}" --batches "${batches}" --steps "${STEPS:-64}" --repeats "${REPEATS:-5}" --built-repeats 0 \
+      --models "${models}" --batches "${batches}" --steps "${STEPS:-64}" \
+      --repeats "${REPEATS:-5}" --built-repeats 0 \
       --ttft-prompts 128 --ttft-repeats 1 "${eager_flag[@]}" \
       --json "${out}/${label}_${round}.json" \
       > "${out}/${label}_${round}.log" 2>&1
