@@ -2,6 +2,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <numeric>
 #include <vector>
 
 #include "engine/common/status_macros.h"
@@ -10,6 +11,7 @@
 #include "kernels/gemv.h"
 #include "kernels/l2_flush.h"
 #include "kernels/matmul.h"
+#include "kernels/matmul_search.h"
 #include "kernels/rope.h"
 #include "kernels/silu_mul.h"
 
@@ -244,8 +246,25 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
     }
   }
 
+  // RTGEN_MATMUL_TUNE=wide: the heuristic's algorithms in more configurations (matmul_search.h).
+  if (WideMatmulSearch()) {
+    std::vector<int> ids;
+    for (size_t i = 0; i < from_heuristic; ++i) {
+      int32_t id = -1;
+      size_t written = 0;
+      cublasLtMatmulAlgoConfigGetAttribute(&cands[i], CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id),
+                                           &written);
+      if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+    }
+    const std::vector<cublasLtMatmulAlgo_t> all =
+        EnumerateMatmulAlgos(handle_, plan->desc, plan->a, plan->b, plan->c,
+                             p.y_f32 ? CUDA_R_32F : CUDA_R_16BF, ids, ws, kWideSearchMax);
+    cands.insert(cands.end(), all.begin(), all.end());
+  }
+
   // Each candidate: one untimed run (module load), then kReps runs, each after an L2 eviction;
-  // the median decides, the earlier candidate on a tie.
+  // the median decides, the earlier candidate on a tie. Past kTuneCandidates (the wide search),
+  // one timed run each first, and only the heuristic's first and the fastest others go on.
   TuneScratch scratch;
   int device = 0, l2 = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
@@ -257,29 +276,45 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
   RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&scratch.stop));
   constexpr int kReps = 5;
   const float alpha = 1.0f, beta = 0.0f;
-  int best = -1;
-  float best_us = std::numeric_limits<float>::infinity(), first_us = NAN;
-  for (size_t i = 0; i < cands.size(); ++i) {
+  // The median of `reps` timed runs of candidate i; NaN where cuBLASLt rejects it.
+  const auto median_us = [&](size_t i, int reps) -> absl::StatusOr<float> {
     std::vector<float> us;
-    bool ok = true;
-    for (int r = 0; r <= kReps && ok; ++r) {
+    for (int r = 0; r <= reps; ++r) {
       RTGEN_CUDA_RETURN_IF_ERROR(L2FlushRead(scratch.flush, flush_bytes, stream));
       RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(scratch.start, stream));
-      ok = cublasLtMatmul(handle_, plan->desc, &alpha, p.w, plan->a, p.x, plan->b, &beta, p.y,
-                          plan->c, p.y, plan->c, &cands[i], workspace_, kWorkspaceBytes,
-                          stream) == CUBLAS_STATUS_SUCCESS;
+      const bool ok = cublasLtMatmul(handle_, plan->desc, &alpha, p.w, plan->a, p.x, plan->b,
+                                     &beta, p.y, plan->c, p.y, plan->c, &cands[i], workspace_,
+                                     kWorkspaceBytes, stream) == CUBLAS_STATUS_SUCCESS;
       RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(scratch.stop, stream));
       RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(scratch.stop));
+      if (!ok) {
+        cudaGetLastError();  // a rejected candidate launched nothing; clear any launch error
+        return NAN;
+      }
       float ms = 0.0f;
       RTGEN_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, scratch.start, scratch.stop));
       if (r > 0) us.push_back(ms * 1e3f);
     }
-    if (!ok) {
-      cudaGetLastError();  // a rejected candidate launched nothing; clear any launch error
-      continue;
-    }
     std::sort(us.begin(), us.end());
-    const float median = us[us.size() / 2];
+    return us[us.size() / 2];
+  };
+  std::vector<size_t> order(cands.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  if (cands.size() > static_cast<size_t>(kTuneCandidates)) {
+    std::vector<float> once(cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) {
+      ASSIGN_OR_RETURN(once[i], median_us(i, 1));
+      if (std::isnan(once[i])) once[i] = std::numeric_limits<float>::infinity();
+    }
+    std::stable_sort(order.begin() + 1, order.end(),
+                     [&](size_t x, size_t y) { return once[x] < once[y]; });
+    order.resize(kTuneCandidates);
+  }
+  int best = -1;
+  float best_us = std::numeric_limits<float>::infinity(), first_us = NAN;
+  for (const size_t i : order) {
+    ASSIGN_OR_RETURN(const float median, median_us(i, kReps));
+    if (std::isnan(median)) continue;
     if (i == 0) first_us = median;
     if (median < best_us) best = static_cast<int>(i), best_us = median;
   }

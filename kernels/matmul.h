@@ -12,9 +12,14 @@
 // candidates (the heuristic's list plus split-K variants of its algorithms, each within the
 // fixed workspace) with the L2 evicted before each run, and keeps the fastest if it beats the
 // heuristic's first answer by more than kTuneMargin (near ties keep the heuristic's, so a
-// restart rarely changes the choice, and with it the rounding). A tuned choice is shared by
-// every context of the process that meets the shape afterwards (an eager backend created after
-// a graph-runner one runs its algorithms); a context that met the shape before it was tuned
+// restart rarely changes the choice, and with it the rounding). RTGEN_MATMUL_TUNE=wide adds up to
+// kWideSearchMax more configurations of the heuristic's algorithms (matmul_search.h); each
+// candidate is then timed once, and the heuristic's first with the fastest others
+// (kTuneCandidates in all) as above. Llama-3-8B at batch 64 measured 5.19-5.20 ms -> 5.06-5.10
+// with it on the H200, but its start-up took 85 s instead of 1.2 (docs/perf/gpu_notes.md,
+// session 20): not the default. A tuned choice is shared by every context of the process that
+// meets the shape afterwards (an eager backend created after a graph-runner one runs its
+// algorithms); a context that met the shape before it was tuned
 // keeps the heuristic's plan. A backend's own eager and replayed steps share one context.
 // Every other first call (tuning not allowed, its stream being captured, larger m,
 // RTGEN_MATMUL_TUNE=0) takes the heuristic's first answer: the same on every run of a given
@@ -58,6 +63,7 @@ class MatmulContext {
   static constexpr size_t kWorkspaceBytes = 32u << 20;
   static constexpr int kTuneMaxRows = 256;
   static constexpr int kTuneCandidates = 32;
+  static constexpr int kWideSearchMax = 3000;  // configurations tried by the wide search
   static constexpr float kTuneMargin = 0.03f;  // a candidate must be 3 % faster than the first
   // use_gemv: route small batches (m <= 8, or <= 16 on small weights) to the custom GEMV; with
   // RTGEN_HOPPER_GEMM=1 (opt-in) also, on an sm_90a build on a compute capability 9.0 device,
