@@ -223,12 +223,7 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
         splitk > 1) {
       continue;
     }
-    uint32_t scheme = 0;
-    for (const uint32_t s : {static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
-                             static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
-                             static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE)}) {
-      if (scheme == 0 && (schemes & s) != 0) scheme = s;
-    }
+    const uint32_t scheme = FirstReductionScheme(schemes);
     if (scheme == 0) continue;
     for (const int32_t split : {2, 4, 8}) {
       if (p.k / split < 256 || static_cast<int>(cands.size()) >= kTuneCandidates) break;

@@ -43,6 +43,15 @@ bool SetConfig(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t 
 
 }  // namespace
 
+uint32_t FirstReductionScheme(uint32_t mask) {
+  for (const uint32_t s : {static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
+                           static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
+                           static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE)}) {
+    if ((mask & s) != 0) return s;
+  }
+  return 0;
+}
+
 bool WideMatmulSearch() {
   static const bool wide = EnvIs("RTGEN_MATMUL_TUNE", "wide");
   return wide;
@@ -68,12 +77,7 @@ std::vector<cublasLtMatmulAlgo_t> EnumerateMatmulAlgos(
     const uint32_t schemes = CapValue<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
     const uint32_t swizzle_max =
         CapValue<int32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT) != 0 ? 1 : 0;
-    uint32_t scheme = 0;
-    for (const uint32_t s : {static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
-                             static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
-                             static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE)}) {
-      if (scheme == 0 && (schemes & s) != 0) scheme = s;
-    }
+    const uint32_t scheme = FirstReductionScheme(schemes);
     for (const uint32_t tile : tiles) {
       for (const uint32_t stage : stages) {
         for (const uint16_t cluster : clusters) {

@@ -8,9 +8,15 @@
 #include <cublasLt.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace rtgen::kernels {
+
+// The reduction scheme a split-K configuration of an algorithm takes: the first of compute type,
+// output type and in place that its capability mask (CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK)
+// offers, 0 when none.
+uint32_t FirstReductionScheme(uint32_t mask);
 
 // True when RTGEN_MATMUL_TUNE is "wide" (read once per process).
 bool WideMatmulSearch();
