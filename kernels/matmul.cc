@@ -259,7 +259,8 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
 
   // Each candidate: one untimed run (module load), then kReps runs, each after an L2 eviction;
   // the median decides, the earlier candidate on a tie. Past kTuneCandidates (the wide search),
-  // one timed run each first, and only the heuristic's first and the fastest others go on.
+  // one timed run each first, and only the heuristic's first and the fastest others go on (a tie
+  // then goes to the earlier in that ranking).
   TuneScratch scratch;
   int device = 0, l2 = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));

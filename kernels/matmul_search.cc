@@ -76,7 +76,7 @@ std::vector<cublasLtMatmulAlgo_t> EnumerateMatmulAlgos(
     const bool splitk = CapValue<int32_t>(base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT) != 0;
     const uint32_t schemes = CapValue<uint32_t>(base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK);
     const uint32_t swizzle_max =
-        CapValue<int32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT) != 0 ? 1 : 0;
+        CapValue<uint32_t>(base, CUBLASLT_ALGO_CAP_CTA_SWIZZLING_SUPPORT) != 0 ? 1 : 0;
     const uint32_t scheme = FirstReductionScheme(schemes);
     for (const uint32_t tile : tiles) {
       for (const uint32_t stage : stages) {
