@@ -16,7 +16,7 @@
 // kWideSearchMax more configurations of the heuristic's algorithms (matmul_search.h); each
 // candidate is then timed once, and the heuristic's first with the fastest others
 // (kTuneCandidates in all) as above. Llama-3-8B at batch 64 measured 5.19-5.20 ms -> 5.06-5.10
-// with it on the H200, but its start-up took 85 s instead of 1.2 (docs/perf/gpu_notes.md,
+// with it on the H200, but its start-up took 85 s, not 1.2-1.4 (docs/perf/gpu_notes.md,
 // session 20): not the default. A tuned choice is shared by every context of the process that
 // meets the shape afterwards (an eager backend created after a graph-runner one runs its
 // algorithms); a context that met the shape before it was tuned
