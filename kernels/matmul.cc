@@ -71,8 +71,13 @@ absl::StatusOr<bool> RanOnHopper(const MatmulContext& ctx, const MatmulParams& p
   return true;
 }
 
-bool TuneFromEnv() {
-  return EnvOnUnlessZero("RTGEN_MATMUL_TUNE");
+// RTGEN_MATMUL_TUNE: "0" takes the heuristic's first answer, "wide" also times the wide search's
+// configurations (matmul_search.h), anything else the heuristic's list and its split-K variants.
+// Read at start-up, when a context is created or a shape tuned.
+enum class TuneMode { kOff, kList, kWide };
+TuneMode TuneModeFromEnv() {
+  if (EnvIs("RTGEN_MATMUL_TUNE", "wide")) return TuneMode::kWide;
+  return EnvOnUnlessZero("RTGEN_MATMUL_TUNE") ? TuneMode::kList : TuneMode::kOff;
 }
 
 // Tuned algorithms of the process, by (device, m, n, k, fp32 output): every context runs the same
@@ -124,7 +129,7 @@ struct TuneScratch {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_gemv) {
-  return Create(use_gemv, TuneFromEnv());
+  return Create(use_gemv, TuneModeFromEnv() != TuneMode::kOff);
 }
 
 absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_gemv, bool tune) {
@@ -242,7 +247,7 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
   }
 
   // RTGEN_MATMUL_TUNE=wide: the heuristic's algorithms in more configurations (matmul_search.h).
-  if (WideMatmulSearch()) {
+  if (TuneModeFromEnv() == TuneMode::kWide) {
     std::vector<int> ids;
     for (size_t i = 0; i < from_heuristic; ++i) {
       int32_t id = -1;

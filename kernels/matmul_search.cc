@@ -2,8 +2,6 @@
 
 #include <cstdint>
 
-#include "kernels/env_switch.h"
-
 namespace rtgen::kernels {
 namespace {
 
@@ -50,11 +48,6 @@ uint32_t FirstReductionScheme(uint32_t mask) {
     if ((mask & s) != 0) return s;
   }
   return 0;
-}
-
-bool WideMatmulSearch() {
-  static const bool wide = EnvIs("RTGEN_MATMUL_TUNE", "wide");
-  return wide;
 }
 
 std::vector<cublasLtMatmulAlgo_t> EnumerateMatmulAlgos(

@@ -18,9 +18,6 @@ namespace rtgen::kernels {
 // offers, 0 when none.
 uint32_t FirstReductionScheme(uint32_t mask);
 
-// True when RTGEN_MATMUL_TUNE is "wide" (read once per process).
-bool WideMatmulSearch();
-
 // Up to max_count configurations of `algo_ids` for D = op(A) op(B) with bf16 A and B, fp32
 // compute and scale, C and D of c_type (C = D), each checked against desc / a / b / c and using
 // at most workspace_bytes. Order: algorithm id as given, tile, stages, cluster, split, swizzle.

@@ -24,22 +24,6 @@ struct GemvCase {
 
 constexpr int kGuard = 64;  // elements past the output that must keep their poison
 
-// y[i][j] = sum_k x[i][k] w[j][k] in fp64 over the bf16 inputs.
-std::vector<double> Reference(const std::vector<uint16_t>& x, const std::vector<uint16_t>& w,
-                              int m, int n, int k) {
-  std::vector<float> xf = FromBf16(x), wf = FromBf16(w);
-  std::vector<double> out(static_cast<size_t>(m) * n);
-  for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) {
-      double acc = 0.0;
-      const float* xr = &xf[static_cast<size_t>(i) * k];
-      const float* wr = &wf[static_cast<size_t>(j) * k];
-      for (int kk = 0; kk < k; ++kk) acc += double{xr[kk]} * wr[kk];
-      out[static_cast<size_t>(i) * n + j] = acc;
-    }
-  }
-  return out;
-}
 
 class GemvEdgeTest : public ::testing::TestWithParam<GemvCase> {};
 
@@ -60,7 +44,7 @@ TEST_P(GemvEdgeTest, EveryRowCountAndLaunchShapeMatchesReference) {
     SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << c.n << " k=" << c.k);
     // The reference for the first m rows (x is row-major: a prefix of it is x[:m]).
     const std::vector<uint16_t> xm(x.begin(), x.begin() + static_cast<size_t>(m) * c.k);
-    const std::vector<double> want = Reference(xm, w, m, c.n, c.k);
+    const std::vector<double> want = MatmulReference(xm, w, m, c.n, c.k);
     const size_t count = static_cast<size_t>(m) * c.n;
     for (const bool f32 : {false, true}) {
       for (const kernels::GemvTuning& t : tunings) {
@@ -129,7 +113,7 @@ TEST_P(GemvSiluMulTest, EveryRowCountAndLaunchShapeMatchesReference) {
   for (int m = 1; m <= max_m; ++m) {
     SCOPED_TRACE(::testing::Message() << "m=" << m << " inter=" << c.inter << " k=" << c.k);
     const std::vector<uint16_t> xm(x.begin(), x.begin() + static_cast<size_t>(m) * c.k);
-    const std::vector<double> gate_up = Reference(xm, w, m, n, c.k);
+    const std::vector<double> gate_up = MatmulReference(xm, w, m, n, c.k);
     std::vector<double> want(static_cast<size_t>(m) * c.inter);
     for (int i = 0; i < m; ++i) {
       for (int j = 0; j < c.inter; ++j) {
@@ -262,7 +246,7 @@ TEST(GemvTest, RowStreamingKernelMatchesReference) {
     const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * c.k, 1.0f, rng));
     const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * c.n * c.k, 0.05f, rng));
     DeviceArray<uint16_t> d_x(x), d_w(w);
-    const std::vector<double> want = Reference(x, w, 1, c.n, c.k);
+    const std::vector<double> want = MatmulReference(x, w, 1, c.n, c.k);
     for (const bool f32 : {false, true}) {
       SCOPED_TRACE(f32 ? "fp32 out" : "bf16 out");
       DeviceArray<float> d_yf(c.n + kGuard);

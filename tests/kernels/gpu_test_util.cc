@@ -47,6 +47,22 @@ std::vector<float> RoundBf16(std::vector<float> v) {
   return v;
 }
 
+std::vector<double> MatmulReference(const std::vector<uint16_t>& x,
+                                    const std::vector<uint16_t>& w, int m, int n, int k) {
+  const std::vector<float> xf = FromBf16(x), wf = FromBf16(w);
+  std::vector<double> out(size_t{1} * m * n);
+  for (int i = 0; i < m; ++i) {
+    for (int j = 0; j < n; ++j) {
+      const float* xr = &xf[size_t{1} * i * k];
+      const float* wr = &wf[size_t{1} * j * k];
+      double acc = 0.0;
+      for (int kk = 0; kk < k; ++kk) acc += double{xr[kk]} * wr[kk];
+      out[size_t{1} * i * n + j] = acc;
+    }
+  }
+  return out;
+}
+
 double RelL2(std::span<const float> a, std::span<const double> ref) {
   if (a.size() != ref.size()) return std::numeric_limits<double>::infinity();
   double num = 0.0, den = 0.0;

@@ -58,6 +58,10 @@ std::vector<float> FromBf16(std::span<const uint16_t> v);
 // Rounds each value to bf16 and back (so references see the kernel's exact inputs).
 std::vector<float> RoundBf16(std::vector<float> v);
 
+// y[i][j] = sum_k x[i][k] w[j][k] in fp64 over bf16 inputs x [m, k] and w [n, k] (row-major).
+std::vector<double> MatmulReference(const std::vector<uint16_t>& x,
+                                    const std::vector<uint16_t>& w, int m, int n, int k);
+
 // ||a - b|| / ||b|| in fp64; +inf when any value of `a` is not finite.
 double RelL2(std::span<const float> a, std::span<const double> ref);
 double RelL2(std::span<const float> a, std::span<const float> ref);

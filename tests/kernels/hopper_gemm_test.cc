@@ -55,17 +55,7 @@ double Silu(double g) { return g / (1.0 + std::exp(-g)); }
 // kernel does.
 std::vector<double> Reference(const GemmCase& c, const std::vector<uint16_t>& x,
                               const std::vector<uint16_t>& w) {
-  const std::vector<float> xf = FromBf16(x), wf = FromBf16(w);
-  std::vector<double> full(size_t{1} * c.m * c.n);
-  for (int i = 0; i < c.m; ++i) {
-    for (int j = 0; j < c.n; ++j) {
-      const float* xr = &xf[size_t{1} * i * c.k];
-      const float* wr = &wf[size_t{1} * j * c.k];
-      double acc = 0.0;
-      for (int kk = 0; kk < c.k; ++kk) acc += double{xr[kk]} * wr[kk];
-      full[size_t{1} * i * c.n + j] = acc;
-    }
-  }
+  const std::vector<double> full = MatmulReference(x, w, c.m, c.n, c.k);
   if (!c.silu_mul) return full;
   const int inter = c.n / 2;
   std::vector<double> act(size_t{1} * c.m * inter);

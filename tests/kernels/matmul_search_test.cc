@@ -37,16 +37,7 @@ TEST(MatmulSearchTest, ConfigurationsRunAndMeetTheReference) {
   std::mt19937_64 rng(seed);
   const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng));
   const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng));
-  std::vector<double> want(size_t{1} * m * n);
-  for (int i = 0; i < m; ++i) {
-    for (int j = 0; j < n; ++j) {
-      double acc = 0.0;
-      for (int kk = 0; kk < k; ++kk) {
-        acc += double{FromBf16(x[size_t{1} * i * k + kk])} * FromBf16(w[size_t{1} * j * k + kk]);
-      }
-      want[size_t{1} * i * n + j] = acc;
-    }
-  }
+  const std::vector<double> want = MatmulReference(x, w, m, n, k);
 
   LtPlan plan;
   LT_CHECK(cublasLtCreate(&plan.handle));

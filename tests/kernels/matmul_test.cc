@@ -20,18 +20,7 @@ class MatmulTest : public ::testing::TestWithParam<std::tuple<MatmulCase, bool, 
 
 std::vector<double> Reference(const MatmulCase& shape, const std::vector<uint16_t>& x,
                               const std::vector<uint16_t>& w) {
-  std::vector<double> want(size_t{1} * shape.m * shape.n);
-  for (int i = 0; i < shape.m; ++i) {
-    for (int j = 0; j < shape.n; ++j) {
-      double acc = 0.0;
-      for (int kk = 0; kk < shape.k; ++kk) {
-        acc += double{FromBf16(x[size_t{1} * i * shape.k + kk])} *
-               FromBf16(w[size_t{1} * j * shape.k + kk]);
-      }
-      want[size_t{1} * i * shape.n + j] = acc;
-    }
-  }
-  return want;
+  return MatmulReference(x, w, shape.m, shape.n, shape.k);
 }
 
 // Random bf16 operands of a shape: x ~ N(0, 1) [m, k], w ~ N(0, 0.05) [n, k].
