@@ -172,6 +172,13 @@ bool CudaBackend::links_norms_at_one_token() const {
   return impl_->forward->LinksNorms(shape);
 }
 
+bool CudaBackend::folds_norms_at(int32_t rows) const {
+  ForwardShape shape;
+  shape.num_tokens = shape.num_seqs = shape.num_samples = rows;
+  shape.decode_only = shape.sample = true;
+  return impl_->forward->FoldsNorms(shape);
+}
+
 std::vector<int32_t> CudaBackend::graph_buckets() const {
   return impl_->graphs ? impl_->graphs->buckets() : std::vector<int32_t>{};
 }

@@ -76,6 +76,8 @@ class CudaBackend : public Backend {
   // True when a decode step of one sequence links its norms through the GEMVs
   // (ModelForward::LinksNorms).
   bool links_norms_at_one_token() const;
+  // True when a decode step of `rows` sequences runs with folded norms (ModelForward::FoldsNorms).
+  bool folds_norms_at(int32_t rows) const;
   int32_t max_model_len() const { return max_model_len_; }
   // Start-up cost of the last graph capture (AllocateKvCache): wall seconds, and the growth of
   // the device's used memory across it (graph executables, lazily loaded modules, cuBLASLt).

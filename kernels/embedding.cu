@@ -34,6 +34,15 @@ __global__ void __launch_bounds__(kThreads) EmbeddingVecKernel(EmbeddingParams p
   }
   PdlWait();  // out (the residual stream) may still be read by the previous step's kernels
   PdlLaunchDependents();
+  if (p.out16 != nullptr) {
+    uint4* out16 = reinterpret_cast<uint4*>(p.out16 + static_cast<int64_t>(t) * p.hidden);
+#pragma unroll
+    for (int j = 0; j < kVecPerThread; ++j) {
+      const int c = threadIdx.x + j * kThreads;
+      if (c < n8) out16[c] = v[j];  // zeros for an invalid id
+    }
+    return;
+  }
   float4* out = reinterpret_cast<float4*>(p.out + static_cast<int64_t>(t) * p.hidden);
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
@@ -53,13 +62,19 @@ __global__ void EmbeddingKernel(EmbeddingParams p) {
   PdlLaunchDependents();
   const int t = blockIdx.x;
   const int32_t id = TokenId(p, t);
-  float* out = p.out + static_cast<int64_t>(t) * p.hidden;
-  if (id < 0 || id >= p.vocab) {
-    for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) out[i] = 0.0f;
+  const bool valid = id >= 0 && id < p.vocab;
+  const __nv_bfloat16* row = p.table + static_cast<int64_t>(valid ? id : 0) * p.hidden;
+  if (p.out16 != nullptr) {
+    __nv_bfloat16* out16 = p.out16 + static_cast<int64_t>(t) * p.hidden;
+    for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) {
+      out16[i] = valid ? row[i] : __float2bfloat16(0.0f);
+    }
     return;
   }
-  const __nv_bfloat16* row = p.table + static_cast<int64_t>(id) * p.hidden;
-  for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) out[i] = __bfloat162float(row[i]);
+  float* out = p.out + static_cast<int64_t>(t) * p.hidden;
+  for (int i = threadIdx.x; i < p.hidden; i += blockDim.x) {
+    out[i] = valid ? __bfloat162float(row[i]) : 0.0f;
+  }
 }
 
 }  // namespace

@@ -13,13 +13,16 @@ namespace rtgen::kernels {
 struct EmbeddingParams {
   const __nv_bfloat16* table = nullptr;  // [vocab, hidden]
   const int32_t* token_ids = nullptr;    // [num_tokens]; ids outside [0, vocab) give zeros
-  float* out = nullptr;                  // [num_tokens, hidden]
+  float* out = nullptr;                  // [num_tokens, hidden]; unused when out16 is set
   int32_t num_tokens = 0;
   int32_t hidden = 0;
   int32_t vocab = 0;
   // [rows of the previous step] tokens it sampled; null: negative ids give zeros. Written only
   // by an earlier step's sampling kernel, so it may be read before the PDL wait.
   const int32_t* pending_tokens = nullptr;
+  // [num_tokens, hidden]: the rows as bf16 (exact copies of the table's) instead of fp32 into
+  // `out` (the bf16 residual stream of model_forward.h's folded-norm steps).
+  __nv_bfloat16* out16 = nullptr;
 };
 
 cudaError_t Embedding(EmbeddingParams p, cudaStream_t stream);

@@ -404,9 +404,16 @@ bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p) {
   return p.m == 1 && GemvTakes(ctx, {p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k});
 }
 
+bool MatmulRunsOnCublas(const MatmulContext& ctx, const MatmulParams& p) {
+  return p.accumulate || (!GemvTakes(ctx, p) && ctx.HopperFor(p.m) == nullptr);
+}
+
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
   if (p.m <= 0) return absl::OkStatus();
-  if (GemvTakes(ctx, p)) {
+  if (p.accumulate && p.link.any()) {
+    return absl::InvalidArgumentError("Matmul: accumulate takes no norm link");
+  }
+  if (!p.accumulate && GemvTakes(ctx, p)) {
     RTGEN_CUDA_RETURN_IF_ERROR(Gemv({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link}, stream));
     return absl::OkStatus();
   }
@@ -414,10 +421,13 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Matmul: a norm link needs the GEMV at one row (m=", p.m, " n=", p.n, " k=", p.k, ")"));
   }
-  ASSIGN_OR_RETURN(const bool ran, RanOnHopper(ctx, p, p.y, false, stream));
-  if (ran) return absl::OkStatus();
+  if (!p.accumulate) {
+    ASSIGN_OR_RETURN(const bool ran, RanOnHopper(ctx, p, p.y, false, stream));
+    if (ran) return absl::OkStatus();
+  }
   ASSIGN_OR_RETURN(const MatmulContext::Plan* plan, ctx.GetPlan(p, stream));
-  const float alpha = 1.0f, beta = 0.0f;
+  // In place when accumulating (C = D = y, the same layout: cuBLASLt allows it).
+  const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(ctx.handle_, plan->desc, &alpha, p.w, plan->a, p.x,
                                               plan->b, &beta, p.y, plan->c, p.y, plan->c,
                                               &plan->algo, ctx.workspace_,

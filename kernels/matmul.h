@@ -56,6 +56,9 @@ struct MatmulParams {
   // A norm between two projections without a norm launch (gemv.h GemvNormLink); only where
   // MatmulTakesNormLink(ctx, p) holds, and as a producer only through Matmul.
   GemvNormLink link{};
+  // y += x w^T in place (cuBLASLt's beta = 1 with C = D = y): Matmul only, always on cuBLASLt
+  // (the residual adds of model_forward.h's folded-norm steps).
+  bool accumulate = false;
 };
 
 class MatmulContext {
@@ -115,6 +118,10 @@ class MatmulContext {
 };
 
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
+
+// True when Matmul runs p's shape on cuBLASLt: neither the GEMV nor HopperGemm is enabled for
+// it (p.accumulate always runs there).
+bool MatmulRunsOnCublas(const MatmulContext& ctx, const MatmulParams& p);
 
 // True when Matmul (and MatmulSiluMul, MatmulRopeKvStore) runs p's shape on the GEMV at one row
 // (either kernel), which is what takes a norm link.

@@ -122,6 +122,7 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->norm_sums_.get(), 0, sums));
   ASSIGN_OR_RETURN(f->chain_tokens_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->chain_tokens_.get(), 0, s * sizeof(int32_t)));
+  RETURN_IF_ERROR(f->FoldNormsIfUseful());  // before anything else reads the weights
   if (PersistentDecodeWanted(persistent_decode)) {
     ASSIGN_OR_RETURN(f->persistent_, PersistentDecoder::CreateIfSupported(config, *weights));
   }
@@ -242,28 +243,37 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
     return absl::InvalidArgumentError("step shape exceeds the CUDA backend's capacity");
   }
   if (kv.block_size <= 0) return absl::FailedPreconditionError("the KV pool is not allocated");
-  RTGEN_CUDA_RETURN_IF_ERROR(kernels::Embedding(
-      {weights_->embedding.as<__nv_bfloat16>(), step.token_ids, At<float>(residual_),
-       shape.num_tokens, c.hidden_size, c.vocab_size, At<int32_t>(chain_tokens_)},
-      stream));
   // One sequence decoding one token: the whole step (layers, final norm, LM head) as one
   // persistent kernel. Its logits row is row 0, which is what sample_rows holds for this step.
-  if (persistent_ && shape.decode_only && shape.num_seqs == 1 && shape.num_tokens == 1 &&
-      shape.num_samples <= 1) {
+  const bool persistent_step = persistent_ && shape.decode_only && shape.num_seqs == 1 &&
+                               shape.num_tokens == 1 && shape.num_samples <= 1;
+  link_norms_ = LinksNorms(shape);
+  fold_step_ = !persistent_step && FoldsNorms(shape);
+  kernels::EmbeddingParams embed{weights_->embedding.as<__nv_bfloat16>(), step.token_ids,
+                                 At<float>(residual_), shape.num_tokens, c.hidden_size,
+                                 c.vocab_size, At<int32_t>(chain_tokens_)};
+  if (fold_step_) embed.out16 = At<__nv_bfloat16>(normed_);  // the bf16 residual stream
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::Embedding(embed, stream));
+  if (persistent_step) {
     const PersistentActivations acts{At<float>(residual_), At<float>(logits_)};
     RETURN_IF_ERROR(persistent_->Run(step, kv, acts, stream));
     return shape.sample && shape.num_samples == 1 ? Sample(shape, step, stream)
                                                   : absl::OkStatus();
   }
-  link_norms_ = LinksNorms(shape);
   prefetch_kv_ = PrefetchesKv(shape);
   for (int layer = 0; layer < c.num_layers; ++layer) {
-    RETURN_IF_ERROR(Layer(layer, shape, step, kv, stream));
+    RETURN_IF_ERROR(fold_step_ ? FoldedLayer(layer, shape, step, kv, stream)
+                               : Layer(layer, shape, step, kv, stream));
   }
   if (shape.num_samples == 0) return absl::OkStatus();
   kernels::RmsNormParams norm{At<float>(residual_), At<__nv_bfloat16>(proj_), step.sample_rows,
                               weights_->final_norm.as<float>(), At<__nv_bfloat16>(final_normed_),
                               shape.num_samples, c.hidden_size, c.rms_norm_eps};
+  if (fold_step_) {  // the last down projection has added to the bf16 residual already
+    norm.residual = nullptr;
+    norm.add = nullptr;
+    norm.residual16 = At<__nv_bfloat16>(normed_);
+  }
   if (!kernels::DiagSkips(kernels::StepPart::kLmHead)) {
     if (!link_norms_) RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
     kernels::MatmulParams lm_head{At<__nv_bfloat16>(final_normed_), weights_->output_matrix(),
@@ -327,6 +337,17 @@ kernels::DecodeAttentionParams ModelForward::DecodeParams(int layer, const Forwa
   a.tensor_cores = DecodeTensorCores();
   a.prefetch_kv = prefetch_kv_;
   return a;
+}
+
+bool ModelForward::FoldsNorms(const ForwardShape& shape) const {
+  if (!fold_norms_ || !shape.decode_only || DecodeRope() || LinksNorms(shape)) return false;
+  const ModelConfig& c = config_;
+  const int32_t qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  const kernels::MatmulParams qkv{At<__nv_bfloat16>(normed_),
+                                  weights_->layers[0].wqkv.as<__nv_bfloat16>(),
+                                  At<__nv_bfloat16>(qkv_), false, shape.num_tokens, qkv_dim,
+                                  c.hidden_size};
+  return kernels::MatmulRunsOnCublas(*matmul_, qkv);
 }
 
 bool ModelForward::RopeInAttention(const kernels::MatmulParams& qkv_proj,

@@ -60,6 +60,18 @@ class ModelForward {
   // layer's attention norm (the final norm after the last layer). RTGEN_NORM_LINK=0: never (A/B).
   // True when a step of this shape links its norms.
   bool LinksNorms(const ForwardShape& shape) const;
+  // Folded norms: at creation, where a decode step of max_seqs rows would take this path (its
+  // qkv projection on cuBLASLt: Llama-3-8B's shapes from 9 rows), each layer's attention and FFN
+  // norm weights are folded into the qkv and gate/up weights (norm_fold.h; the norms' weights
+  // become ones, so every other path computes the same function). A decode step that then
+  // folds (not linked, qkv on cuBLASLt, RTGEN_DECODE_ROPE off) keeps its residual stream in
+  // bf16 (as vLLM's and Hugging Face's bf16 models do) instead of fp32: the embedding writes
+  // it, the o and down projections add to it in place (Matmul accumulate), qkv and gate/up read
+  // it as it is, and RoPE + KV store and SiLU·mul scale their rows by 1 / rms of it, so a layer
+  // has no norm launch. RTGEN_NORM_FOLD=0: never (A/B).
+  bool FoldsNorms(const ForwardShape& shape) const;
+  // Whether the weights' norms were folded at creation.
+  bool folds_norms() const { return fold_norms_; }
   // True when a step of this shape has decode attention copy its older keys before its PDL wait
   // (DecodeAttentionParams::prefetch_kv): a decode step writes only each sequence's newest key,
   // and the qkv launch before attention releases it early (matmul.h MatmulRopeReleasesEarly).
@@ -84,6 +96,11 @@ class ModelForward {
   ModelForward() = default;
   absl::Status Layer(int layer, const ForwardShape& shape, const StepArrays& step,
                      const KvPool& kv, cudaStream_t stream);
+  // A decode layer with folded norms (FoldsNorms; model_forward_folded.cc).
+  absl::Status FoldedLayer(int layer, const ForwardShape& shape, const StepArrays& step,
+                           const KvPool& kv, cudaStream_t stream);
+  // Folds the norms into the weights where FoldsNorms would hold at max_seqs rows; at creation.
+  absl::Status FoldNormsIfUseful();
   // Layer `layer`'s decode attention over the qkv rows (without RoPE and the KV store).
   kernels::DecodeAttentionParams DecodeParams(int layer, const ForwardShape& shape,
                                               const StepArrays& step, const KvPool& kv) const;
@@ -109,7 +126,7 @@ class ModelForward {
   std::unique_ptr<PersistentDecoder> persistent_;  // null: layered path only
   // Activations, sized for capacity_.max_tokens rows (logits: max_seqs rows).
   DeviceBuffer residual_;      // f32 [tokens, hidden]
-  DeviceBuffer normed_;        // bf16 [tokens, hidden]
+  DeviceBuffer normed_;        // bf16 [tokens, hidden]; the residual stream in folded steps
   DeviceBuffer qkv_;           // bf16 [tokens, q_dim + 2 * kv_dim]
   DeviceBuffer attn_;          // bf16 [tokens, q_dim]
   DeviceBuffer proj_;          // bf16 [tokens, hidden] (o-proj, then down-proj output)
@@ -128,6 +145,8 @@ class ModelForward {
   // u64 [2 * layers]: the linked norms' fixed-point sums of squares (zero between uses).
   DeviceBuffer norm_sums_;
   bool link_norms_ = false;  // this step links its norms (set by Run)
+  bool fold_norms_ = false;  // the weights' norms are folded (set at creation)
+  bool fold_step_ = false;   // this step folds its norms (set by Run)
   bool prefetch_kv_ = false;  // this step's decode attention prefetches (set by Run)
 };
 

@@ -34,23 +34,25 @@ __global__ void __launch_bounds__(kThreads) RmsNormVecKernel(RmsNormParams p) {
   PdlLaunchDependents();
   const int i = blockIdx.x;
   const int r = p.row_index ? p.row_index[i] : i;
-  float4* res = reinterpret_cast<float4*>(p.residual + static_cast<int64_t>(r) * p.hidden);
-  const uint2* add =
-      p.add ? reinterpret_cast<const uint2*>(p.add + static_cast<int64_t>(r) * p.hidden) : nullptr;
+  const int64_t row = static_cast<int64_t>(r) * p.hidden;
+  float4* res = p.residual ? reinterpret_cast<float4*>(p.residual + row) : nullptr;
+  const uint2* res16 = p.residual16 ? reinterpret_cast<const uint2*>(p.residual16 + row) : nullptr;
+  const uint2* add = p.add ? reinterpret_cast<const uint2*>(p.add + row) : nullptr;
   float4 v[kVecPerThread];
   uint2 a[kVecPerThread];
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
     const int c = threadIdx.x + j * kThreads;
     const bool in = c < n4;
-    v[j] = in ? res[c] : make_float4(0, 0, 0, 0);
-    a[j] = in && add ? add[c] : make_uint2(0, 0);
+    v[j] = in && res ? res[c] : make_float4(0, 0, 0, 0);
+    a[j] = in && (add || res16) ? (res16 ? res16[c] : add[c]) : make_uint2(0, 0);
   }
   float sum_sq = 0.0f;
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
     const int c = threadIdx.x + j * kThreads;
     if (c >= n4) continue;
+    if (res16) v[j] = AddBf16x4(v[j], a[j]);  // v is zero: the bf16 row itself
     if (add) {
       v[j] = AddBf16x4(v[j], a[j]);
       res[c] = v[j];
@@ -83,11 +85,14 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
   PdlLaunchDependents();
   const int i = blockIdx.x;
   const int r = p.row_index ? p.row_index[i] : i;
-  float* res = p.residual + static_cast<int64_t>(r) * p.hidden;
-  const __nv_bfloat16* add = p.add ? p.add + static_cast<int64_t>(r) * p.hidden : nullptr;
+  const int64_t row = static_cast<int64_t>(r) * p.hidden;
+  float* res = p.residual ? p.residual + row : nullptr;
+  const __nv_bfloat16* res16 = p.residual16 ? p.residual16 + row : nullptr;
+  const __nv_bfloat16* add = p.add ? p.add + row : nullptr;
+  const auto value = [&](int j) { return res16 ? __bfloat162float(res16[j]) : res[j]; };
   float sum_sq = 0.0f;
   for (int j = threadIdx.x; j < p.hidden; j += kThreads) {
-    float h = res[j];
+    float h = value(j);
     if (add) {
       h += __bfloat162float(add[j]);
       res[j] = h;
@@ -99,7 +104,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
   __nv_bfloat16* out = p.out + static_cast<int64_t>(i) * p.hidden;
   // Each thread re-reads only the elements it wrote itself, so no barrier is needed.
   for (int j = threadIdx.x; j < p.hidden; j += kThreads) {
-    out[j] = __float2bfloat16(res[j] * inv_rms * p.weight[j]);
+    out[j] = __float2bfloat16(value(j) * inv_rms * p.weight[j]);
   }
 }
 
@@ -107,6 +112,10 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
 
 cudaError_t RmsNorm(RmsNormParams p, cudaStream_t stream) {
   if (p.num_rows <= 0) return cudaSuccess;
+  if ((p.residual == nullptr) == (p.residual16 == nullptr) ||
+      (p.residual16 != nullptr && p.add != nullptr)) {
+    return cudaErrorInvalidValue;  // exactly one residual; nothing is added to a bf16 one
+  }
   // Buffers come from cudaMalloc (256-byte aligned); rows of hidden % 4 == 0 elements keep
   // float4 / 4 x bf16 alignment.
   if (p.hidden % 4 == 0 && p.hidden <= kMaxVecHidden) {

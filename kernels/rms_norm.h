@@ -2,7 +2,9 @@
 // Fused residual add + RMSNorm. For each output row i (source row r = row_index ? row_index[i] : i):
 //   residual[r] += add[r]                      (when add is not null; written back)
 //   out[i] = residual[r] / sqrt(mean(residual[r]^2) + eps) * weight
-// The residual stream is fp32; `add` (a projection's output) and `out` are bf16.
+// The residual stream is fp32; `add` (a projection's output) and `out` are bf16. With residual16
+// set instead of residual (the bf16 residual stream of model_forward.h's folded-norm steps), the
+// rows are read from it and nothing is added or written back.
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -20,6 +22,7 @@ struct RmsNormParams {
   int32_t num_rows = 0;
   int32_t hidden = 0;
   float eps = 1e-5f;
+  const __nv_bfloat16* residual16 = nullptr;  // [rows, hidden]; only with residual and add null
 };
 
 cudaError_t RmsNorm(RmsNormParams p, cudaStream_t stream);

@@ -4,6 +4,7 @@
 #include "kernels/launch.h"
 #include "kernels/rope.h"
 #include "kernels/rope_math.cuh"
+#include "kernels/row_rms.cuh"
 
 namespace rtgen::kernels {
 namespace {
@@ -21,6 +22,35 @@ __device__ __forceinline__ void LoadAngles(const RopeParams& r, int t, float* s_
   }
 }
 
+// With a folded norm (r.rms_rows), token t's scale: the angles' cos and sin are multiplied by it
+// (a rotation is linear, so q and k come out scaled with one rounding) and it is returned for v;
+// 1 otherwise. After the PDL wait (the residual rows are the previous kernels' output); every
+// thread of the block calls it.
+__device__ __forceinline__ float ScaleAngles(const RopeParams& r, int t, float* s_cos,
+                                             float* s_sin) {
+  __shared__ float scratch[32];
+  if (r.rms_rows == nullptr) return 1.0f;
+  const float scale = BlockRowInvRms(r.rms_rows + static_cast<int64_t>(t) * r.rms_hidden,
+                                     r.rms_hidden, r.rms_eps, scratch);
+  for (int i = threadIdx.x; i < r.head_dim / 2; i += blockDim.x) {
+    s_cos[i] *= scale;
+    s_sin[i] *= scale;
+  }
+  __syncthreads();
+  return scale;
+}
+
+// 8 bf16 values times `scale`, rounded once.
+__device__ __forceinline__ uint4 ScaleBf16x8(uint4 v, float scale) {
+  float f[8];
+  UnpackBf16x8(v, f);
+  uint4 out;
+  __nv_bfloat162* o = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) o[e] = __floats2bfloat162_rn(f[2 * e] * scale, f[2 * e + 1] * scale);
+  return out;
+}
+
 // One block per token; threads walk the (head, pair) grid of q then k. With s.slot_mapping null
 // (Rope alone) nothing is written to the cache.
 __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStoreParams s) {
@@ -32,6 +62,7 @@ __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStorePa
   __syncthreads();
   PdlWait();
   PdlLaunchDependents();
+  const float scale = ScaleAngles(r, t, s_cos, s_sin);
   const int32_t slot = s.slot_mapping != nullptr ? s.slot_mapping[t] : -1;
   const int64_t cache_row = static_cast<int64_t>(slot) * s.kv_dim;
   const int q_pairs = r.num_heads * half;
@@ -53,7 +84,10 @@ __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStorePa
   }
   if (slot < 0) return;
   const __nv_bfloat16* v = s.v + t * s.row_stride;
-  for (int i = threadIdx.x; i < s.kv_dim; i += blockDim.x) s.v_cache[cache_row + i] = v[i];
+  for (int i = threadIdx.x; i < s.kv_dim; i += blockDim.x) {
+    s.v_cache[cache_row + i] =
+        r.rms_rows ? __float2bfloat16(__bfloat162float(v[i]) * scale) : v[i];
+  }
 }
 
 // Vector path (head_dim % 8 == 0): a thread owns units of 4 consecutive pair indices i..i+3 of
@@ -71,6 +105,7 @@ __global__ void __launch_bounds__(256) RopeKvStoreVecKernel(RopeParams r, KvStor
   __syncthreads();
   PdlWait();
   PdlLaunchDependents();
+  float scale = 1.0f;  // a folded norm's scale, summed while the first units' loads are out
   const int64_t cache_row = static_cast<int64_t>(slot) * s.kv_dim;
   const int q_units = r.num_heads * units_per_head;
   const int total = (r.num_heads + r.num_kv_heads) * units_per_head;
@@ -96,6 +131,7 @@ __global__ void __launch_bounds__(256) RopeKvStoreVecKernel(RopeParams r, KvStor
       lo[u] = *reinterpret_cast<const uint2*>(un.x);
       hi[u] = *reinterpret_cast<const uint2*>(un.x + half);
     }
+    if (base == 0) scale = ScaleAngles(r, t, s_cos, s_sin);  // uniform: every thread comes here
 #pragma unroll
     for (int u = 0; u < kUnitsPerThread; ++u) {
       const int j = base + u * blockDim.x + threadIdx.x;
@@ -114,7 +150,9 @@ __global__ void __launch_bounds__(256) RopeKvStoreVecKernel(RopeParams r, KvStor
   if (slot < 0) return;
   const uint4* v = reinterpret_cast<const uint4*>(s.v + t * s.row_stride);
   uint4* vc = reinterpret_cast<uint4*>(s.v_cache + cache_row);
-  for (int i = threadIdx.x; i < s.kv_dim / 8; i += blockDim.x) vc[i] = v[i];
+  for (int i = threadIdx.x; i < s.kv_dim / 8; i += blockDim.x) {
+    vc[i] = r.rms_rows ? ScaleBf16x8(v[i], scale) : v[i];
+  }
 }
 
 }  // namespace
@@ -123,7 +161,8 @@ cudaError_t RopeKvStore(const RopeParams& rope, const KvStoreParams& store, cuda
   if (rope.num_tokens <= 0) return cudaSuccess;
   if (rope.head_dim <= 0 || rope.head_dim % 2 != 0 || rope.head_dim / 2 > kMaxHalf ||
       store.k != rope.k || store.row_stride != rope.row_stride ||
-      store.num_tokens != rope.num_tokens || store.kv_dim != rope.num_kv_heads * rope.head_dim) {
+      store.num_tokens != rope.num_tokens || store.kv_dim != rope.num_kv_heads * rope.head_dim ||
+      (rope.rms_rows != nullptr && rope.rms_hidden <= 0)) {
     return cudaErrorInvalidValue;
   }
   const int pairs = (rope.num_heads + rope.num_kv_heads) * rope.head_dim / 2;

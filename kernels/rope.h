@@ -22,6 +22,11 @@ struct RopeParams {
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;                // even
+  // A norm folded into the qkv weights (model_forward.h): when set, token t's q, k and v are
+  // scaled by 1 / sqrt(mean(rms_rows[t]^2) + eps) (RopeKvStore only; v as it is stored).
+  const __nv_bfloat16* rms_rows = nullptr;  // [num_tokens, rms_hidden] or null
+  int32_t rms_hidden = 0;
+  float rms_eps = 0.0f;
 };
 
 // Rotates q and k in place (RopeKvStore's kernel with no cache writes; head_dim <= 256).

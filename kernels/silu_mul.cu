@@ -3,10 +3,19 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
+#include "kernels/row_rms.cuh"
 #include "kernels/silu_mul.h"
 
 namespace rtgen::kernels {
 namespace {
+
+// Token t's folded-norm scale (1 when there is none). Every thread of the block calls it.
+__device__ __forceinline__ float RowScale(const SiluMulParams& p, int t) {
+  __shared__ float scratch[32];
+  if (p.rms_rows == nullptr) return 1.0f;
+  return BlockRowInvRms(p.rms_rows + static_cast<int64_t>(t) * p.hidden, p.hidden, p.eps,
+                        scratch);
+}
 
 // Scalar path: any inter, any alignment.
 __global__ void SiluMulKernel(SiluMulParams p) {
@@ -14,11 +23,12 @@ __global__ void SiluMulKernel(SiluMulParams p) {
   PdlWait();
   PdlLaunchDependents();
   const int t = blockIdx.y;
+  const float scale = RowScale(p, t);
   const __nv_bfloat16* gate = p.in + static_cast<int64_t>(t) * 2 * p.inter;
   const __nv_bfloat16* up = gate + p.inter;
   __nv_bfloat16* out = p.out + static_cast<int64_t>(t) * p.inter;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.inter; i += gridDim.x * blockDim.x) {
-    out[i] = SiluTimes(__bfloat162float(gate[i]), __bfloat162float(up[i]));
+    out[i] = SiluTimes(__bfloat162float(gate[i]) * scale, __bfloat162float(up[i]) * scale);
   }
 }
 
@@ -30,15 +40,21 @@ __global__ void SiluMulVecKernel(SiluMulParams p) {
   PdlLaunchDependents();
   const int t = blockIdx.y;
   const int i = (blockIdx.x * blockDim.x + threadIdx.x) * 8;
-  if (i >= p.inter) return;
-  const __nv_bfloat16* gate = p.in + static_cast<int64_t>(t) * 2 * p.inter + i;
+  const bool in = i < p.inter;
+  const __nv_bfloat16* gate = p.in + static_cast<int64_t>(t) * 2 * p.inter + (in ? i : 0);
+  const uint4 g = in ? *reinterpret_cast<const uint4*>(gate) : make_uint4(0, 0, 0, 0);
+  const uint4 u = in ? *reinterpret_cast<const uint4*>(gate + p.inter) : make_uint4(0, 0, 0, 0);
+  // The row's scale is summed while the loads above are in flight; block-wide, so no thread
+  // has returned yet.
+  const float scale = RowScale(p, t);
+  if (!in) return;
   float g8[8], u8[8];
-  UnpackBf16x8(*reinterpret_cast<const uint4*>(gate), g8);
-  UnpackBf16x8(*reinterpret_cast<const uint4*>(gate + p.inter), u8);
+  UnpackBf16x8(g, g8);
+  UnpackBf16x8(u, u8);
   uint4 ov;
   __nv_bfloat16* o8 = reinterpret_cast<__nv_bfloat16*>(&ov);
 #pragma unroll
-  for (int e = 0; e < 8; ++e) o8[e] = SiluTimes(g8[e], u8[e]);
+  for (int e = 0; e < 8; ++e) o8[e] = SiluTimes(g8[e] * scale, u8[e] * scale);
   *reinterpret_cast<uint4*>(p.out + static_cast<int64_t>(t) * p.inter + i) = ov;
 }
 
@@ -46,6 +62,7 @@ __global__ void SiluMulVecKernel(SiluMulParams p) {
 
 cudaError_t SiluMul(SiluMulParams p, cudaStream_t stream) {
   if (p.num_tokens <= 0) return cudaSuccess;
+  if (p.rms_rows != nullptr && p.hidden <= 0) return cudaErrorInvalidValue;
   const int threads = 256;
   const bool vec = p.inter % 8 == 0 && reinterpret_cast<uintptr_t>(p.in) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(p.out) % 16 == 0;

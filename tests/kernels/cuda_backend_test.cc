@@ -110,6 +110,51 @@ void RunOneSequence(const ModelConfig& c, bool linked) {
   for (int step = 0; step < 2; ++step) decode_alone("decode alone again " + std::to_string(step));
 }
 
+// Sixteen sequences at Llama-3-8B's hidden size: decode steps of 16 rows fold the norms into the
+// weights (kernels/model_forward.h FoldsNorms: qkv on cuBLASLt, a bf16 residual stream); steps of
+// fewer rows (the GEMV) and prefills run the same folded weights with norms of ones.
+TEST(CudaBackendTest, FoldedNormsLogitsMatchCpu) {
+  const ModelConfig c = AllRowsConfig();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int num_blocks = 64, rows = 16;
+  auto cpu = MakeCpuBackend(c, seed, num_blocks);
+  auto gpu = MakeCuda(c, seed, num_blocks);
+  ASSERT_TRUE(cpu && gpu);
+  ASSERT_TRUE(gpu->folds_norms_at(rows)) << "the path this test means to cover";
+  ASSERT_FALSE(gpu->folds_norms_at(2)) << "two rows run on the GEMV";
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<TestSeq> seqs(rows);
+  for (TestSeq& s : seqs) {
+    s.tokens.resize(9);
+    for (int32_t& t : s.tokens) t = tok(rng);
+  }
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  int32_t next_block = 0;
+  StepBuilder b(16, &next_block);
+  for (int half = 0; half < 2; ++half) {
+    for (int i = 0; i < rows / 2; ++i) {
+      TestSeq& s = seqs[half * rows / 2 + i];
+      b.Add(s, static_cast<int32_t>(s.tokens.size()), &greedy);
+    }
+    ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill " + std::to_string(half));
+  }
+  for (int step = 0; step < 3; ++step) {
+    for (TestSeq& s : seqs) {
+      s.tokens.push_back(tok(rng));
+      b.Add(s, 1, &greedy);
+    }
+    ExpectSameLogits(*cpu, *gpu, b.Build(true), "folded decode " + std::to_string(step));
+  }
+  for (int i = 0; i < 2; ++i) {  // two rows: the GEMV with the folded weights
+    seqs[i].tokens.push_back(tok(rng));
+    b.Add(seqs[i], 1, &greedy);
+  }
+  ExpectSameLogits(*cpu, *gpu, b.Build(true), "decode of two");
+}
+
 TEST(CudaBackendTest, TinyModelLogitsMatchCpu) { RunScenario(TinyConfig()); }
 
 // Norms linked through the row-streaming GEMV (every projection streams by rows).

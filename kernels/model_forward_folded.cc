@@ -1,0 +1,106 @@
+// ModelForward's folded-norm decode layer (model_forward.h FoldsNorms) and the weights' fold.
+
+#include "engine/common/status_macros.h"
+#include "kernels/cuda_check.h"
+#include "kernels/diag_skip.h"
+#include "kernels/env_switch.h"
+#include "kernels/model_forward.h"
+#include "kernels/norm_fold.h"
+#include "kernels/silu_mul.h"
+
+namespace rtgen {
+namespace {
+
+template <typename T>
+T* At(const DeviceBuffer& b, int64_t offset = 0) {
+  return b.as<T>() + offset;
+}
+
+bool Skips(kernels::StepPart part) { return kernels::DiagSkips(part); }
+
+}  // namespace
+
+absl::Status ModelForward::FoldNormsIfUseful() {
+  static const bool wanted = kernels::EnvOnUnlessZero("RTGEN_NORM_FOLD");
+  const int32_t rows = capacity_.max_seqs;
+  fold_norms_ = true;  // what FoldsNorms asks first; kept only if a decode step would fold
+  ForwardShape widest;
+  widest.num_tokens = widest.num_seqs = widest.num_samples = rows;
+  widest.decode_only = widest.sample = true;
+  fold_norms_ = wanted && FoldsNorms(widest);
+  if (!fold_norms_) return absl::OkStatus();
+  const ModelConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  const int64_t qkv_dim = int64_t{c.num_heads + 2 * c.num_kv_heads} * c.head_dim;
+  for (const DeviceLayer& w : weights_->layers) {
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::FoldNormIntoWeight(
+        w.attn_norm.as<float>(), w.wqkv.as<__nv_bfloat16>(), qkv_dim, h, nullptr));
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::FoldNormIntoWeight(
+        w.ffn_norm.as<float>(), w.w_gate_up.as<__nv_bfloat16>(), 2 * c.intermediate_size, h,
+        nullptr));
+  }
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the legacy stream's launches
+  return absl::OkStatus();
+}
+
+// The residual stream is bf16 in normed_ (the embedding wrote it); each row's RMSNorm scale is
+// applied by the kernels after the qkv and gate/up projections, which read the stream itself.
+absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
+                                       const StepArrays& step, const KvPool& kv,
+                                       cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const DeviceLayer& w = weights_->layers[layer];
+  const int32_t n = shape.num_tokens, h = c.hidden_size, hd = c.head_dim;
+  const int32_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
+  const int32_t qkv_dim = q_dim + 2 * kv_dim, inter = c.intermediate_size;
+  __nv_bfloat16* resid = At<__nv_bfloat16>(normed_);
+  __nv_bfloat16* qkv = At<__nv_bfloat16>(qkv_);
+  if (!Skips(kernels::StepPart::kQkv)) {
+    RETURN_IF_ERROR(kernels::Matmul(
+        *matmul_, {resid, w.wqkv.as<__nv_bfloat16>(), qkv, false, n, qkv_dim, h}, stream));
+    kernels::RopeParams rope{qkv,   qkv + q_dim,         qkv_dim,     step.positions,
+                             weights_->inv_freq.as<float>(), n, c.num_heads, c.num_kv_heads,
+                             hd};
+    rope.rms_rows = resid;  // the attention norm's scale, applied to q, k and v
+    rope.rms_hidden = h;
+    rope.rms_eps = c.rms_norm_eps;
+    const kernels::KvStoreParams store{qkv + q_dim,
+                                       qkv + q_dim + kv_dim,
+                                       qkv_dim,
+                                       At<__nv_bfloat16>(kv.k, layer * kv.layer_elems),
+                                       At<__nv_bfloat16>(kv.v, layer * kv.layer_elems),
+                                       step.slot_mapping,
+                                       n,
+                                       kv_dim};
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RopeKvStore(rope, store, stream));
+  }
+  if (!Skips(kernels::StepPart::kAttention)) {
+    RTGEN_CUDA_RETURN_IF_ERROR(
+        kernels::DecodeAttention(DecodeParams(layer, shape, step, kv), stream));
+  }
+  if (!Skips(kernels::StepPart::kO)) {  // resid += attn wo^T
+    kernels::MatmulParams o{At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(), resid, false,
+                            n, h, q_dim};
+    o.accumulate = true;
+    RETURN_IF_ERROR(kernels::Matmul(*matmul_, o, stream));
+  }
+  if (!Skips(kernels::StepPart::kGateUp)) {
+    __nv_bfloat16* gate_up = At<__nv_bfloat16>(gate_up_);
+    RETURN_IF_ERROR(kernels::Matmul(
+        *matmul_, {resid, w.w_gate_up.as<__nv_bfloat16>(), gate_up, false, n, 2 * inter, h},
+        stream));
+    // The FFN norm's scale, applied to gate and up.
+    const kernels::SiluMulParams silu{gate_up, At<__nv_bfloat16>(act_), n, inter, resid, h,
+                                      c.rms_norm_eps};
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::SiluMul(silu, stream));
+  }
+  if (!Skips(kernels::StepPart::kDown)) {  // resid += act w_down^T
+    kernels::MatmulParams down{At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(), resid,
+                               false, n, h, inter};
+    down.accumulate = true;
+    RETURN_IF_ERROR(kernels::Matmul(*matmul_, down, stream));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rtgen
