@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <numeric>
@@ -80,6 +81,49 @@ TuneMode TuneModeFromEnv() {
   return EnvOnUnlessZero("RTGEN_MATMUL_TUNE") ? TuneMode::kList : TuneMode::kOff;
 }
 
+
+// The process's tune cache: RTGEN_MATMUL_TUNE_CACHE's file, loaded once (null when unset).
+absl::StatusOr<std::shared_ptr<MatmulTuneCache>> ProcessTuneCache() {
+  static std::mutex* mu = new std::mutex();
+  static auto* cache = new absl::StatusOr<std::shared_ptr<MatmulTuneCache>>(nullptr);
+  static bool loaded = false;
+  std::lock_guard<std::mutex> lock(*mu);
+  if (!loaded) {
+    loaded = true;
+    const std::string path = EnvValue("RTGEN_MATMUL_TUNE_CACHE");
+    if (!path.empty()) {
+      absl::StatusOr<MatmulTuneCache> c = MatmulTuneCache::Load(path);
+      if (c.ok()) {
+        *cache = std::make_shared<MatmulTuneCache>(*std::move(c));
+      } else {
+        *cache = c.status();
+      }
+    }
+  }
+  return *cache;
+}
+
+// "NVIDIA H200 sm_90 cublasLt 130100": what a cached choice is valid and fast for.
+absl::StatusOr<std::string> DeviceTag(int device) {
+  cudaDeviceProp prop{};
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
+  return absl::StrCat(prop.name, " sm_", prop.major, prop.minor, " cublasLt ",
+                      cublasLtGetVersion());
+}
+
+MatmulTuneCache::AlgoBytes ToBytes(const cublasLtMatmulAlgo_t& algo) {
+  static_assert(sizeof(cublasLtMatmulAlgo_t) == sizeof(MatmulTuneCache::AlgoBytes));
+  MatmulTuneCache::AlgoBytes bytes;
+  std::memcpy(bytes.data(), &algo, sizeof(algo));
+  return bytes;
+}
+
+cublasLtMatmulAlgo_t FromBytes(const MatmulTuneCache::AlgoBytes& bytes) {
+  cublasLtMatmulAlgo_t algo;
+  std::memcpy(&algo, bytes.data(), sizeof(algo));
+  return algo;
+}
+
 // Tuned algorithms of the process, by (device, m, n, k, fp32 output): every context runs the same
 // algorithm for a shape. The mutex is held while a shape is tuned (concurrent tuning would
 // disturb the timings anyway).
@@ -128,6 +172,10 @@ struct TuneScratch {
 
 }  // namespace
 
+const char* MatmulTuneModeName() {
+  return TuneModeFromEnv() == TuneMode::kWide ? "wide" : "list";
+}
+
 absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_gemv) {
   return Create(use_gemv, TuneModeFromEnv() != TuneMode::kOff);
 }
@@ -140,6 +188,8 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&ctx->workspace_, kWorkspaceBytes));
   int device = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  ASSIGN_OR_RETURN(ctx->device_tag_, DeviceTag(device));
+  ASSIGN_OR_RETURN(ctx->tune_cache_, ProcessTuneCache());
   // HopperGemm is opt-in (RTGEN_HOPPER_GEMM=1 or =all): on the H200 it measured slower than
   // cuBLASLt at Llama-3-8B's decode shapes (docs/perf/gpu_notes.md, session 15).
   const bool hopper_wanted =
@@ -365,14 +415,35 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
       const auto tuned_key = std::make_tuple(device, m, n, k, y_f32);
       std::lock_guard<std::mutex> lock(TunedMutex());
       auto& tuned = TunedAlgos();
-      if (auto it = tuned.find(tuned_key); it != tuned.end()) {
+      const char* mode = MatmulTuneModeName();
+      // The tune cache first: an entry cuBLASLt still accepts for this shape is the choice.
+      if (const std::optional<MatmulTuneCache::Entry> cached =
+              tune_cache_ ? tune_cache_->Find(device_tag_, mode, m, n, k, y_f32) : std::nullopt) {
+        const cublasLtMatmulAlgo_t algo = FromBytes(cached->algo);
+        cublasLtMatmulHeuristicResult_t check{};
+        if (cublasLtMatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo,
+                                    &check) == CUBLAS_STATUS_SUCCESS &&
+            check.workspaceSize <= kWorkspaceBytes) {
+          plan.algo = algo;
+          plan.info = absl::StrCat("from the tune cache (", cached->note, ")");
+          tuned.insert_or_assign(tuned_key, TunedAlgo{plan.algo, plan.info});
+          chosen = true;
+        }
+      }
+      const auto it = tuned.find(tuned_key);
+      bool add_to_cache = false;  // a choice of this process the cache lacks
+      if (!chosen && it != tuned.end()) {
         plan.algo = it->second.algo;
         plan.info = it->second.info;
-        chosen = true;
-      } else if (tuning_allowed_) {
+        chosen = add_to_cache = true;
+      } else if (!chosen && tuning_allowed_) {
         RETURN_IF_ERROR(Tune(p, stream, &plan));
         tuned.emplace(tuned_key, TunedAlgo{plan.algo, plan.info});
-        chosen = true;
+        chosen = add_to_cache = true;
+      }
+      if (add_to_cache && tune_cache_) {
+        RETURN_IF_ERROR(tune_cache_->Put(device_tag_, mode, m, n, k, y_f32,
+                                         {ToBytes(plan.algo), plan.info}));
       }
     }
   }

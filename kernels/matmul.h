@@ -21,6 +21,10 @@
 // meets the shape afterwards (an eager backend created after a graph-runner one runs its
 // algorithms); a context that met the shape before it was tuned
 // keeps the heuristic's plan. A backend's own eager and replayed steps share one context.
+// RTGEN_MATMUL_TUNE_CACHE=path keeps the tuned choices in a file (matmul_tune_cache.h): a shape
+// found there for this GPU, cuBLASLt and tuning mode (and accepted by cublasLtMatmulAlgoCheck)
+// is not timed again, and every new choice is added to it, so the wide search's start-up is
+// paid once and a restarted server runs the algorithms, and rounds the answers, as before.
 // Every other first call (tuning not allowed, its stream being captured, larger m,
 // RTGEN_MATMUL_TUNE=0) takes the heuristic's first answer: the same on every run of a given
 // GPU and cuBLASLt, and no timing stalls a serving step (a prefill of a new length used to be
@@ -41,6 +45,7 @@
 #include "kernels/gemv.h"
 #include "kernels/hopper_gemm.h"
 #include "kernels/kv_store.h"
+#include "kernels/matmul_tune_cache.h"
 #include "kernels/rope.h"
 
 namespace rtgen::kernels {
@@ -89,6 +94,12 @@ class MatmulContext {
   bool tune() const { return tune_; }
   // Whether a new shape may be tuned now (off when created).
   void AllowTuning(bool allow) { tuning_allowed_ = allow; }
+  // The tuned-choice file this context reads and adds to: the process's RTGEN_MATMUL_TUNE_CACHE
+  // (loaded when the first context is created; null when unset) unless a test gives its own.
+  void UseTuneCache(std::shared_ptr<MatmulTuneCache> cache) { tune_cache_ = std::move(cache); }
+  // What a tune cache entry of this context's device is keyed by: GPU name, compute capability
+  // and cuBLASLt version.
+  const std::string& device_tag() const { return device_tag_; }
   // The cuBLASLt algorithm this context runs for a shape ("" before its first call): ids, tile,
   // split-K, and for a tuned shape its time against the heuristic's first answer.
   std::string PlanInfo(int32_t m, int32_t n, int32_t k, bool y_f32) const;
@@ -114,6 +125,8 @@ class MatmulContext {
   int hopper_min_rows_ = 9;
   bool tune_ = true;
   bool tuning_allowed_ = false;
+  std::shared_ptr<MatmulTuneCache> tune_cache_;  // null: none
+  std::string device_tag_;
   std::map<std::tuple<int32_t, int32_t, int32_t, bool>, Plan> plans_;
 };
 
@@ -122,6 +135,10 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
 // True when Matmul runs p's shape on cuBLASLt: neither the GEMV nor HopperGemm is enabled for
 // it (p.accumulate always runs there).
 bool MatmulRunsOnCublas(const MatmulContext& ctx, const MatmulParams& p);
+
+// The tuning mode as the tune cache names it ("wide" for RTGEN_MATMUL_TUNE=wide, else "list"):
+// choices of the wide search and of the heuristic's list are kept apart.
+const char* MatmulTuneModeName();
 
 // True when Matmul (and MatmulSiluMul, MatmulRopeKvStore) runs p's shape on the GEMV at one row
 // (either kernel), which is what takes a norm link.
