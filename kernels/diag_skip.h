@@ -12,7 +12,9 @@ enum class StepPart {
   // With linked norms (model_forward.h: every model shape at batch 1) the norms are part of the
   // o and down projections' epilogues: attn_norm then skips only layer 0's launch, ffn_norm
   // nothing; skipping a projection there also leaves the norms' sums unbalanced for later steps
-  // (RTGEN_NORM_LINK=0 times the norms as launches).
+  // (RTGEN_NORM_LINK=0 times the norms as launches). Steps with folded norms
+  // (model_forward.h FoldsNorms) launch no layer norm: attn_norm and ffn_norm skip nothing there
+  // (RTGEN_NORM_FOLD=0 times them).
   kAttnNorm,   // "attn_norm": the RMSNorm (and residual add) before qkv
   kQkv,        // "qkv": the qkv projection with RoPE and the KV store
   kAttention,  // "attention"

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -81,34 +82,25 @@ TuneMode TuneModeFromEnv() {
   return EnvOnUnlessZero("RTGEN_MATMUL_TUNE") ? TuneMode::kList : TuneMode::kOff;
 }
 
-
-// The process's tune cache: RTGEN_MATMUL_TUNE_CACHE's file, loaded once (null when unset).
+// The process's tune cache: RTGEN_MATMUL_TUNE_CACHE's file, loaded once, by the first context
+// that tunes (null when unset). A malformed file is an error then, naming it.
 absl::StatusOr<std::shared_ptr<MatmulTuneCache>> ProcessTuneCache() {
-  static std::mutex* mu = new std::mutex();
-  static auto* cache = new absl::StatusOr<std::shared_ptr<MatmulTuneCache>>(nullptr);
-  static bool loaded = false;
-  std::lock_guard<std::mutex> lock(*mu);
-  if (!loaded) {
-    loaded = true;
-    const std::string path = EnvValue("RTGEN_MATMUL_TUNE_CACHE");
-    if (!path.empty()) {
-      absl::StatusOr<MatmulTuneCache> c = MatmulTuneCache::Load(path);
-      if (c.ok()) {
-        *cache = std::make_shared<MatmulTuneCache>(*std::move(c));
-      } else {
-        *cache = c.status();
-      }
-    }
-  }
+  static const auto* cache = new absl::StatusOr<std::shared_ptr<MatmulTuneCache>>(
+      []() -> absl::StatusOr<std::shared_ptr<MatmulTuneCache>> {
+        const std::string path = EnvValue("RTGEN_MATMUL_TUNE_CACHE");
+        if (path.empty()) return nullptr;
+        ASSIGN_OR_RETURN(MatmulTuneCache c, MatmulTuneCache::Load(path));
+        return std::make_shared<MatmulTuneCache>(std::move(c));
+      }());
   return *cache;
 }
 
-// "NVIDIA H200 sm_90 cublasLt 130100": what a cached choice is valid and fast for.
+// "NVIDIA H200 sm_90 132 SMs cublasLt 130100": what a cached choice is valid and fast for.
 absl::StatusOr<std::string> DeviceTag(int device) {
   cudaDeviceProp prop{};
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDeviceProperties(&prop, device));
-  return absl::StrCat(prop.name, " sm_", prop.major, prop.minor, " cublasLt ",
-                      cublasLtGetVersion());
+  return absl::StrCat(prop.name, " sm_", prop.major, prop.minor, " ", prop.multiProcessorCount,
+                      " SMs cublasLt ", cublasLtGetVersion());
 }
 
 MatmulTuneCache::AlgoBytes ToBytes(const cublasLtMatmulAlgo_t& algo) {
@@ -135,8 +127,11 @@ std::mutex& TunedMutex() {
   static std::mutex* mu = new std::mutex();
   return *mu;
 }
-std::map<std::tuple<int, int32_t, int32_t, int32_t, bool>, TunedAlgo>& TunedAlgos() {
-  static auto* algos = new std::map<std::tuple<int, int32_t, int32_t, int32_t, bool>, TunedAlgo>();
+// Keyed by (device, m, n, k, fp32 output, accumulate): an accumulating call (β = 1, in place) is
+// timed as it runs.
+using TunedKey = std::tuple<int, int32_t, int32_t, int32_t, bool, bool>;
+std::map<TunedKey, TunedAlgo>& TunedAlgos() {
+  static auto* algos = new std::map<TunedKey, TunedAlgo>();
   return *algos;
 }
 
@@ -162,9 +157,11 @@ std::string AlgoInfo(const cublasLtMatmulAlgo_t& algo) {
 // Owns a device allocation and two events for the timing runs.
 struct TuneScratch {
   void* flush = nullptr;
+  void* y = nullptr;  // an accumulating call's stand-in output
   cudaEvent_t start = nullptr, stop = nullptr;
   ~TuneScratch() {
     if (flush) cudaFree(flush);
+    if (y) cudaFree(y);
     if (start) cudaEventDestroy(start);
     if (stop) cudaEventDestroy(stop);
   }
@@ -189,7 +186,9 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
   int device = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   ASSIGN_OR_RETURN(ctx->device_tag_, DeviceTag(device));
-  ASSIGN_OR_RETURN(ctx->tune_cache_, ProcessTuneCache());
+  if (tune) {
+    ASSIGN_OR_RETURN(ctx->tune_cache_, ProcessTuneCache());
+  }
   // HopperGemm is opt-in (RTGEN_HOPPER_GEMM=1 or =all): on the H200 it measured slower than
   // cuBLASLt at Llama-3-8B's decode shapes (docs/perf/gpu_notes.md, session 15).
   const bool hopper_wanted =
@@ -228,8 +227,9 @@ MatmulContext::~MatmulContext() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-std::string MatmulContext::PlanInfo(int32_t m, int32_t n, int32_t k, bool y_f32) const {
-  const auto it = plans_.find(std::make_tuple(m, n, k, y_f32));
+std::string MatmulContext::PlanInfo(int32_t m, int32_t n, int32_t k, bool y_f32,
+                                    bool accumulate) const {
+  const auto it = plans_.find(std::make_tuple(m, n, k, y_f32, accumulate));
   return it == plans_.end() ? std::string() : it->second.info;
 }
 
@@ -326,7 +326,16 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
   RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&scratch.start));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaEventCreate(&scratch.stop));
   constexpr int kReps = 5;
-  const float alpha = 1.0f, beta = 0.0f;
+  // An accumulating call is timed as it runs (β = 1, in place), on a zeroed copy of its shape so
+  // that its own output is left as it was.
+  void* y = p.y;
+  if (p.accumulate) {
+    const size_t y_bytes = size_t{1} * p.m * p.n * (p.y_f32 ? sizeof(float) : 2);
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&scratch.y, y_bytes));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch.y, 0, y_bytes, stream));
+    y = scratch.y;
+  }
+  const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
   // The median of `reps` timed runs of candidate i; NaN where cuBLASLt rejects it.
   const auto median_us = [&](size_t i, int reps) -> absl::StatusOr<float> {
     std::vector<float> us;
@@ -334,7 +343,7 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
       RTGEN_CUDA_RETURN_IF_ERROR(L2FlushRead(scratch.flush, flush_bytes, stream));
       RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(scratch.start, stream));
       const bool ok = cublasLtMatmul(handle_, plan->desc, &alpha, p.w, plan->a, p.x, plan->b,
-                                     &beta, p.y, plan->c, p.y, plan->c, &cands[i], workspace_,
+                                     &beta, y, plan->c, y, plan->c, &cands[i], workspace_,
                                      kWorkspaceBytes, stream) == CUBLAS_STATUS_SUCCESS;
       RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(scratch.stop, stream));
       RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(scratch.stop));
@@ -391,7 +400,7 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
                                                                   cudaStream_t stream) {
   const int32_t m = p.m, n = p.n, k = p.k;
   const bool y_f32 = p.y_f32;
-  const auto key = std::make_tuple(m, n, k, y_f32);
+  const auto key = std::make_tuple(m, n, k, y_f32, p.accumulate);
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   Plan plan;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -412,13 +421,15 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
     if (capture == cudaStreamCaptureStatusNone) {
       int device = 0;
       RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-      const auto tuned_key = std::make_tuple(device, m, n, k, y_f32);
+      const TunedKey tuned_key{device, m, n, k, y_f32, p.accumulate};
+      const MatmulTuneCache::Shape shape{m, n, k, y_f32, p.accumulate};
       std::lock_guard<std::mutex> lock(TunedMutex());
       auto& tuned = TunedAlgos();
       const char* mode = MatmulTuneModeName();
+      std::string rejected;  // said in the plan's info when a cached entry could not be used
       // The tune cache first: an entry cuBLASLt still accepts for this shape is the choice.
       if (const std::optional<MatmulTuneCache::Entry> cached =
-              tune_cache_ ? tune_cache_->Find(device_tag_, mode, m, n, k, y_f32) : std::nullopt) {
+              tune_cache_ ? tune_cache_->Find(device_tag_, mode, shape) : std::nullopt) {
         const cublasLtMatmulAlgo_t algo = FromBytes(cached->algo);
         cublasLtMatmulHeuristicResult_t check{};
         if (cublasLtMatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo,
@@ -428,6 +439,8 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
           plan.info = absl::StrCat("from the tune cache (", cached->note, ")");
           tuned.insert_or_assign(tuned_key, TunedAlgo{plan.algo, plan.info});
           chosen = true;
+        } else {
+          rejected = "the tune cache's entry was rejected by cuBLASLt; ";
         }
       }
       const auto it = tuned.find(tuned_key);
@@ -438,12 +451,15 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
         chosen = add_to_cache = true;
       } else if (!chosen && tuning_allowed_) {
         RETURN_IF_ERROR(Tune(p, stream, &plan));
+        plan.info = rejected + plan.info;
         tuned.emplace(tuned_key, TunedAlgo{plan.algo, plan.info});
         chosen = add_to_cache = true;
       }
+      // The file is an optimisation: a failed write is reported and serving goes on.
       if (add_to_cache && tune_cache_) {
-        RETURN_IF_ERROR(tune_cache_->Put(device_tag_, mode, m, n, k, y_f32,
-                                         {ToBytes(plan.algo), plan.info}));
+        const absl::Status st =
+            tune_cache_->Put(device_tag_, mode, shape, {ToBytes(plan.algo), plan.info});
+        if (!st.ok()) std::fprintf(stderr, "rtgen: %s\n", std::string(st.message()).c_str());
       }
     }
   }

@@ -23,8 +23,10 @@
 // keeps the heuristic's plan. A backend's own eager and replayed steps share one context.
 // RTGEN_MATMUL_TUNE_CACHE=path keeps the tuned choices in a file (matmul_tune_cache.h): a shape
 // found there for this GPU, cuBLASLt and tuning mode (and accepted by cublasLtMatmulAlgoCheck)
-// is not timed again, and every new choice is added to it, so the wide search's start-up is
-// paid once and a restarted server runs the algorithms, and rounds the answers, as before.
+// is not timed again, and every choice of a tuned shape is added to it, so the wide search's
+// start-up is paid once and a restarted server runs the tuned shapes' algorithms (and rounds
+// their answers) as before. An accumulating call (MatmulParams::accumulate) is tuned apart, as
+// it runs: β = 1, in place (on a stand-in output, so its own is left as it was).
 // Every other first call (tuning not allowed, its stream being captured, larger m,
 // RTGEN_MATMUL_TUNE=0) takes the heuristic's first answer: the same on every run of a given
 // GPU and cuBLASLt, and no timing stalls a serving step (a prefill of a new length used to be
@@ -95,14 +97,16 @@ class MatmulContext {
   // Whether a new shape may be tuned now (off when created).
   void AllowTuning(bool allow) { tuning_allowed_ = allow; }
   // The tuned-choice file this context reads and adds to: the process's RTGEN_MATMUL_TUNE_CACHE
-  // (loaded when the first context is created; null when unset) unless a test gives its own.
+  // (loaded when the first tuning context is created; null when unset or when this context does
+  // not tune) unless a test gives its own. Used only under the process's tuning mutex.
   void UseTuneCache(std::shared_ptr<MatmulTuneCache> cache) { tune_cache_ = std::move(cache); }
   // What a tune cache entry of this context's device is keyed by: GPU name, compute capability
   // and cuBLASLt version.
   const std::string& device_tag() const { return device_tag_; }
   // The cuBLASLt algorithm this context runs for a shape ("" before its first call): ids, tile,
   // split-K, and for a tuned shape its time against the heuristic's first answer.
-  std::string PlanInfo(int32_t m, int32_t n, int32_t k, bool y_f32) const;
+  std::string PlanInfo(int32_t m, int32_t n, int32_t k, bool y_f32,
+                       bool accumulate = false) const;
 
  private:
   friend absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);
@@ -127,7 +131,7 @@ class MatmulContext {
   bool tuning_allowed_ = false;
   std::shared_ptr<MatmulTuneCache> tune_cache_;  // null: none
   std::string device_tag_;
-  std::map<std::tuple<int32_t, int32_t, int32_t, bool>, Plan> plans_;
+  std::map<std::tuple<int32_t, int32_t, int32_t, bool, bool>, Plan> plans_;  // m, n, k, f32, acc
 };
 
 absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream);

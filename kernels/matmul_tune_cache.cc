@@ -1,6 +1,12 @@
 #include "kernels/matmul_tune_cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <string_view>
 #include <vector>
@@ -8,11 +14,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "engine/common/status_macros.h"
 
 namespace rtgen::kernels {
 namespace {
 
-constexpr int kFields = 8;
+constexpr int kFields = 9;
 
 std::string Hex(const MatmulTuneCache::AlgoBytes& algo) {
   std::string out;
@@ -48,74 +55,117 @@ bool Plain(const std::string& s) {
   return !s.empty() && s.find_first_of("\t\n\r") == std::string::npos;
 }
 
+bool Flag(const std::string& s, bool* out) {
+  if (s != "0" && s != "1") return false;
+  *out = s == "1";
+  return true;
+}
+
+// An exclusive flock on `path`.lock for the life of the object (released when the fd closes).
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path)
+      : fd_(open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ >= 0 && flock(fd_, LOCK_EX) != 0) {
+      close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~FileLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  bool held() const { return fd_ >= 0; }
+
+ private:
+  int fd_;
+};
+
 }  // namespace
 
 absl::StatusOr<MatmulTuneCache> MatmulTuneCache::Load(const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("matmul tune cache: empty path");
   MatmulTuneCache cache;
   cache.path_ = path;
-  std::ifstream in(path);
-  if (!in) return cache;  // no file yet: nothing tuned
+  RETURN_IF_ERROR(cache.Merge());
+  return cache;
+}
+
+absl::Status MatmulTuneCache::Merge() {
+  std::ifstream in(path_);
+  if (!in) {
+    if (access(path_.c_str(), F_OK) != 0 && errno == ENOENT) return absl::OkStatus();
+    return absl::UnavailableError(
+        absl::StrCat("matmul tune cache: cannot read ", path_, ": ", std::strerror(errno)));
+  }
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.empty()) continue;
     const std::vector<std::string> f = absl::StrSplit(line, '\t');
-    int32_t m = 0, n = 0, k = 0, f32 = 0;
+    Shape s;
     Entry e;
-    if (f.size() != kFields || !Plain(f[0]) || !Plain(f[1]) || !absl::SimpleAtoi(f[2], &m) ||
-        !absl::SimpleAtoi(f[3], &n) || !absl::SimpleAtoi(f[4], &k) ||
-        !absl::SimpleAtoi(f[5], &f32) || m <= 0 || n <= 0 || k <= 0 || (f32 != 0 && f32 != 1) ||
-        !ParseHex(f[6], &e.algo)) {
+    if (f.size() != kFields || !Plain(f[0]) || !Plain(f[1]) || !absl::SimpleAtoi(f[2], &s.m) ||
+        !absl::SimpleAtoi(f[3], &s.n) || !absl::SimpleAtoi(f[4], &s.k) || s.m <= 0 ||
+        s.n <= 0 || s.k <= 0 || !Flag(f[5], &s.y_f32) || !Flag(f[6], &s.accumulate) ||
+        !ParseHex(f[7], &e.algo)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "matmul tune cache ", path, " line ", number,
-          ": expected device, mode, m, n, k, fp32 (0/1), 128 hex digits and a note, "
-          "tab-separated (delete the file to tune afresh)"));
+          "matmul tune cache ", path_, " line ", number,
+          ": expected device, mode, m, n, k, fp32 (0/1), accumulate (0/1), 128 hex digits and "
+          "a note, tab-separated (delete the file to tune afresh)"));
     }
-    e.note = f[7];
-    cache.entries_[Key{f[0], f[1], m, n, k, f32 == 1}] = e;
+    e.note = f[8];
+    entries_.emplace(Key{f[0], f[1], s.m, s.n, s.k, s.y_f32, s.accumulate}, e);  // held wins
   }
-  return cache;
+  return absl::OkStatus();
 }
 
 std::optional<MatmulTuneCache::Entry> MatmulTuneCache::Find(const std::string& device_tag,
-                                                            const std::string& mode, int32_t m,
-                                                            int32_t n, int32_t k,
-                                                            bool y_f32) const {
-  const auto it = entries_.find(Key{device_tag, mode, m, n, k, y_f32});
+                                                            const std::string& mode,
+                                                            const Shape& s) const {
+  const auto it = entries_.find(Key{device_tag, mode, s.m, s.n, s.k, s.y_f32, s.accumulate});
   if (it == entries_.end()) return std::nullopt;
   return it->second;
 }
 
 absl::Status MatmulTuneCache::Put(const std::string& device_tag, const std::string& mode,
-                                  int32_t m, int32_t n, int32_t k, bool y_f32,
-                                  const Entry& entry) {
+                                  const Shape& s, const Entry& entry) {
   if (!Plain(device_tag) || !Plain(mode) ||
-      entry.note.find_first_of("\t\n\r") != std::string::npos || m <= 0 || n <= 0 || k <= 0) {
+      entry.note.find_first_of("\t\n\r") != std::string::npos || s.m <= 0 || s.n <= 0 ||
+      s.k <= 0) {
     return absl::InvalidArgumentError(
         "matmul tune cache: an empty tag or mode, tabs or newlines, or a shape not positive");
   }
-  entries_[Key{device_tag, mode, m, n, k, y_f32}] = entry;
+  entries_[Key{device_tag, mode, s.m, s.n, s.k, s.y_f32, s.accumulate}] = entry;
+  const FileLock lock(absl::StrCat(path_, ".lock"));
+  if (!lock.held()) {
+    return absl::UnavailableError(
+        absl::StrCat("matmul tune cache: cannot lock ", path_, ".lock: ", std::strerror(errno)));
+  }
+  RETURN_IF_ERROR(Merge());  // what other processes wrote since
   return Write();
 }
 
 absl::Status MatmulTuneCache::Write() const {
-  const std::string tmp = absl::StrCat(path_, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    for (const auto& [key, e] : entries_) {
-      const auto& [device, mode, m, n, k, f32] = key;
-      out << device << '\t' << mode << '\t' << m << '\t' << n << '\t' << k << '\t'
-          << (f32 ? 1 : 0) << '\t' << Hex(e.algo) << '\t'
-          << (e.note.empty() ? std::string_view("-") : std::string_view(e.note)) << '\n';
-    }
-    out.flush();
-    if (!out) {
-      return absl::UnavailableError(absl::StrCat("matmul tune cache: cannot write ", tmp));
-    }
-  }
-  if (std::rename(tmp.c_str(), path_.c_str()) != 0) {
+  const std::string tmp = absl::StrCat(path_, ".tmp.", getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) {
     return absl::UnavailableError(
-        absl::StrCat("matmul tune cache: cannot rename ", tmp, " to ", path_));
+        absl::StrCat("matmul tune cache: cannot write ", tmp, ": ", std::strerror(errno)));
+  }
+  bool ok = true;
+  for (const auto& [key, e] : entries_) {
+    const auto& [device, mode, m, n, k, f32, acc] = key;
+    const std::string line =
+        absl::StrCat(device, "\t", mode, "\t", m, "\t", n, "\t", k, "\t", f32 ? 1 : 0, "\t",
+                     acc ? 1 : 0, "\t", Hex(e.algo), "\t", e.note.empty() ? "-" : e.note, "\n");
+    ok = ok && std::fwrite(line.data(), 1, line.size(), f) == line.size();
+  }
+  ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path_.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    return absl::UnavailableError(
+        absl::StrCat("matmul tune cache: cannot write ", path_, ": ", why));
   }
   return absl::OkStatus();
 }

@@ -1,15 +1,20 @@
 #pragma once
 // A file of tuned cuBLASLt choices (RTGEN_MATMUL_TUNE_CACHE=path, matmul.h): a shape to be tuned
 // is looked up here first, and each new choice is written back, so a restart of the server on the
-// same GPU and cuBLASLt times nothing, runs the same algorithms as before (the same rounding, so
-// the same greedy answers) and pays the wide search (RTGEN_MATMUL_TUNE=wide: 85 s of start-up at
-// Llama-3-8B on the H200) once.
+// same GPU and cuBLASLt times nothing, runs the tuned shapes' algorithms as before (the same
+// rounding, so the same greedy answers) and pays the wide search (RTGEN_MATMUL_TUNE=wide: 84 s
+// of start-up at Llama-3-8B on the H200) once.
 //
-// One entry per line, tab-separated: the device tag (GPU name, compute capability and cuBLASLt
-// version: what makes a choice valid and fast), the tuning mode, m, n, k, fp32 output (0 / 1), the
-// algorithm's bytes (cublasLtMatmulAlgo_t, 64 bytes) as 128 hex digits, and a note (its
-// configuration and time, for people). Entries of other devices are kept when the file is
-// rewritten. The caller checks a loaded algorithm with cublasLtMatmulAlgoCheck before use.
+// One entry per line, tab-separated: the device tag (GPU name, compute capability, SM count and
+// cuBLASLt version: what makes a choice valid and fast), the tuning mode, m, n, k, fp32 output
+// (0 / 1), accumulate (0 / 1: β = 1 in place), the algorithm's bytes (cublasLtMatmulAlgo_t, 64
+// bytes) as 128 hex digits, and a note (its configuration and time, for people). The caller
+// checks a loaded algorithm with cublasLtMatmulAlgoCheck before use.
+//
+// Writes hold an flock on `path`.lock, merge the entries other processes added since the load,
+// and rename a synced temporary file of a name unique to the process over `path`, so processes
+// sharing the file (one per GPU) lose nothing and a reader never sees half a file. Not
+// thread-safe: MatmulContext uses it under its process-wide tuning mutex.
 
 #include <array>
 #include <cstdint>
@@ -30,21 +35,28 @@ class MatmulTuneCache {
     AlgoBytes algo{};
     std::string note;
   };
+  struct Shape {
+    int32_t m = 0, n = 0, k = 0;
+    bool y_f32 = false;
+    bool accumulate = false;
+  };
 
-  // Reads `path` (a missing file is an empty cache); a malformed line is an error naming the file
-  // and the line.
+  // Reads `path` (a missing file is an empty cache); a malformed line or a file that exists but
+  // cannot be read is an error naming the file (and the line).
   static absl::StatusOr<MatmulTuneCache> Load(const std::string& path);
 
   const std::string& path() const { return path_; }
-  std::optional<Entry> Find(const std::string& device_tag, const std::string& mode, int32_t m,
-                            int32_t n, int32_t k, bool y_f32) const;
-  // Adds (or replaces) the entry and rewrites the file (a temporary file renamed over it, so a
-  // reader never sees half a file). The tag, mode and note must hold no tabs or newlines.
-  absl::Status Put(const std::string& device_tag, const std::string& mode, int32_t m, int32_t n,
-                   int32_t k, bool y_f32, const Entry& entry);
+  std::optional<Entry> Find(const std::string& device_tag, const std::string& mode,
+                            const Shape& shape) const;
+  // Adds (or replaces) the entry and rewrites the file as the header says. The tag, mode and
+  // note must hold no tabs or newlines, the tag and mode not be empty, the shape be positive.
+  absl::Status Put(const std::string& device_tag, const std::string& mode, const Shape& shape,
+                   const Entry& entry);
 
  private:
-  using Key = std::tuple<std::string, std::string, int32_t, int32_t, int32_t, bool>;
+  using Key = std::tuple<std::string, std::string, int32_t, int32_t, int32_t, bool, bool>;
+  // Parses the file into entries_ (entries already held win over the file's).
+  absl::Status Merge();
   absl::Status Write() const;
 
   std::string path_;

@@ -340,7 +340,11 @@ kernels::DecodeAttentionParams ModelForward::DecodeParams(int layer, const Forwa
 }
 
 bool ModelForward::FoldsNorms(const ForwardShape& shape) const {
-  if (!fold_norms_ || !shape.decode_only || DecodeRope() || LinksNorms(shape)) return false;
+  return fold_norms_ && FoldableStep(shape);
+}
+
+bool ModelForward::FoldableStep(const ForwardShape& shape) const {
+  if (!shape.decode_only || DecodeRope() || LinksNorms(shape)) return false;
   const ModelConfig& c = config_;
   const int32_t qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
   const kernels::MatmulParams qkv{At<__nv_bfloat16>(normed_),

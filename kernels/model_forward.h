@@ -99,8 +99,12 @@ class ModelForward {
   // A decode layer with folded norms (FoldsNorms; model_forward_folded.cc).
   absl::Status FoldedLayer(int layer, const ForwardShape& shape, const StepArrays& step,
                            const KvPool& kv, cudaStream_t stream);
-  // Folds the norms into the weights where FoldsNorms would hold at max_seqs rows; at creation.
+  // Folds the norms into the weights where a decode step of max_seqs rows is a FoldableStep; at
+  // creation.
   absl::Status FoldNormsIfUseful();
+  // FoldsNorms without the weights' state: a decode step, not linked, its qkv on cuBLASLt, RoPE
+  // not in attention.
+  bool FoldableStep(const ForwardShape& shape) const;
   // Layer `layer`'s decode attention over the qkv rows (without RoPE and the KV store).
   kernels::DecodeAttentionParams DecodeParams(int layer, const ForwardShape& shape,
                                               const StepArrays& step, const KvPool& kv) const;

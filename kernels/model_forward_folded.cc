@@ -1,4 +1,5 @@
-// ModelForward's folded-norm decode layer (model_forward.h FoldsNorms) and the weights' fold.
+// ModelForward's folded-norm path (model_forward.h FoldsNorms): the weights' fold at creation and
+// the decode layer that relies on it.
 
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
@@ -9,25 +10,13 @@
 #include "kernels/silu_mul.h"
 
 namespace rtgen {
-namespace {
-
-template <typename T>
-T* At(const DeviceBuffer& b, int64_t offset = 0) {
-  return b.as<T>() + offset;
-}
-
-bool Skips(kernels::StepPart part) { return kernels::DiagSkips(part); }
-
-}  // namespace
 
 absl::Status ModelForward::FoldNormsIfUseful() {
   static const bool wanted = kernels::EnvOnUnlessZero("RTGEN_NORM_FOLD");
-  const int32_t rows = capacity_.max_seqs;
-  fold_norms_ = true;  // what FoldsNorms asks first; kept only if a decode step would fold
   ForwardShape widest;
-  widest.num_tokens = widest.num_seqs = widest.num_samples = rows;
+  widest.num_tokens = widest.num_seqs = widest.num_samples = capacity_.max_seqs;
   widest.decode_only = widest.sample = true;
-  fold_norms_ = wanted && FoldsNorms(widest);
+  fold_norms_ = wanted && FoldableStep(widest);
   if (!fold_norms_) return absl::OkStatus();
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size;
@@ -53,9 +42,9 @@ absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
   const int32_t n = shape.num_tokens, h = c.hidden_size, hd = c.head_dim;
   const int32_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
   const int32_t qkv_dim = q_dim + 2 * kv_dim, inter = c.intermediate_size;
-  __nv_bfloat16* resid = At<__nv_bfloat16>(normed_);
-  __nv_bfloat16* qkv = At<__nv_bfloat16>(qkv_);
-  if (!Skips(kernels::StepPart::kQkv)) {
+  __nv_bfloat16* resid = normed_.as<__nv_bfloat16>();
+  __nv_bfloat16* qkv = qkv_.as<__nv_bfloat16>();
+  if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
     RETURN_IF_ERROR(kernels::Matmul(
         *matmul_, {resid, w.wqkv.as<__nv_bfloat16>(), qkv, false, n, qkv_dim, h}, stream));
     kernels::RopeParams rope{qkv,   qkv + q_dim,         qkv_dim,     step.positions,
@@ -67,35 +56,35 @@ absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
     const kernels::KvStoreParams store{qkv + q_dim,
                                        qkv + q_dim + kv_dim,
                                        qkv_dim,
-                                       At<__nv_bfloat16>(kv.k, layer * kv.layer_elems),
-                                       At<__nv_bfloat16>(kv.v, layer * kv.layer_elems),
+                                       kv.k.as<__nv_bfloat16>() + layer * kv.layer_elems,
+                                       kv.v.as<__nv_bfloat16>() + layer * kv.layer_elems,
                                        step.slot_mapping,
                                        n,
                                        kv_dim};
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::RopeKvStore(rope, store, stream));
   }
-  if (!Skips(kernels::StepPart::kAttention)) {
+  if (!kernels::DiagSkips(kernels::StepPart::kAttention)) {
     RTGEN_CUDA_RETURN_IF_ERROR(
         kernels::DecodeAttention(DecodeParams(layer, shape, step, kv), stream));
   }
-  if (!Skips(kernels::StepPart::kO)) {  // resid += attn wo^T
-    kernels::MatmulParams o{At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(), resid, false,
+  if (!kernels::DiagSkips(kernels::StepPart::kO)) {  // resid += attn wo^T
+    kernels::MatmulParams o{attn_.as<__nv_bfloat16>(), w.wo.as<__nv_bfloat16>(), resid, false,
                             n, h, q_dim};
     o.accumulate = true;
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, o, stream));
   }
-  if (!Skips(kernels::StepPart::kGateUp)) {
-    __nv_bfloat16* gate_up = At<__nv_bfloat16>(gate_up_);
+  if (!kernels::DiagSkips(kernels::StepPart::kGateUp)) {
+    __nv_bfloat16* gate_up = gate_up_.as<__nv_bfloat16>();
     RETURN_IF_ERROR(kernels::Matmul(
         *matmul_, {resid, w.w_gate_up.as<__nv_bfloat16>(), gate_up, false, n, 2 * inter, h},
         stream));
     // The FFN norm's scale, applied to gate and up.
-    const kernels::SiluMulParams silu{gate_up, At<__nv_bfloat16>(act_), n, inter, resid, h,
+    const kernels::SiluMulParams silu{gate_up, act_.as<__nv_bfloat16>(), n, inter, resid, h,
                                       c.rms_norm_eps};
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::SiluMul(silu, stream));
   }
-  if (!Skips(kernels::StepPart::kDown)) {  // resid += act w_down^T
-    kernels::MatmulParams down{At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(), resid,
+  if (!kernels::DiagSkips(kernels::StepPart::kDown)) {  // resid += act w_down^T
+    kernels::MatmulParams down{act_.as<__nv_bfloat16>(), w.w_down.as<__nv_bfloat16>(), resid,
                                false, n, h, inter};
     down.accumulate = true;
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, down, stream));

@@ -32,7 +32,8 @@ struct RopeParams {
 // Rotates q and k in place (RopeKvStore's kernel with no cache writes; head_dim <= 256).
 cudaError_t Rope(RopeParams p, cudaStream_t stream);
 
-// Rope(rope) then KvStore(store) in one launch, with the same results bit for bit: q and k are
+// Rope(rope) then KvStore(store) in one launch, with the same results bit for bit (without
+// rope.rms_rows; with it, v is scaled as it is stored, which Rope alone cannot do): q and k are
 // rotated in place, and each token's rotated k and its v are written to its cache slot (slot -1
 // skipped). Requires store.k == rope.k, store.row_stride == rope.row_stride, the same
 // num_tokens, store.kv_dim == num_kv_heads * head_dim and head_dim <= 256. The angles, which

@@ -119,8 +119,14 @@ TEST(CudaBackendTest, FoldedNormsLogitsMatchCpu) {
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
   const int num_blocks = 64, rows = 16;
-  auto cpu = MakeCpuBackend(c, seed, num_blocks);
-  auto gpu = MakeCuda(c, seed, num_blocks);
+  // Norm weights far from one (0.2-3), so a weight applied twice or not at all shows.
+  ModelWeights weights = RandomWeights(c, seed);
+  for (LayerWeights& l : weights.layers) {
+    l.attn_norm = RandomUniform(l.attn_norm.size(), 0.2f, 3.0f, rng);
+    l.ffn_norm = RandomUniform(l.ffn_norm.size(), 0.2f, 3.0f, rng);
+  }
+  auto cpu = MakeCpuBackend(c, weights, num_blocks);
+  auto gpu = MakeCudaBackend(c, std::move(weights), {.num_blocks = num_blocks});
   ASSERT_TRUE(cpu && gpu);
   ASSERT_TRUE(gpu->folds_norms_at(rows)) << "the path this test means to cover";
   ASSERT_FALSE(gpu->folds_norms_at(2)) << "two rows run on the GEMV";

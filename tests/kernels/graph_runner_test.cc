@@ -13,8 +13,9 @@
 namespace rtgen::testing_gpu {
 namespace {
 
-std::unique_ptr<CudaBackend> Make(const ModelConfig& c, uint64_t seed, bool graphs) {
-  return MakeCudaBackend(c, seed, {.graphs = graphs});
+std::unique_ptr<CudaBackend> Make(const ModelConfig& c, uint64_t seed, bool graphs,
+                                  std::vector<int32_t> buckets = {1, 2, 4, 8}) {
+  return MakeCudaBackend(c, seed, {.graphs = graphs, .graph_batch_sizes = std::move(buckets)});
 }
 
 TEST(GraphRunnerTest, DefaultBuckets) {
@@ -23,7 +24,8 @@ TEST(GraphRunnerTest, DefaultBuckets) {
   EXPECT_EQ(DefaultGraphBuckets(3), (std::vector<int32_t>{1, 2, 3}));
 }
 
-// Prefills `n` sequences on every backend (identically), then returns them.
+// Prefills `n` sequences on every backend (identically; steps of at most kStepTokens tokens),
+// then returns them.
 std::vector<TestSeq> Prefill(std::vector<Backend*> backends, const ModelConfig& c, int n,
                              std::mt19937_64& rng, std::vector<int32_t>* next_blocks) {
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
@@ -33,10 +35,20 @@ std::vector<TestSeq> Prefill(std::vector<Backend*> backends, const ModelConfig& 
     for (int32_t& t : seqs[i].tokens) t = tok(rng);
     seqs[i].seed = 1000 + i;
   }
+  constexpr int kStepTokens = 512;  // the test backends' max_num_tokens
   for (size_t k = 0; k < backends.size(); ++k) {
     std::vector<TestSeq> copy = seqs;
     StepBuilder b(16, &(*next_blocks)[k]);
-    for (TestSeq& s : copy) b.Add(s, static_cast<int32_t>(s.tokens.size()), nullptr);
+    int tokens = 0;  // in the step being built
+    for (TestSeq& s : copy) {
+      const int len = static_cast<int>(s.tokens.size());
+      if (tokens > 0 && tokens + len > kStepTokens) {
+        EXPECT_TRUE(backends[k]->ComputeLogits(b.Build(false)).ok());
+        tokens = 0;
+      }
+      b.Add(s, len, nullptr);
+      tokens += len;
+    }
     EXPECT_TRUE(backends[k]->ComputeLogits(b.Build(false)).ok());
     if (k + 1 == backends.size()) seqs = copy;
   }
@@ -46,16 +58,20 @@ std::vector<TestSeq> Prefill(std::vector<Backend*> backends, const ModelConfig& 
 // `steps` decode steps of `num_seqs` sequences on a graph-replaying and an eager backend: the
 // logits are bitwise equal at every step. `linked`: whether these steps link their norms through
 // the GEMVs (one sequence of a model whose one-token steps do; checked, so the test covers the
-// path it means to).
-void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool linked) {
+// path it means to); `folded`: whether they fold their norms (model_forward.h FoldsNorms).
+void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool linked,
+                             bool folded = false) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  auto graph = Make(c, seed, true);
+  const std::vector<int32_t> buckets =
+      num_seqs > 8 ? std::vector<int32_t>{num_seqs} : std::vector<int32_t>{1, 2, 4, 8};
+  auto graph = Make(c, seed, true, buckets);
   auto eager = Make(c, seed, false);
   ASSERT_TRUE(graph && eager);
-  ASSERT_EQ(graph->graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
+  ASSERT_EQ(graph->graph_buckets(), buckets);
   ASSERT_EQ(graph->links_norms_at_one_token() && num_seqs == 1, linked);
+  ASSERT_EQ(graph->folds_norms_at(num_seqs), folded);
   std::vector<int32_t> next = {0, 0};
   std::vector<TestSeq> seqs = Prefill({graph.get(), eager.get()}, c, num_seqs, rng, &next);
   SamplingParams greedy;
@@ -94,6 +110,12 @@ TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
 TEST(GraphRunnerTest, LinkedNormsReplayIsBitwiseEqualToEager) {
   ExpectReplayEqualsEager(AllRowsConfig(), 1, 4, true);
   ExpectReplayEqualsEager(SmolLm2Config(), 1, 4, true);
+}
+
+// Sixteen sequences at Llama-3-8B's hidden size fold their norms: tuned cuBLASLt algorithms
+// adding to the bf16 residual in place, replayed.
+TEST(GraphRunnerTest, FoldedNormsReplayIsBitwiseEqualToEager) {
+  ExpectReplayEqualsEager(AllRowsConfig(), 16, 3, false, true);
 }
 
 TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {

@@ -41,30 +41,51 @@ TEST(MatmulTuneCacheTest, FileRoundTripKeepsEveryDevice) {
   const TempPath tmp;
   auto cache = MatmulTuneCache::Load(tmp.file());
   ASSERT_TRUE(cache.ok()) << cache.status();  // no file yet: empty
-  EXPECT_FALSE(cache->Find("gpu a", "list", 64, 4096, 4096, false));
-  ASSERT_TRUE(cache->Put("gpu a", "list", 64, 4096, 4096, false, {Bytes(1), "algo 66"}).ok());
-  ASSERT_TRUE(cache->Put("gpu a", "wide", 64, 4096, 4096, false, {Bytes(2), ""}).ok());
-  ASSERT_TRUE(cache->Put("gpu b", "list", 64, 4096, 4096, true, {Bytes(3), "b's"}).ok());
-  ASSERT_TRUE(cache->Put("gpu a", "list", 64, 4096, 4096, false, {Bytes(4), "again"}).ok());
+  const MatmulTuneCache::Shape s{64, 4096, 4096, false, false};
+  MatmulTuneCache::Shape f32 = s, acc = s, rows32 = s;
+  f32.y_f32 = true;
+  acc.accumulate = true;
+  rows32.m = 32;
+  EXPECT_FALSE(cache->Find("gpu a", "list", s));
+  ASSERT_TRUE(cache->Put("gpu a", "list", s, {Bytes(1), "algo 66"}).ok());
+  ASSERT_TRUE(cache->Put("gpu a", "wide", s, {Bytes(2), ""}).ok());
+  ASSERT_TRUE(cache->Put("gpu b", "list", f32, {Bytes(3), "b's"}).ok());
+  ASSERT_TRUE(cache->Put("gpu a", "list", acc, {Bytes(6), "in place"}).ok());
+  ASSERT_TRUE(cache->Put("gpu a", "list", s, {Bytes(4), "again"}).ok());
   auto again = MatmulTuneCache::Load(tmp.file());
   ASSERT_TRUE(again.ok()) << again.status();
-  const auto a_list = again->Find("gpu a", "list", 64, 4096, 4096, false);
+  const auto a_list = again->Find("gpu a", "list", s);
   ASSERT_TRUE(a_list);
   EXPECT_EQ(a_list->algo, Bytes(4));  // replaced, not added
   EXPECT_EQ(a_list->note, "again");
-  const auto a_wide = again->Find("gpu a", "wide", 64, 4096, 4096, false);
+  const auto a_wide = again->Find("gpu a", "wide", s);
   ASSERT_TRUE(a_wide);
   EXPECT_EQ(a_wide->algo, Bytes(2));
-  const auto b = again->Find("gpu b", "list", 64, 4096, 4096, true);
+  const auto b = again->Find("gpu b", "list", f32);
   ASSERT_TRUE(b);
   EXPECT_EQ(b->algo, Bytes(3));
-  EXPECT_FALSE(again->Find("gpu b", "list", 64, 4096, 4096, false)) << "fp32 output is keyed";
-  EXPECT_FALSE(again->Find("gpu a", "list", 32, 4096, 4096, false));
+  const auto a_acc = again->Find("gpu a", "list", acc);
+  ASSERT_TRUE(a_acc);
+  EXPECT_EQ(a_acc->algo, Bytes(6));
+  EXPECT_FALSE(again->Find("gpu b", "list", s)) << "fp32 output is keyed";
+  EXPECT_FALSE(again->Find("gpu a", "list", rows32));
   // Refused: tabs or newlines, an empty tag, shapes not positive.
-  EXPECT_FALSE(again->Put("gpu\ta", "list", 1, 1, 1, false, {Bytes(5), ""}).ok());
-  EXPECT_FALSE(again->Put("", "list", 1, 1, 1, false, {Bytes(5), ""}).ok());
-  EXPECT_FALSE(again->Put("gpu a", "list", 1, 1, 1, false, {Bytes(5), "two\nlines"}).ok());
-  EXPECT_FALSE(again->Put("gpu a", "list", 0, 1, 1, false, {Bytes(5), ""}).ok());
+  const MatmulTuneCache::Shape one{1, 1, 1, false, false}, zero{0, 1, 1, false, false};
+  EXPECT_FALSE(again->Put("gpu\ta", "list", one, {Bytes(5), ""}).ok());
+  EXPECT_FALSE(again->Put("", "list", one, {Bytes(5), ""}).ok());
+  EXPECT_FALSE(again->Put("gpu a", "list", one, {Bytes(5), "two\nlines"}).ok());
+  EXPECT_FALSE(again->Put("gpu a", "list", zero, {Bytes(5), ""}).ok());
+  // A second process's entries, written to the file after this one loaded it, survive this
+  // one's next write.
+  auto other = MatmulTuneCache::Load(tmp.file());
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(other->Put("gpu c", "list", s, {Bytes(7), "other"}).ok());
+  ASSERT_TRUE(again->Put("gpu a", "list", rows32, {Bytes(8), "later"}).ok());
+  auto merged = MatmulTuneCache::Load(tmp.file());
+  ASSERT_TRUE(merged.ok());
+  EXPECT_TRUE(merged->Find("gpu c", "list", s));
+  EXPECT_TRUE(merged->Find("gpu a", "list", rows32));
+  EXPECT_EQ(merged->Find("gpu a", "list", s)->algo, Bytes(4));
 }
 
 TEST(MatmulTuneCacheTest, MalformedFileIsAnErrorNamingTheLine) {
@@ -72,9 +93,9 @@ TEST(MatmulTuneCacheTest, MalformedFileIsAnErrorNamingTheLine) {
   {
     auto cache = MatmulTuneCache::Load(tmp.file());
     ASSERT_TRUE(cache.ok());
-    ASSERT_TRUE(cache->Put("gpu", "list", 8, 16, 32, false, {Bytes(1), "ok"}).ok());
+    ASSERT_TRUE(cache->Put("gpu", "list", {8, 16, 32, false, false}, {Bytes(1), "ok"}).ok());
   }
-  std::ofstream(tmp.file(), std::ios::app) << "gpu\tlist\t8\t16\t32\t2\tabc\tbad\n";
+  std::ofstream(tmp.file(), std::ios::app) << "gpu\tlist\t8\t16\t32\t2\t0\tabc\tbad\n";
   const auto bad = MatmulTuneCache::Load(tmp.file());
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status();
@@ -112,14 +133,16 @@ TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
 
   auto loaded = MatmulTuneCache::Load(tmp.file());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const auto entry =
-      loaded->Find((*first)->device_tag(), kernels::MatmulTuneModeName(), m, n, k, false);
+  const auto entry = loaded->Find((*first)->device_tag(), kernels::MatmulTuneModeName(),
+                                  {m, n, k, false, false});
   ASSERT_TRUE(entry) << "the tuned choice was not written to " << tmp.file();
   EXPECT_EQ(entry->note, first_info);
   auto restarted = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(restarted.ok());
   (*restarted)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(loaded)));
   const std::vector<uint16_t> got = run(**restarted);  // tuning not allowed here
+  // The plan's info is what shows the cache was read: the process-wide choice of the first
+  // context would give the same bits without it.
   const std::string info = (*restarted)->PlanInfo(m, n, k, false);
   EXPECT_EQ(info.rfind("from the tune cache", 0), 0u) << info;
   EXPECT_EQ(got, want) << "the cached choice gave other bits";

@@ -225,10 +225,14 @@ TEST(NormFoldTest, RopeKvStoreScalesQkvByEachRowsRms) {
   }
 }
 
-// y += x w^T in place, on cuBLASLt even at a shape the GEMV would take.
+// y += x w^T in place, on cuBLASLt even at a shape the GEMV would take; by the heuristic's
+// algorithm, and by a tuned one (tuning times candidates in place on a stand-in output, so the
+// call's own output must still hold y0 + x w^T, not a candidate's result plus it).
 TEST(NormFoldTest, MatmulAccumulatesIntoItsOutput) {
-  auto ctx = kernels::MatmulContext::Create(true);
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  auto plain = kernels::MatmulContext::Create(true, false);
+  auto tuned = kernels::MatmulContext::Create(true, true);
+  ASSERT_TRUE(plain.ok() && tuned.ok());
+  (*tuned)->AllowTuning(true);
   for (auto [m, n, k] : {std::tuple{1, 576, 576}, std::tuple{16, 4096, 4096},
                          std::tuple{64, 6144, 4096}}) {
     const uint64_t seed = FreshSeed();
@@ -237,15 +241,21 @@ TEST(NormFoldTest, MatmulAccumulatesIntoItsOutput) {
     const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng));
     const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * n * k, 0.02f, rng));
     const std::vector<uint16_t> y0 = ToBf16(RandomNormal(size_t{1} * m * n, 1.0f, rng));
-    DeviceArray<uint16_t> d_x(x), d_w(w), d_y(y0);
-    kernels::MatmulParams p{d_x.bf16(), d_w.bf16(), d_y.bf16(), false, m, n, k};
-    p.accumulate = true;
-    EXPECT_TRUE(kernels::MatmulRunsOnCublas(**ctx, p));
-    ASSERT_TRUE(kernels::Matmul(**ctx, p, nullptr).ok());
-    const std::vector<float> got = FromBf16(d_y.ToHost());
     std::vector<double> want = MatmulReference(x, w, m, n, k);
     for (size_t i = 0; i < want.size(); ++i) want[i] += FromBf16(y0[i]);
-    EXPECT_LE(RelL2(got, want), kBf16Tol) << m << "x" << n << "x" << k;
+    DeviceArray<uint16_t> d_x(x), d_w(w);
+    for (kernels::MatmulContext* ctx : {plain->get(), tuned->get()}) {
+      DeviceArray<uint16_t> d_y(y0);
+      kernels::MatmulParams p{d_x.bf16(), d_w.bf16(), d_y.bf16(), false, m, n, k};
+      p.accumulate = true;
+      EXPECT_TRUE(kernels::MatmulRunsOnCublas(*ctx, p));
+      ASSERT_TRUE(kernels::Matmul(*ctx, p, nullptr).ok());
+      const std::vector<float> got = FromBf16(d_y.ToHost());
+      EXPECT_LE(RelL2(got, want), kBf16Tol)
+          << m << "x" << n << "x" << k << " " << ctx->PlanInfo(m, n, k, false, true);
+    }
+    EXPECT_NE((*tuned)->PlanInfo(m, n, k, false, true).find("tuned"), std::string::npos)
+        << "the accumulating shape was not tuned";
   }
 }
 
