@@ -1,0 +1,114 @@
+// The tune cache's file (kernels/matmul_tune_cache.h), host code only: its round trip, the
+// merge of two processes' entries, its refusals and its errors.
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "kernels/matmul_tune_cache.h"
+#include "tests/unique_temp_path.h"
+
+namespace rtgen::kernels {
+namespace {
+
+// A fresh path, its file and the lock beside it removed at the end.
+class TempPath {
+ public:
+  TempPath() : path_(testing::UniqueTempPath("tune.tsv")) {}
+  ~TempPath() {
+    std::remove(path_.c_str());
+    std::remove((path_ + ".lock").c_str());
+  }
+  const std::string& file() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+MatmulTuneCache::AlgoBytes Bytes(uint64_t first) {
+  MatmulTuneCache::AlgoBytes b{};
+  for (size_t i = 0; i < b.size(); ++i) b[i] = first * 0x9e3779b97f4a7c15ull + i;
+  return b;
+}
+
+TEST(MatmulTuneCacheFileTest, FileRoundTripKeepsEveryDevice) {
+  const TempPath tmp;
+  auto cache = MatmulTuneCache::Load(tmp.file());
+  ASSERT_TRUE(cache.ok()) << cache.status();  // no file yet: empty
+  const MatmulTuneCache::Shape s{64, 4096, 4096, false, false};
+  MatmulTuneCache::Shape f32 = s, acc = s, rows32 = s;
+  f32.y_f32 = true;
+  acc.accumulate = true;
+  rows32.m = 32;
+  EXPECT_FALSE(cache->Find("gpu a", "list", s));
+  ASSERT_TRUE(cache->Put("gpu a", "list", s, {Bytes(1), "algo 66"}).ok());
+  ASSERT_TRUE(cache->Put("gpu a", "wide", s, {Bytes(2), ""}).ok());
+  ASSERT_TRUE(cache->Put("gpu b", "list", f32, {Bytes(3), "b's"}).ok());
+  ASSERT_TRUE(cache->Put("gpu a", "list", acc, {Bytes(6), "in place"}).ok());
+  ASSERT_TRUE(cache->Put("gpu a", "list", s, {Bytes(4), "again"}).ok());
+  auto again = MatmulTuneCache::Load(tmp.file());
+  ASSERT_TRUE(again.ok()) << again.status();
+  const auto a_list = again->Find("gpu a", "list", s);
+  ASSERT_TRUE(a_list);
+  EXPECT_EQ(a_list->algo, Bytes(4));  // replaced, not added
+  EXPECT_EQ(a_list->note, "again");
+  const auto a_wide = again->Find("gpu a", "wide", s);
+  ASSERT_TRUE(a_wide);
+  EXPECT_EQ(a_wide->algo, Bytes(2));
+  const auto b = again->Find("gpu b", "list", f32);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->algo, Bytes(3));
+  const auto a_acc = again->Find("gpu a", "list", acc);
+  ASSERT_TRUE(a_acc);
+  EXPECT_EQ(a_acc->algo, Bytes(6));
+  EXPECT_FALSE(again->Find("gpu b", "list", s)) << "fp32 output is keyed";
+  EXPECT_FALSE(again->Find("gpu a", "list", rows32));
+  // Refused: tabs or newlines, an empty tag, shapes not positive.
+  const MatmulTuneCache::Shape one{1, 1, 1, false, false}, zero{0, 1, 1, false, false};
+  EXPECT_FALSE(again->Put("gpu\ta", "list", one, {Bytes(5), ""}).ok());
+  EXPECT_FALSE(again->Put("", "list", one, {Bytes(5), ""}).ok());
+  EXPECT_FALSE(again->Put("gpu a", "list", one, {Bytes(5), "two\nlines"}).ok());
+  EXPECT_FALSE(again->Put("gpu a", "list", zero, {Bytes(5), ""}).ok());
+  // A second process's entries, written to the file after this one loaded it, survive this
+  // one's next write.
+  auto other = MatmulTuneCache::Load(tmp.file());
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(other->Put("gpu c", "list", s, {Bytes(7), "other"}).ok());
+  ASSERT_TRUE(again->Put("gpu a", "list", rows32, {Bytes(8), "later"}).ok());
+  auto merged = MatmulTuneCache::Load(tmp.file());
+  ASSERT_TRUE(merged.ok());
+  EXPECT_TRUE(merged->Find("gpu c", "list", s));
+  EXPECT_TRUE(merged->Find("gpu a", "list", rows32));
+  EXPECT_EQ(merged->Find("gpu a", "list", s)->algo, Bytes(4));
+}
+
+TEST(MatmulTuneCacheFileTest, MalformedFileIsAnErrorNamingTheLine) {
+  const TempPath tmp;
+  {
+    auto cache = MatmulTuneCache::Load(tmp.file());
+    ASSERT_TRUE(cache.ok());
+    ASSERT_TRUE(cache->Put("gpu", "list", {8, 16, 32, false, false}, {Bytes(1), "ok"}).ok());
+  }
+  std::ofstream(tmp.file(), std::ios::app) << "gpu\tlist\t8\t16\t32\t2\t0\tabc\tbad\n";
+  const auto bad = MatmulTuneCache::Load(tmp.file());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status();
+  EXPECT_NE(bad.status().message().find(tmp.file()), std::string::npos) << bad.status();
+  EXPECT_FALSE(MatmulTuneCache::Load("").ok());
+}
+
+TEST(MatmulTuneCacheFileTest, UnwritablePathIsAnErrorAndTheEntryStaysInMemory) {
+  auto cache = MatmulTuneCache::Load(testing::UniqueTempPath("no_such_dir") + "/tune.tsv");
+  ASSERT_TRUE(cache.ok()) << cache.status();  // missing: empty
+  const MatmulTuneCache::Shape s{16, 4096, 4096, false, true};
+  const absl::Status st = cache->Put("gpu", "list", s, {Bytes(9), "x"});
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
+  EXPECT_NE(st.message().find("no_such_dir"), std::string::npos) << st;
+  const auto e = cache->Find("gpu", "list", s);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->algo, Bytes(9));
+}
+
+}  // namespace
+}  // namespace rtgen::kernels
