@@ -31,6 +31,13 @@ void ExpectSameLogits(Backend& cpu, Backend& gpu, const StepInput& in, const std
   EXPECT_LE(err, kLogitsTol) << what;
 }
 
+// Greedy sampling (temperature 0) for the sequences' rows.
+SamplingParams Greedy() {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  return greedy;
+}
+
 void RunScenario(const ModelConfig& c) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
@@ -45,8 +52,7 @@ void RunScenario(const ModelConfig& c) {
     seqs[i].tokens.resize(i == 0 ? 70 : 25 + 10 * i);
     for (int32_t& t : seqs[i].tokens) t = tok(rng);
   }
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
+  const SamplingParams greedy = Greedy();
   int32_t next_block = 0;
   StepBuilder b(16, &next_block);
   // Step 1: first chunk of seq 0 (40 tokens) + all of seq 1.
@@ -83,8 +89,7 @@ void RunOneSequence(const ModelConfig& c, bool linked) {
   TestSeq seq;
   seq.tokens.resize(37);
   for (int32_t& t : seq.tokens) t = tok(rng);
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
+  const SamplingParams greedy = Greedy();
   int32_t next_block = 0;
   StepBuilder b(16, &next_block);
   b.Add(seq, static_cast<int32_t>(seq.tokens.size()), &greedy);
@@ -136,8 +141,7 @@ TEST(CudaBackendTest, FoldedNormsLogitsMatchCpu) {
     s.tokens.resize(9);
     for (int32_t& t : s.tokens) t = tok(rng);
   }
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
+  const SamplingParams greedy = Greedy();
   int32_t next_block = 0;
   StepBuilder b(16, &next_block);
   for (int half = 0; half < 2; ++half) {
