@@ -70,8 +70,6 @@ class ModelForward {
   // it as it is, and RoPE + KV store and SiLU·mul scale their rows by 1 / rms of it, so a layer
   // has no norm launch. RTGEN_NORM_FOLD=0: never (A/B).
   bool FoldsNorms(const ForwardShape& shape) const;
-  // Whether the weights' norms were folded at creation.
-  bool folds_norms() const { return fold_norms_; }
   // True when a step of this shape has decode attention copy its older keys before its PDL wait
   // (DecodeAttentionParams::prefetch_kv): a decode step writes only each sequence's newest key,
   // and the qkv launch before attention releases it early (matmul.h MatmulRopeReleasesEarly).

@@ -72,6 +72,7 @@ struct Options {
   int32_t max_model_len = 4096;
   bool eager = true;
   bool kernel_trace = false;
+  bool help = false;
   uint64_t seed = 1;
   int32_t device = 0;
   std::string json_path;
@@ -485,6 +486,10 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+      return o;
+    }
     if (a == "--no-eager") {
       o.eager = false;
       continue;
@@ -497,6 +502,12 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       }
       o.kernel_trace = true;
       continue;
+    }
+    static const char* const kValueFlags[] = {
+        "--models",        "--batches", "--ttft-prompts", "--prompt", "--steps", "--repeats",
+        "--built-repeats", "--ttft-repeats", "--max-model-len", "--seed", "--device", "--json"};
+    if (std::find(std::begin(kValueFlags), std::end(kValueFlags), a) == std::end(kValueFlags)) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
     }
     if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
     const std::string v = argv[++i];
@@ -535,11 +546,27 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
   return o;
 }
 
+constexpr char kUsage[] =
+    "usage: rtgen-engine-bench [--models smollm2-135m,llama3.2-1b,llama3-8b]\n"
+    "                          [--batches 1,8,32,64,128,256] [--prompt 128] [--steps 128]\n"
+    "                          [--repeats 5] [--built-repeats 3] [--ttft-repeats 5]\n"
+    "                          [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]\n"
+    "                          [--seed 1] [--device 0] [--json FILE] [--kernel-trace]\n"
+    "Decode TPOT of the CUDA backend at real model shapes (random bf16 weights) against the\n"
+    "memory-bandwidth floor, graphs vs eager, TTFT and start-up. Switches read from the\n"
+    "environment include RTGEN_MATMUL_TUNE (0 / wide), RTGEN_MATMUL_TUNE_CACHE=FILE and\n"
+    "RTGEN_NORM_FOLD=0 (kernels/env_switch.h lists them all).\n";
+
 int Main(int argc, char** argv) {
   absl::StatusOr<Options> o = ParseFlags(argc, argv);
   if (!o.ok()) {
-    std::fprintf(stderr, "rtgen-engine-bench: %s\n", std::string(o.status().message()).c_str());
+    std::fprintf(stderr, "rtgen-engine-bench: %s\n%s", std::string(o.status().message()).c_str(),
+                 kUsage);
     return 2;
+  }
+  if (o->help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   if (!CudaDeviceAvailable()) {
     std::fprintf(stderr, "rtgen-engine-bench: no CUDA device\n");
