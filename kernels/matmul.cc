@@ -185,8 +185,8 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&ctx->workspace_, kWorkspaceBytes));
   int device = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
-  ASSIGN_OR_RETURN(ctx->device_tag_, DeviceTag(device));
-  if (tune) {
+  if (tune) {  // only a tuning context reads the tune cache, keyed by the device's tag
+    ASSIGN_OR_RETURN(ctx->device_tag_, DeviceTag(device));
     ASSIGN_OR_RETURN(ctx->tune_cache_, ProcessTuneCache());
   }
   // HopperGemm is opt-in (RTGEN_HOPPER_GEMM=1 or =all): on the H200 it measured slower than
@@ -283,14 +283,11 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
     for (const int32_t split : {2, 4, 8}) {
       if (p.k / split < 256 || static_cast<int>(cands.size()) >= kTuneCandidates) break;
       cublasLtMatmulAlgo_t a = cands[i];
-      cublasLtMatmulHeuristicResult_t check{};
       if (cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
                                                sizeof(split)) == CUBLAS_STATUS_SUCCESS &&
           cublasLtMatmulAlgoConfigSetAttribute(&a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &scheme,
                                                sizeof(scheme)) == CUBLAS_STATUS_SUCCESS &&
-          cublasLtMatmulAlgoCheck(handle_, plan->desc, plan->a, plan->b, plan->c, plan->c, &a,
-                                  &check) == CUBLAS_STATUS_SUCCESS &&
-          check.workspaceSize <= ws) {
+          AlgoFits(handle_, plan->desc, plan->a, plan->b, plan->c, a, ws)) {
         cands.push_back(a);
       }
     }
@@ -431,10 +428,7 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
       if (const std::optional<MatmulTuneCache::Entry> cached =
               tune_cache_ ? tune_cache_->Find(device_tag_, mode, shape) : std::nullopt) {
         const cublasLtMatmulAlgo_t algo = FromBytes(cached->algo);
-        cublasLtMatmulHeuristicResult_t check{};
-        if (cublasLtMatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo,
-                                    &check) == CUBLAS_STATUS_SUCCESS &&
-            check.workspaceSize <= kWorkspaceBytes) {
+        if (AlgoFits(handle_, plan.desc, plan.a, plan.b, plan.c, algo, kWorkspaceBytes)) {
           plan.algo = algo;
           plan.info = absl::StrCat("from the tune cache (", cached->note, ")");
           tuned.insert_or_assign(tuned_key, TunedAlgo{plan.algo, plan.info});
@@ -578,7 +572,8 @@ absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopePar
                            store.k == rope.k && store.v == rope.k + store.kv_dim &&
                            store.row_stride == p.n && store.num_tokens == p.m &&
                            store.kv_dim == rope.num_kv_heads * rope.head_dim;
-  if (same_layout && FusedRopeShape(ctx, p)) {
+  // The fused GEMV applies no folded norm's scale: with one, the two launches.
+  if (same_layout && !rope.norm.on() && FusedRopeShape(ctx, p)) {
     const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link};
     const GemvRopeParams r{rope.positions, rope.inv_freq,     store.slot_mapping,
                            store.k_cache,  store.v_cache,     rope.num_heads,

@@ -100,8 +100,8 @@ class MatmulContext {
   // (loaded when the first tuning context is created; null when unset or when this context does
   // not tune) unless a test gives its own. Used only under the process's tuning mutex.
   void UseTuneCache(std::shared_ptr<MatmulTuneCache> cache) { tune_cache_ = std::move(cache); }
-  // What a tune cache entry of this context's device is keyed by: GPU name, compute capability
-  // and cuBLASLt version.
+  // What a tune cache entry of this context's device is keyed by: GPU name, compute capability,
+  // SM count and cuBLASLt version ("" for a context that does not tune).
   const std::string& device_tag() const { return device_tag_; }
   // The cuBLASLt algorithm this context runs for a shape ("" before its first call): ids, tile,
   // split-K, and for a tuned shape its time against the heuristic's first answer.
@@ -160,7 +160,8 @@ absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* ac
 // The qkv projection followed by RoPE and the KV store: p.y receives the qkv rows, rope and store
 // describe them as RopeKvStore takes them (rope.q == p.y). Where Matmul would take the GEMV and
 // m <= 4 (m <= 2 for k > 2048), one fused launch (gemv.h GemvRopeKvStore, same results bit for
-// bit); elsewhere Matmul then RopeKvStore. RTGEN_QKV_ROPE_GEMV=0 never fuses (A/B).
+// bit; never with rope.norm on); elsewhere Matmul then RopeKvStore. RTGEN_QKV_ROPE_GEMV=0 never
+// fuses (A/B).
 absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopeParams& rope,
                                const KvStoreParams& store, cudaStream_t stream);
 // True when MatmulRopeKvStore would take p's shape to the fused GEMV (given rope and store

@@ -41,6 +41,15 @@ bool SetConfig(cublasLtMatmulAlgo_t* algo, cublasLtMatmulAlgoConfigAttributes_t 
 
 }  // namespace
 
+bool AlgoFits(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, const cublasLtMatmulAlgo_t& algo,
+              size_t workspace_bytes) {
+  cublasLtMatmulHeuristicResult_t check{};
+  return cublasLtMatmulAlgoCheck(handle, desc, a, b, c, c, &algo, &check) ==
+             CUBLAS_STATUS_SUCCESS &&
+         check.workspaceSize <= workspace_bytes;
+}
+
 uint32_t FirstReductionScheme(uint32_t mask) {
   for (const uint32_t s : {static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE),
                            static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE),
@@ -80,16 +89,13 @@ std::vector<cublasLtMatmulAlgo_t> EnumerateMatmulAlgos(
               if (out.size() >= max_count) return out;
               cublasLtMatmulAlgo_t algo = base;
               const uint32_t reduction = split > 1 ? scheme : 0;
-              cublasLtMatmulHeuristicResult_t check{};
               if (SetConfig(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, tile) &&
                   SetConfig(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, stage) &&
                   SetConfig(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, cluster) &&
                   SetConfig(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, split) &&
                   SetConfig(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, reduction) &&
                   SetConfig(&algo, CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING, swizzle) &&
-                  cublasLtMatmulAlgoCheck(handle, desc, a, b, c, c, &algo, &check) ==
-                      CUBLAS_STATUS_SUCCESS &&
-                  check.workspaceSize <= workspace_bytes) {
+                  AlgoFits(handle, desc, a, b, c, algo, workspace_bytes)) {
                 out.push_back(algo);
               }
             }

@@ -18,6 +18,12 @@ namespace rtgen::kernels {
 // offers, 0 when none.
 uint32_t FirstReductionScheme(uint32_t mask);
 
+// Whether cuBLASLt runs `algo` for desc / a / b / c (C = D) within workspace_bytes
+// (cublasLtMatmulAlgoCheck).
+bool AlgoFits(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t a,
+              cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, const cublasLtMatmulAlgo_t& algo,
+              size_t workspace_bytes);
+
 // Up to max_count configurations of `algo_ids` for D = op(A) op(B) with bf16 A and B, fp32
 // compute and scale, C and D of c_type (C = D), each checked against desc / a / b / c and using
 // at most workspace_bytes. Order: algorithm id as given, tile, stages, cluster, split, swizzle.

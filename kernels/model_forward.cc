@@ -129,6 +129,26 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   return f;
 }
 
+ModelForward::QkvRows ModelForward::QkvRowsOf(int layer, int32_t n, const StepArrays& step,
+                                              const KvPool& kv) const {
+  const ModelConfig& c = config_;
+  const int32_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+  const int32_t qkv_dim = q_dim + 2 * kv_dim;
+  __nv_bfloat16* qkv = At<__nv_bfloat16>(qkv_);
+  QkvRows r;
+  r.rope = {qkv, qkv + q_dim, qkv_dim, step.positions, weights_->inv_freq.as<float>(),
+            n,   c.num_heads, c.num_kv_heads, c.head_dim};
+  r.store = {qkv + q_dim,
+             qkv + q_dim + kv_dim,
+             qkv_dim,
+             At<__nv_bfloat16>(kv.k, layer * kv.layer_elems),
+             At<__nv_bfloat16>(kv.v, layer * kv.layer_elems),
+             step.slot_mapping,
+             n,
+             kv_dim};
+  return r;
+}
+
 absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const StepArrays& step,
                                  const KvPool& kv, cudaStream_t stream) {
   const ModelConfig& c = config_;
@@ -137,8 +157,6 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   const int32_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
   const int32_t qkv_dim = q_dim + 2 * kv_dim, inter = c.intermediate_size;
   __nv_bfloat16* qkv = At<__nv_bfloat16>(qkv_);
-  __nv_bfloat16* k_cache = At<__nv_bfloat16>(kv.k, layer * kv.layer_elems);
-  __nv_bfloat16* v_cache = At<__nv_bfloat16>(kv.v, layer * kv.layer_elems);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Row stride of step.block_tables (capacity_.max_blocks_per_seq is 0: the pool's block size
   // is not known when ModelForward is created).
@@ -154,11 +172,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
   }
   // qkv projection, RoPE and the KV store (one fused launch at decode batch sizes, matmul.h).
-  const kernels::RopeParams rope{qkv,   qkv + q_dim,         qkv_dim,     step.positions,
-                                 weights_->inv_freq.as<float>(), n, c.num_heads, c.num_kv_heads,
-                                 hd};
-  const kernels::KvStoreParams store{qkv + q_dim, qkv + q_dim + kv_dim, qkv_dim, k_cache, v_cache,
-                                     step.slot_mapping, n, kv_dim};
+  const auto [rope, store] = QkvRowsOf(layer, n, step, kv);
   kernels::MatmulParams qkv_proj{At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv,
                                  false, n, qkv_dim, h};
   const bool attention = !kernels::DiagSkips(kernels::StepPart::kAttention);
@@ -168,7 +182,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   // store itself (one launch fewer per layer).
   if (attention && shape.decode_only && RopeInAttention(qkv_proj, decode)) {
     decode.rope = {store.k,      store.v,   step.positions, weights_->inv_freq.as<float>(),
-                   step.slot_mapping, k_cache, v_cache};
+                   step.slot_mapping, store.k_cache, store.v_cache};
   }
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
     if (linked_attn_norm) qkv_proj.link = ConsumerLink(2 * layer - 1);
@@ -184,8 +198,8 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     kernels::PrefillAttentionParams a;
     a.q = qkv;
     a.q_stride = qkv_dim;
-    a.k_cache = k_cache;
-    a.v_cache = v_cache;
+    a.k_cache = store.k_cache;
+    a.v_cache = store.v_cache;
     a.token_seq = step.token_seq;
     a.positions = step.positions;
     a.block_tables = step.block_tables;

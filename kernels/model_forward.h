@@ -94,6 +94,12 @@ class ModelForward {
   ModelForward() = default;
   absl::Status Layer(int layer, const ForwardShape& shape, const StepArrays& step,
                      const KvPool& kv, cudaStream_t stream);
+  // Layer `layer`'s qkv rows (n tokens in qkv_) and cache slots as RopeKvStore takes them.
+  struct QkvRows {
+    kernels::RopeParams rope;
+    kernels::KvStoreParams store;
+  };
+  QkvRows QkvRowsOf(int layer, int32_t n, const StepArrays& step, const KvPool& kv) const;
   // A decode layer with folded norms (FoldsNorms; model_forward_folded.cc).
   absl::Status FoldedLayer(int layer, const ForwardShape& shape, const StepArrays& step,
                            const KvPool& kv, cudaStream_t stream);

@@ -39,29 +39,16 @@ absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
                                        cudaStream_t stream) {
   const ModelConfig& c = config_;
   const DeviceLayer& w = weights_->layers[layer];
-  const int32_t n = shape.num_tokens, h = c.hidden_size, hd = c.head_dim;
-  const int32_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
-  const int32_t qkv_dim = q_dim + 2 * kv_dim, inter = c.intermediate_size;
+  const int32_t n = shape.num_tokens, h = c.hidden_size, inter = c.intermediate_size;
+  const int32_t q_dim = c.num_heads * c.head_dim;
+  const int32_t qkv_dim = q_dim + 2 * c.num_kv_heads * c.head_dim;
   __nv_bfloat16* resid = normed_.as<__nv_bfloat16>();
-  __nv_bfloat16* qkv = qkv_.as<__nv_bfloat16>();
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
-    RETURN_IF_ERROR(kernels::Matmul(
-        *matmul_, {resid, w.wqkv.as<__nv_bfloat16>(), qkv, false, n, qkv_dim, h}, stream));
-    kernels::RopeParams rope{qkv,   qkv + q_dim,         qkv_dim,     step.positions,
-                             weights_->inv_freq.as<float>(), n, c.num_heads, c.num_kv_heads,
-                             hd};
-    rope.rms_rows = resid;  // the attention norm's scale, applied to q, k and v
-    rope.rms_hidden = h;
-    rope.rms_eps = c.rms_norm_eps;
-    const kernels::KvStoreParams store{qkv + q_dim,
-                                       qkv + q_dim + kv_dim,
-                                       qkv_dim,
-                                       kv.k.as<__nv_bfloat16>() + layer * kv.layer_elems,
-                                       kv.v.as<__nv_bfloat16>() + layer * kv.layer_elems,
-                                       step.slot_mapping,
-                                       n,
-                                       kv_dim};
-    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RopeKvStore(rope, store, stream));
+    auto [rope, store] = QkvRowsOf(layer, n, step, kv);
+    rope.norm = {resid, h, c.rms_norm_eps};  // the attention norm's scale, on q, k and v
+    RETURN_IF_ERROR(kernels::MatmulRopeKvStore(
+        *matmul_, {resid, w.wqkv.as<__nv_bfloat16>(), rope.q, false, n, qkv_dim, h}, rope, store,
+        stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kAttention)) {
     RTGEN_CUDA_RETURN_IF_ERROR(
@@ -79,8 +66,8 @@ absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
         *matmul_, {resid, w.w_gate_up.as<__nv_bfloat16>(), gate_up, false, n, 2 * inter, h},
         stream));
     // The FFN norm's scale, applied to gate and up.
-    const kernels::SiluMulParams silu{gate_up, act_.as<__nv_bfloat16>(), n, inter, resid, h,
-                                      c.rms_norm_eps};
+    const kernels::SiluMulParams silu{gate_up, act_.as<__nv_bfloat16>(), n, inter,
+                                      {resid, h, c.rms_norm_eps}};
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::SiluMul(silu, stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kDown)) {  // resid += act w_down^T

@@ -44,15 +44,15 @@ __global__ void __launch_bounds__(kThreads) RmsNormVecKernel(RmsNormParams p) {
   for (int j = 0; j < kVecPerThread; ++j) {
     const int c = threadIdx.x + j * kThreads;
     const bool in = c < n4;
-    v[j] = in && res ? res[c] : make_float4(0, 0, 0, 0);
-    a[j] = in && (add || res16) ? (res16 ? res16[c] : add[c]) : make_uint2(0, 0);
+    const float4 zero = make_float4(0, 0, 0, 0);
+    v[j] = !in ? zero : res ? res[c] : AddBf16x4(zero, res16[c]);  // a bf16 row: 0 + x
+    a[j] = in && add ? add[c] : make_uint2(0, 0);
   }
   float sum_sq = 0.0f;
 #pragma unroll
   for (int j = 0; j < kVecPerThread; ++j) {
     const int c = threadIdx.x + j * kThreads;
     if (c >= n4) continue;
-    if (res16) v[j] = AddBf16x4(v[j], a[j]);  // v is zero: the bf16 row itself
     if (add) {
       v[j] = AddBf16x4(v[j], a[j]);
       res[c] = v[j];

@@ -22,16 +22,15 @@ __device__ __forceinline__ void LoadAngles(const RopeParams& r, int t, float* s_
   }
 }
 
-// With a folded norm (r.rms_rows), token t's scale: the angles' cos and sin are multiplied by it
+// With a folded norm (r.norm on), token t's scale: the angles' cos and sin are multiplied by it
 // (a rotation is linear, so q and k come out scaled with one rounding) and it is returned for v;
 // 1 otherwise. After the PDL wait (the residual rows are the previous kernels' output); every
 // thread of the block calls it.
 __device__ __forceinline__ float ScaleAngles(const RopeParams& r, int t, float* s_cos,
                                              float* s_sin) {
   __shared__ float scratch[32];
-  if (r.rms_rows == nullptr) return 1.0f;
-  const float scale = BlockRowInvRms(r.rms_rows + static_cast<int64_t>(t) * r.rms_hidden,
-                                     r.rms_hidden, r.rms_eps, scratch);
+  if (!r.norm.on()) return 1.0f;
+  const float scale = TokenScale(r.norm, t, scratch);
   for (int i = threadIdx.x; i < r.head_dim / 2; i += blockDim.x) {
     s_cos[i] *= scale;
     s_sin[i] *= scale;
@@ -86,7 +85,7 @@ __global__ void __launch_bounds__(256) RopeKvStoreKernel(RopeParams r, KvStorePa
   const __nv_bfloat16* v = s.v + t * s.row_stride;
   for (int i = threadIdx.x; i < s.kv_dim; i += blockDim.x) {
     s.v_cache[cache_row + i] =
-        r.rms_rows ? __float2bfloat16(__bfloat162float(v[i]) * scale) : v[i];
+        r.norm.on() ? __float2bfloat16(__bfloat162float(v[i]) * scale) : v[i];
   }
 }
 
@@ -151,7 +150,7 @@ __global__ void __launch_bounds__(256) RopeKvStoreVecKernel(RopeParams r, KvStor
   const uint4* v = reinterpret_cast<const uint4*>(s.v + t * s.row_stride);
   uint4* vc = reinterpret_cast<uint4*>(s.v_cache + cache_row);
   for (int i = threadIdx.x; i < s.kv_dim / 8; i += blockDim.x) {
-    vc[i] = r.rms_rows ? ScaleBf16x8(v[i], scale) : v[i];
+    vc[i] = r.norm.on() ? ScaleBf16x8(v[i], scale) : v[i];
   }
 }
 
@@ -162,7 +161,7 @@ cudaError_t RopeKvStore(const RopeParams& rope, const KvStoreParams& store, cuda
   if (rope.head_dim <= 0 || rope.head_dim % 2 != 0 || rope.head_dim / 2 > kMaxHalf ||
       store.k != rope.k || store.row_stride != rope.row_stride ||
       store.num_tokens != rope.num_tokens || store.kv_dim != rope.num_kv_heads * rope.head_dim ||
-      (rope.rms_rows != nullptr && rope.rms_hidden <= 0)) {
+      !rope.norm.valid()) {
     return cudaErrorInvalidValue;
   }
   const int pairs = (rope.num_heads + rope.num_kv_heads) * rope.head_dim / 2;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "kernels/folded_norm.h"
 #include "kernels/kv_store.h"
 
 namespace rtgen::kernels {
@@ -22,18 +23,16 @@ struct RopeParams {
   int32_t num_heads = 0;
   int32_t num_kv_heads = 0;
   int32_t head_dim = 0;                // even
-  // A norm folded into the qkv weights (model_forward.h): when set, token t's q, k and v are
-  // scaled by 1 / sqrt(mean(rms_rows[t]^2) + eps) (RopeKvStore only; v as it is stored).
-  const __nv_bfloat16* rms_rows = nullptr;  // [num_tokens, rms_hidden] or null
-  int32_t rms_hidden = 0;
-  float rms_eps = 0.0f;
+  // A norm folded into the qkv weights (folded_norm.h): when on, token t's q, k and v are
+  // scaled by its scale (RopeKvStore only; v as it is stored).
+  FoldedNormScale norm{};
 };
 
 // Rotates q and k in place (RopeKvStore's kernel with no cache writes; head_dim <= 256).
 cudaError_t Rope(RopeParams p, cudaStream_t stream);
 
 // Rope(rope) then KvStore(store) in one launch, with the same results bit for bit (without
-// rope.rms_rows; with it, v is scaled as it is stored, which Rope alone cannot do): q and k are
+// rope.norm on; with it, v is scaled as it is stored, which Rope alone cannot do): q and k are
 // rotated in place, and each token's rotated k and its v are written to its cache slot (slot -1
 // skipped). Requires store.k == rope.k, store.row_stride == rope.row_stride, the same
 // num_tokens, store.kv_dim == num_kv_heads * head_dim and head_dim <= 256. The angles, which

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/device_utils.cuh"
+#include "kernels/folded_norm.h"
 
 namespace rtgen::kernels {
 
@@ -45,6 +46,13 @@ __device__ __forceinline__ float BlockRowInvRms(const __nv_bfloat16* row, int hi
   }
   sum_sq = BlockSum(sum_sq, scratch);
   return rsqrtf(sum_sq / static_cast<float>(hidden) + eps);
+}
+
+// Token t's folded-norm scale, 1 when the scale is off. Block-wide, as BlockRowInvRms (called
+// after the PDL wait: the rows are earlier kernels' output).
+__device__ __forceinline__ float TokenScale(const FoldedNormScale& s, int t, float* scratch) {
+  if (!s.on()) return 1.0f;
+  return BlockRowInvRms(s.rows + static_cast<int64_t>(t) * s.hidden, s.hidden, s.eps, scratch);
 }
 
 }  // namespace rtgen::kernels

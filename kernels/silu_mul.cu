@@ -9,21 +9,14 @@
 namespace rtgen::kernels {
 namespace {
 
-// Token t's folded-norm scale (1 when there is none). Every thread of the block calls it.
-__device__ __forceinline__ float RowScale(const SiluMulParams& p, int t) {
-  __shared__ float scratch[32];
-  if (p.rms_rows == nullptr) return 1.0f;
-  return BlockRowInvRms(p.rms_rows + static_cast<int64_t>(t) * p.hidden, p.hidden, p.eps,
-                        scratch);
-}
-
 // Scalar path: any inter, any alignment.
 __global__ void SiluMulKernel(SiluMulParams p) {
   RTGEN_TRACE_KERNEL(kSiluMul);
   PdlWait();
   PdlLaunchDependents();
   const int t = blockIdx.y;
-  const float scale = RowScale(p, t);
+  __shared__ float scratch[32];
+  const float scale = TokenScale(p.norm, t, scratch);
   const __nv_bfloat16* gate = p.in + static_cast<int64_t>(t) * 2 * p.inter;
   const __nv_bfloat16* up = gate + p.inter;
   __nv_bfloat16* out = p.out + static_cast<int64_t>(t) * p.inter;
@@ -46,7 +39,8 @@ __global__ void SiluMulVecKernel(SiluMulParams p) {
   const uint4 u = in ? *reinterpret_cast<const uint4*>(gate + p.inter) : make_uint4(0, 0, 0, 0);
   // The row's scale is summed while the loads above are in flight; block-wide, so no thread
   // has returned yet.
-  const float scale = RowScale(p, t);
+  __shared__ float scratch[32];
+  const float scale = TokenScale(p.norm, t, scratch);
   if (!in) return;
   float g8[8], u8[8];
   UnpackBf16x8(g, g8);
@@ -62,7 +56,7 @@ __global__ void SiluMulVecKernel(SiluMulParams p) {
 
 cudaError_t SiluMul(SiluMulParams p, cudaStream_t stream) {
   if (p.num_tokens <= 0) return cudaSuccess;
-  if (p.rms_rows != nullptr && p.hidden <= 0) return cudaErrorInvalidValue;
+  if (!p.norm.valid()) return cudaErrorInvalidValue;
   const int threads = 256;
   const bool vec = p.inter % 8 == 0 && reinterpret_cast<uintptr_t>(p.in) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(p.out) % 16 == 0;

@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -20,5 +22,24 @@ inline std::string UniqueTempPath(const std::string& name) {
   if (dir.empty() || dir.back() != '/') dir += '/';
   return dir + "rtgen_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + name;
 }
+
+// A UniqueTempPath removed, with the files beside it named path + each of `suffixes`, when the
+// object goes.
+class ScopedTempPath {
+ public:
+  explicit ScopedTempPath(const std::string& name, std::vector<std::string> suffixes = {})
+      : path_(UniqueTempPath(name)), suffixes_(std::move(suffixes)) {}
+  ~ScopedTempPath() {
+    std::remove(path_.c_str());
+    for (const std::string& s : suffixes_) std::remove((path_ + s).c_str());
+  }
+  ScopedTempPath(const ScopedTempPath&) = delete;
+  ScopedTempPath& operator=(const ScopedTempPath&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<std::string> suffixes_;
+};
 
 }  // namespace rtgen::testing

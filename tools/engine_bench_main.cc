@@ -503,14 +503,9 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.kernel_trace = true;
       continue;
     }
-    static const char* const kValueFlags[] = {
-        "--models",        "--batches", "--ttft-prompts", "--prompt", "--steps", "--repeats",
-        "--built-repeats", "--ttft-repeats", "--max-model-len", "--seed", "--device", "--json"};
-    if (std::find(std::begin(kValueFlags), std::end(kValueFlags), a) == std::end(kValueFlags)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
-    }
-    if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
-    const std::string v = argv[++i];
+    // The flag is named first (an unknown one as unknown), then its value checked.
+    const bool has_value = i + 1 < argc;
+    const std::string v = has_value ? argv[i + 1] : "";
     char* end = nullptr;
     const long parsed = std::strtol(v.c_str(), &end, 10);
     const int32_t n = *end == '\0' && parsed >= 0 && parsed <= (1 << 30) ? parsed : -1;
@@ -528,6 +523,8 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     else if (a == "--device") ok = (o.device = n) >= 0;
     else if (a == "--json") o.json_path = v;
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
+    if (!has_value) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+    ++i;
     if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value for ", a, ": ", v));
   }
   if (o.prompt > kMaxNumTokens || o.prompt + o.steps > o.max_model_len) {

@@ -1,33 +1,19 @@
 // The tune cache (kernels/matmul_tune_cache.h) on the GPU: a context created later (a restarted
 // server) runs the cached choice without tuning. The file itself: tests/kernels_host.
 
-#include <filesystem>
+#include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_tune_cache.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/unique_temp_path.h"
 
 namespace rtgen::testing_gpu {
 namespace {
 
 using kernels::MatmulTuneCache;
-
-// A fresh file path under the temporary directory, removed with its directory at the end.
-class TempPath {
- public:
-  TempPath() {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("rtgen_tune_cache_" + std::to_string(FreshSeed()));
-    std::filesystem::create_directories(dir_);
-  }
-  ~TempPath() { std::filesystem::remove_all(dir_); }
-  std::string file() const { return (dir_ / "tune.tsv").string(); }
-
- private:
-  std::filesystem::path dir_;
-};
 
 // One process tunes a decode shape with the cache attached (the choice is written); a context
 // with the file loaded afresh (as after a restart) runs that choice without tuning, bitwise equal.
@@ -39,7 +25,7 @@ TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
   const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng));
   const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng));
   DeviceArray<uint16_t> d_x(x), d_w(w);
-  const TempPath tmp;
+  const testing::ScopedTempPath tmp("tune.tsv", {".lock"});
   const auto run = [&](kernels::MatmulContext& ctx) {
     DeviceArray<uint16_t> y(size_t{1} * m * n);
     const absl::Status st =
@@ -49,7 +35,7 @@ TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
   };
   auto first = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(first.ok()) << first.status();
-  auto cache = MatmulTuneCache::Load(tmp.file());
+  auto cache = MatmulTuneCache::Load(tmp.path());
   ASSERT_TRUE(cache.ok());
   (*first)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(cache)));
   (*first)->AllowTuning(true);
@@ -57,11 +43,11 @@ TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
   EXPECT_LE(RelL2(FromBf16(want), MatmulReference(x, w, m, n, k)), 1e-2);
   const std::string first_info = (*first)->PlanInfo(m, n, k, false);
 
-  auto loaded = MatmulTuneCache::Load(tmp.file());
+  auto loaded = MatmulTuneCache::Load(tmp.path());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const auto entry = loaded->Find((*first)->device_tag(), kernels::MatmulTuneModeName(),
                                   {m, n, k, false, false});
-  ASSERT_TRUE(entry) << "the tuned choice was not written to " << tmp.file();
+  ASSERT_TRUE(entry) << "the tuned choice was not written to " << tmp.path();
   EXPECT_EQ(entry->note, first_info);
   auto restarted = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(restarted.ok());

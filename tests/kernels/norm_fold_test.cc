@@ -139,9 +139,8 @@ TEST(NormFoldTest, SiluMulScalesEachRowByItsRms) {
     const std::vector<uint16_t> res = ResidualRows(tokens, hidden, rng);
     DeviceArray<uint16_t> d_in(in), d_res(res);
     DeviceArray<uint16_t> d_out(size_t{1} * tokens * inter);
-    GPU_CHECK(kernels::SiluMul({d_in.bf16(), d_out.bf16(), tokens, inter, d_res.bf16(), hidden,
-                                kEps},
-                               nullptr));
+    GPU_CHECK(kernels::SiluMul(
+        {d_in.bf16(), d_out.bf16(), tokens, inter, {d_res.bf16(), hidden, kEps}}, nullptr));
     const std::vector<float> out = FromBf16(d_out.ToHost());
     std::vector<double> want(out.size());
     for (int t = 0; t < tokens; ++t) {
@@ -183,9 +182,7 @@ TEST(NormFoldTest, RopeKvStoreScalesQkvByEachRowsRms) {
     DeviceArray<uint16_t> k_cache(size_t{1} * s.tokens * kv_dim), v_cache(k_cache.ToHost());
     kernels::RopeParams rope{d_rows.bf16(), d_rows.bf16() + q_dim, stride, d_pos.get(),
                              d_freq.get(), s.tokens, s.heads, s.kv_heads, s.hd};
-    rope.rms_rows = d_res.bf16();
-    rope.rms_hidden = s.hidden;
-    rope.rms_eps = kEps;
+    rope.norm = {d_res.bf16(), s.hidden, kEps};
     const kernels::KvStoreParams store{d_rows.bf16() + q_dim, d_rows.bf16() + q_dim + kv_dim,
                                        stride, k_cache.bf16(), v_cache.bf16(), d_slots.get(),
                                        s.tokens, kv_dim};
@@ -220,7 +217,7 @@ TEST(NormFoldTest, RopeKvStoreScalesQkvByEachRowsRms) {
     EXPECT_LE(RelL2(got_k, want_k), kBf16Tol) << "k cache";
     EXPECT_LE(RelL2(got_v, want_v), kBf16Tol) << "v cache";
     kernels::RopeParams bad = rope;
-    bad.rms_hidden = 0;
+    bad.norm.hidden = 0;
     EXPECT_EQ(kernels::RopeKvStore(bad, store, nullptr), cudaErrorInvalidValue);
   }
 }

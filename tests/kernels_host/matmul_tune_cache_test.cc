@@ -1,7 +1,6 @@
 // The tune cache's file (kernels/matmul_tune_cache.h), host code only: its round trip, the
 // merge of two processes' entries, its refusals and its errors.
 
-#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -12,18 +11,11 @@
 namespace rtgen::kernels {
 namespace {
 
-// A fresh path, its file and the lock beside it removed at the end.
-class TempPath {
+// The cache file's path; the file and its lock are removed at the end.
+class TempPath : public testing::ScopedTempPath {
  public:
-  TempPath() : path_(testing::UniqueTempPath("tune.tsv")) {}
-  ~TempPath() {
-    std::remove(path_.c_str());
-    std::remove((path_ + ".lock").c_str());
-  }
-  const std::string& file() const { return path_; }
-
- private:
-  std::string path_;
+  TempPath() : ScopedTempPath("tune.tsv", {".lock"}) {}
+  const std::string& file() const { return path(); }
 };
 
 MatmulTuneCache::AlgoBytes Bytes(uint64_t first) {
