@@ -166,17 +166,11 @@ int64_t CudaBackend::weight_bytes() const { return impl_->weights.bytes; }
 bool CudaBackend::persistent_decode() const { return impl_->forward->persistent_decode(); }
 
 bool CudaBackend::links_norms_at_one_token() const {
-  ForwardShape shape;
-  shape.num_tokens = shape.num_seqs = shape.num_samples = 1;
-  shape.decode_only = shape.sample = true;
-  return impl_->forward->LinksNorms(shape);
+  return impl_->forward->LinksNorms(ForwardShape::Decode(1));
 }
 
 bool CudaBackend::folds_norms_at(int32_t rows) const {
-  ForwardShape shape;
-  shape.num_tokens = shape.num_seqs = shape.num_samples = rows;
-  shape.decode_only = shape.sample = true;
-  return impl_->forward->FoldsNorms(shape);
+  return impl_->forward->FoldsNorms(ForwardShape::Decode(rows));
 }
 
 std::vector<int32_t> CudaBackend::graph_buckets() const {
@@ -249,8 +243,8 @@ absl::Status CudaBackend::CaptureGraphs() {
     return impl.step->Upload(bucket, bucket, 0, impl.stream);
   };
   auto record = [&](int32_t bucket) -> absl::Status {
-    const ForwardShape shape{bucket, bucket, bucket, /*decode_only=*/true, /*sample=*/true};
-    return impl.forward->Run(shape, impl.step->device(bucket, bucket), impl.kv, impl.stream);
+    return impl.forward->Run(ForwardShape::Decode(bucket), impl.step->device(bucket, bucket),
+                             impl.kv, impl.stream);
   };
   // Decode bucket shapes are tuned here, in the eager warm-up run before each capture; no
   // other step tunes (matmul.h).

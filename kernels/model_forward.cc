@@ -129,6 +129,13 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   return f;
 }
 
+kernels::MatmulParams ModelForward::QkvProjection(int layer, int32_t n) const {
+  const ModelConfig& c = config_;
+  const int32_t qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  return {At<__nv_bfloat16>(normed_), weights_->layers[layer].wqkv.as<__nv_bfloat16>(),
+          At<__nv_bfloat16>(qkv_), false, n, qkv_dim, c.hidden_size};
+}
+
 ModelForward::QkvRows ModelForward::QkvRowsOf(int layer, int32_t n, const StepArrays& step,
                                               const KvPool& kv) const {
   const ModelConfig& c = config_;
@@ -173,8 +180,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   }
   // qkv projection, RoPE and the KV store (one fused launch at decode batch sizes, matmul.h).
   const auto [rope, store] = QkvRowsOf(layer, n, step, kv);
-  kernels::MatmulParams qkv_proj{At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(), qkv,
-                                 false, n, qkv_dim, h};
+  kernels::MatmulParams qkv_proj = QkvProjection(layer, n);
   const bool attention = !kernels::DiagSkips(kernels::StepPart::kAttention);
   kernels::DecodeAttentionParams decode;
   if (shape.decode_only) decode = DecodeParams(layer, shape, step, kv);
@@ -359,13 +365,7 @@ bool ModelForward::FoldsNorms(const ForwardShape& shape) const {
 
 bool ModelForward::FoldableStep(const ForwardShape& shape) const {
   if (!shape.decode_only || DecodeRope() || LinksNorms(shape)) return false;
-  const ModelConfig& c = config_;
-  const int32_t qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  const kernels::MatmulParams qkv{At<__nv_bfloat16>(normed_),
-                                  weights_->layers[0].wqkv.as<__nv_bfloat16>(),
-                                  At<__nv_bfloat16>(qkv_), false, shape.num_tokens, qkv_dim,
-                                  c.hidden_size};
-  return kernels::MatmulRunsOnCublas(*matmul_, qkv);
+  return kernels::MatmulRunsOnCublas(*matmul_, QkvProjection(0, shape.num_tokens));
 }
 
 bool ModelForward::RopeInAttention(const kernels::MatmulParams& qkv_proj,
@@ -377,13 +377,8 @@ bool ModelForward::RopeInAttention(const kernels::MatmulParams& qkv_proj,
 bool ModelForward::PrefetchesKv(const ForwardShape& shape) const {
   if (!shape.decode_only || DecodePrefetch() == Prefetch::kNever) return false;
   if (DecodePrefetch() == Prefetch::kAlways) return true;
-  const ModelConfig& c = config_;
-  const int32_t qkv_dim = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
-  const DeviceLayer& w = weights_->layers[0];  // every layer has the same shapes
-  const kernels::MatmulParams qkv{At<__nv_bfloat16>(normed_), w.wqkv.as<__nv_bfloat16>(),
-                                  At<__nv_bfloat16>(qkv_), false, shape.num_tokens, qkv_dim,
-                                  c.hidden_size};
-  return kernels::MatmulRopeReleasesEarly(*matmul_, qkv);
+  // Every layer has the same shapes.
+  return kernels::MatmulRopeReleasesEarly(*matmul_, QkvProjection(0, shape.num_tokens));
 }
 
 kernels::GemvNormLink ModelForward::ProducerLink(int32_t slot, const float* weight,

@@ -38,6 +38,8 @@ struct ForwardShape {
   int32_t num_samples = 0;    // rows of logits (StepArrays::sample_rows)
   bool decode_only = false;   // one token per sequence, token i of sequence i
   bool sample = false;        // run the sampling kernel after the LM head
+  // A decode step of `rows` sequences, each sampled (a graph bucket's shape).
+  static ForwardShape Decode(int32_t rows) { return {rows, rows, rows, true, true}; }
 };
 
 class ModelForward {
@@ -100,6 +102,9 @@ class ModelForward {
     kernels::KvStoreParams store;
   };
   QkvRows QkvRowsOf(int layer, int32_t n, const StepArrays& step, const KvPool& kv) const;
+  // Layer `layer`'s qkv projection of n rows: normed_ (the bf16 residual stream in folded steps)
+  // times its wqkv, into qkv_.
+  kernels::MatmulParams QkvProjection(int layer, int32_t n) const;
   // A decode layer with folded norms (FoldsNorms; model_forward_folded.cc).
   absl::Status FoldedLayer(int layer, const ForwardShape& shape, const StepArrays& step,
                            const KvPool& kv, cudaStream_t stream);

@@ -13,10 +13,7 @@ namespace rtgen {
 
 absl::Status ModelForward::FoldNormsIfUseful() {
   static const bool wanted = kernels::EnvOnUnlessZero("RTGEN_NORM_FOLD");
-  ForwardShape widest;
-  widest.num_tokens = widest.num_seqs = widest.num_samples = capacity_.max_seqs;
-  widest.decode_only = widest.sample = true;
-  fold_norms_ = wanted && FoldableStep(widest);
+  fold_norms_ = wanted && FoldableStep(ForwardShape::Decode(capacity_.max_seqs));
   if (!fold_norms_) return absl::OkStatus();
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size;
@@ -41,14 +38,12 @@ absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
   const DeviceLayer& w = weights_->layers[layer];
   const int32_t n = shape.num_tokens, h = c.hidden_size, inter = c.intermediate_size;
   const int32_t q_dim = c.num_heads * c.head_dim;
-  const int32_t qkv_dim = q_dim + 2 * c.num_kv_heads * c.head_dim;
   __nv_bfloat16* resid = normed_.as<__nv_bfloat16>();
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
     auto [rope, store] = QkvRowsOf(layer, n, step, kv);
     rope.norm = {resid, h, c.rms_norm_eps};  // the attention norm's scale, on q, k and v
-    RETURN_IF_ERROR(kernels::MatmulRopeKvStore(
-        *matmul_, {resid, w.wqkv.as<__nv_bfloat16>(), rope.q, false, n, qkv_dim, h}, rope, store,
-        stream));
+    RETURN_IF_ERROR(
+        kernels::MatmulRopeKvStore(*matmul_, QkvProjection(layer, n), rope, store, stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kAttention)) {
     RTGEN_CUDA_RETURN_IF_ERROR(

@@ -24,7 +24,6 @@ struct GemvCase {
 
 constexpr int kGuard = 64;  // elements past the output that must keep their poison
 
-
 class GemvEdgeTest : public ::testing::TestWithParam<GemvCase> {};
 
 TEST_P(GemvEdgeTest, EveryRowCountAndLaunchShapeMatchesReference) {
