@@ -116,8 +116,11 @@ TEST(RopeTest, RotatesQAndKLikeReference) {
 // v in each token's cache slot (padding slots -1 skipped, other slots untouched), and every
 // output bit for bit what Rope then KvStore give.
 TEST(RopeTest, FusedRopeKvStoreMatchesReferenceAndUnfused) {
+  // The last shape has 640 16-byte v chunks a token for 256 threads: past the two each thread
+  // loads with q and k (rope.cu kVChunksPerThread), the rest are copied after the rotations.
   for (RopeShape s : {RopeShape{1, 9, 3, 64, false}, RopeShape{1, 32, 8, 128, true},
-                      RopeShape{37, 32, 8, 128, true}, RopeShape{5, 4, 4, 256, false}}) {
+                      RopeShape{37, 32, 8, 128, true}, RopeShape{5, 4, 4, 256, false},
+                      RopeShape{3, 20, 20, 256, false}}) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(seed);
     std::mt19937_64 rng(seed);
