@@ -82,6 +82,12 @@ TuneMode TuneModeFromEnv() {
   return EnvOnUnlessZero("RTGEN_MATMUL_TUNE") ? TuneMode::kList : TuneMode::kOff;
 }
 
+// RTGEN_MATMUL_SHIPPED=0: the shipped tables of tuned choices are not consulted (A/B).
+bool ShippedTableOn() {
+  static const bool on = EnvOnUnlessZero("RTGEN_MATMUL_SHIPPED");
+  return on;
+}
+
 // The process's tune cache: RTGEN_MATMUL_TUNE_CACHE's file, loaded once, by the first context
 // that tunes (null when unset). A malformed file is an error then, naming it.
 absl::StatusOr<std::shared_ptr<MatmulTuneCache>> ProcessTuneCache() {
@@ -437,9 +443,26 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
           rejected = "the tune cache's entry was rejected by cuBLASLt; ";
         }
       }
+      // Then the shipped tables (the wide search's choices on GPUs like this one), unless off.
+      if (!chosen && ShippedTableOn()) {
+        if (const std::optional<MatmulTuneCache::Entry> shipped =
+                MatmulTuneCache::Shipped().Find(device_tag_, "wide", shape)) {
+          const cublasLtMatmulAlgo_t algo = FromBytes(shipped->algo);
+          if (AlgoFits(handle_, plan.desc, plan.a, plan.b, plan.c, algo, kWorkspaceBytes)) {
+            plan.algo = algo;
+            plan.info = absl::StrCat("from the shipped table (", shipped->note, ")");
+            tuned.insert_or_assign(tuned_key, TunedAlgo{plan.algo, plan.info});
+            chosen = true;
+          } else {
+            rejected += "the shipped table's entry was rejected by cuBLASLt; ";
+          }
+        }
+      }
       const auto it = tuned.find(tuned_key);
       bool add_to_cache = false;  // a choice of this process the cache lacks
-      if (!chosen && it != tuned.end()) {
+      if (chosen && tune_cache_ && !tune_cache_->Find(device_tag_, mode, shape)) {
+        add_to_cache = true;  // the shipped table's choice, written to the file as its own
+      } else if (!chosen && it != tuned.end()) {
         plan.algo = it->second.algo;
         plan.info = it->second.info;
         chosen = add_to_cache = true;

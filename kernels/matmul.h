@@ -17,17 +17,21 @@
 // candidate is then timed once, and the heuristic's first with the fastest others
 // (kTuneCandidates in all) as above. Llama-3-8B at batch 64 measured 5.19-5.20 ms -> 5.06-5.10
 // with it on the H200, but its start-up took 85 s, not 1.2-1.4 (docs/perf/gpu_notes.md,
-// session 20): not the default. A tuned choice is shared by every context of the process that
-// meets the shape afterwards (an eager backend created after a graph-runner one runs its
-// algorithms); a context that met the shape before it was tuned
-// keeps the heuristic's plan. A backend's own eager and replayed steps share one context.
+// session 20): not the default. Its choices on a GPU are shipped instead (MatmulTuneCache::
+// Shipped(), kernels/tuned_matmul/*.tsv, compiled in; RTGEN_MATMUL_SHIPPED=0 ignores them):
+// where a tuning context has no cache-file entry for a shape, the shipped entry for this GPU's
+// tag (name, SM count, cuBLASLt version) is the choice, with no timing and whether or not tuning
+// is allowed, as a cache file's entry is. A tuned choice is shared by every context of the
+// process that meets the shape afterwards (an eager backend created after a graph-runner one
+// runs its algorithms); a context that met the shape before it was tuned keeps the heuristic's
+// plan. A backend's own eager and replayed steps share one context.
 // RTGEN_MATMUL_TUNE_CACHE=path keeps the tuned choices in a file (matmul_tune_cache.h): a shape
 // found there for this GPU, cuBLASLt and tuning mode (and accepted by cublasLtMatmulAlgoCheck)
 // is not timed again, and every choice of a tuned shape is added to it, so the wide search's
 // start-up is paid once and a restarted server runs the tuned shapes' algorithms (and rounds
 // their answers) as before. An accumulating call (MatmulParams::accumulate) is tuned apart, as
 // it runs: β = 1, in place (on a stand-in output, so its own is left as it was).
-// Every other first call (tuning not allowed, its stream being captured, larger m,
+// Every other first call (tuning not allowed and no entry, its stream being captured, larger m,
 // RTGEN_MATMUL_TUNE=0) takes the heuristic's first answer: the same on every run of a given
 // GPU and cuBLASLt, and no timing stalls a serving step (a prefill of a new length used to be
 // tuned on the spot, and two processes could round the same prompt differently).

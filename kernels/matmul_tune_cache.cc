@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
+#include "kernels/shipped_tune_table.h"
 
 namespace rtgen::kernels {
 namespace {
@@ -86,8 +88,30 @@ absl::StatusOr<MatmulTuneCache> MatmulTuneCache::Load(const std::string& path) {
   if (path.empty()) return absl::InvalidArgumentError("matmul tune cache: empty path");
   MatmulTuneCache cache;
   cache.path_ = path;
+  cache.name_ = path;
   RETURN_IF_ERROR(cache.Merge());
   return cache;
+}
+
+absl::StatusOr<MatmulTuneCache> MatmulTuneCache::Parse(std::string_view text,
+                                                       const std::string& name) {
+  MatmulTuneCache table;
+  table.name_ = name;
+  std::istringstream in{std::string(text)};
+  RETURN_IF_ERROR(table.ParseLines(in, name));
+  return table;
+}
+
+const MatmulTuneCache& MatmulTuneCache::Shipped() {
+  static const MatmulTuneCache* shipped = [] {
+    absl::StatusOr<MatmulTuneCache> t = Parse(ShippedTuneTableText(), "the shipped tune table");
+    if (!t.ok()) {
+      std::fprintf(stderr, "rtgen: %s; not used\n", std::string(t.status().message()).c_str());
+      return new MatmulTuneCache();
+    }
+    return new MatmulTuneCache(*std::move(t));
+  }();
+  return *shipped;
 }
 
 absl::Status MatmulTuneCache::Merge() {
@@ -97,9 +121,13 @@ absl::Status MatmulTuneCache::Merge() {
     return absl::UnavailableError(
         absl::StrCat("matmul tune cache: cannot read ", path_, ": ", std::strerror(errno)));
   }
+  return ParseLines(in, path_);
+}
+
+absl::Status MatmulTuneCache::ParseLines(std::istream& in, const std::string& name) {
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
-    if (line.empty()) continue;
+    if (line.empty() || line[0] == '#') continue;
     const std::vector<std::string> f = absl::StrSplit(line, '\t');
     Shape s;
     Entry e;
@@ -108,7 +136,7 @@ absl::Status MatmulTuneCache::Merge() {
         s.n <= 0 || s.k <= 0 || !Flag(f[5], &s.y_f32) || !Flag(f[6], &s.accumulate) ||
         !ParseHex(f[7], &e.algo)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "matmul tune cache ", path_, " line ", number,
+          "matmul tune cache ", name, " line ", number,
           ": expected device, mode, m, n, k, fp32 (0/1), accumulate (0/1), 128 hex digits and "
           "a note, tab-separated (delete the file to tune afresh)"));
     }
@@ -133,6 +161,10 @@ absl::Status MatmulTuneCache::Put(const std::string& device_tag, const std::stri
       s.k <= 0) {
     return absl::InvalidArgumentError(
         "matmul tune cache: an empty tag or mode, tabs or newlines, or a shape not positive");
+  }
+  if (path_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("matmul tune cache: ", name_, " is read-only"));
   }
   entries_[Key{device_tag, mode, s.m, s.n, s.k, s.y_f32, s.accumulate}] = entry;
   const FileLock lock(absl::StrCat(path_, ".lock"));

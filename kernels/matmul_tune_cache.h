@@ -8,8 +8,13 @@
 // One entry per line, tab-separated: the device tag (GPU name, compute capability, SM count and
 // cuBLASLt version: what makes a choice valid and fast), the tuning mode, m, n, k, fp32 output
 // (0 / 1), accumulate (0 / 1: β = 1 in place), the algorithm's bytes (cublasLtMatmulAlgo_t, 64
-// bytes) as 128 hex digits, and a note (its configuration and time, for people). The caller
-// checks a loaded algorithm with cublasLtMatmulAlgoCheck before use.
+// bytes) as 128 hex digits, and a note (its configuration and time, for people). Lines starting
+// with '#' are comments (read, not written back). The caller checks a loaded algorithm with
+// cublasLtMatmulAlgoCheck before use.
+//
+// Shipped(): the tables of kernels/tuned_matmul/*.tsv, compiled into the binary (read-only): what
+// the wide search chose on the GPUs their tags name, so a server on such a GPU and cuBLASLt runs
+// those choices without the search's start-up (matmul.h says where they rank).
 //
 // Writes hold an flock on `path`.lock, merge the entries other processes added since the load,
 // and rename a synced temporary file of a name unique to the process over `path`, so processes
@@ -19,8 +24,10 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <istream>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <tuple>
 
 #include "absl/status/status.h"
@@ -44,8 +51,22 @@ class MatmulTuneCache {
   // Reads `path` (a missing file is an empty cache); a malformed line or a file that exists but
   // cannot be read is an error naming the file (and the line).
   static absl::StatusOr<MatmulTuneCache> Load(const std::string& path);
+  // Parses `text` (the file's format) into a read-only table named `name` in errors; Put on it
+  // is an error.
+  static absl::StatusOr<MatmulTuneCache> Parse(std::string_view text, const std::string& name);
+  // The shipped tables (empty if they do not parse, which a test rules out; said on stderr).
+  static const MatmulTuneCache& Shipped();
 
   const std::string& path() const { return path_; }
+  size_t size() const { return entries_.size(); }
+  // Calls f(device_tag, mode, shape, entry) for every entry, in key order.
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (const auto& [key, entry] : entries_) {
+      const auto& [tag, mode, m, n, k, y_f32, accumulate] = key;
+      f(tag, mode, Shape{m, n, k, y_f32, accumulate}, entry);
+    }
+  }
   std::optional<Entry> Find(const std::string& device_tag, const std::string& mode,
                             const Shape& shape) const;
   // Adds (or replaces) the entry and rewrites the file as the header says. The tag, mode and
@@ -57,9 +78,12 @@ class MatmulTuneCache {
   using Key = std::tuple<std::string, std::string, int32_t, int32_t, int32_t, bool, bool>;
   // Parses the file into entries_ (entries already held win over the file's).
   absl::Status Merge();
+  // Parses `in`'s lines into entries_ (held entries win); errors name `name` and the line.
+  absl::Status ParseLines(std::istream& in, const std::string& name);
   absl::Status Write() const;
 
-  std::string path_;
+  std::string path_;  // empty for a read-only table (Parse)
+  std::string name_;  // the file or table, in errors
   std::map<Key, Entry> entries_;
 };
 

@@ -1,5 +1,6 @@
 // The tune cache (kernels/matmul_tune_cache.h) on the GPU: a context created later (a restarted
-// server) runs the cached choice without tuning. The file itself: tests/kernels_host.
+// server) runs the cached choice without tuning; the shipped table's choice runs on its GPU. The
+// file itself: tests/kernels_host.
 
 #include <memory>
 #include <string>
@@ -58,6 +59,37 @@ TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
   const std::string info = (*restarted)->PlanInfo(m, n, k, false);
   EXPECT_EQ(info.rfind("from the tune cache", 0), 0u) << info;
   EXPECT_EQ(got, want) << "the cached choice gave other bits";
+}
+
+// On a GPU the shipped tables name (kernels/tuned_matmul), a tuning context with no cache file
+// runs the shipped choice for such a shape, without tuning, and its result meets the reference;
+// elsewhere the test says it has nothing to run.
+TEST(MatmulTuneCacheTest, ShippedChoiceRunsOnTheGpuItWasTunedOn) {
+  auto ctx = kernels::MatmulContext::Create(false, true);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  // The cheapest shipped shape of this GPU with a bf16 output, not accumulating.
+  MatmulTuneCache::Shape pick{};
+  MatmulTuneCache::Shipped().ForEach([&](const std::string& tag, const std::string&,
+                                         const MatmulTuneCache::Shape& s,
+                                         const MatmulTuneCache::Entry&) {
+    if (tag != (*ctx)->device_tag() || s.y_f32 || s.accumulate) return;
+    if (pick.m == 0 || int64_t{s.n} * s.k < int64_t{pick.n} * pick.k) pick = s;
+  });
+  if (pick.m == 0) GTEST_SKIP() << "no shipped choice for " << (*ctx)->device_tag();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int m = pick.m, n = pick.n, k = pick.k;
+  SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k);
+  const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng));
+  const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng));
+  DeviceArray<uint16_t> d_x(x), d_w(w), y(size_t{1} * m * n);
+  const absl::Status st =
+      kernels::Matmul(**ctx, {d_x.bf16(), d_w.bf16(), y.bf16(), false, m, n, k}, nullptr);
+  ASSERT_TRUE(st.ok()) << st;
+  const std::string info = (*ctx)->PlanInfo(m, n, k, false);
+  EXPECT_EQ(info.rfind("from the shipped table", 0), 0u) << info;
+  EXPECT_LE(RelL2(FromBf16(y.ToHost()), MatmulReference(x, w, m, n, k)), 1e-2);
 }
 
 }  // namespace

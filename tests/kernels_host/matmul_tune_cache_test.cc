@@ -1,11 +1,13 @@
 // The tune cache's file (kernels/matmul_tune_cache.h), host code only: its round trip, the
-// merge of two processes' entries, its refusals and its errors.
+// merge of two processes' entries, its refusals and its errors; read-only tables and the shipped
+// ones.
 
 #include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "kernels/matmul_tune_cache.h"
+#include "kernels/shipped_tune_table.h"
 #include "tests/unique_temp_path.h"
 
 namespace rtgen::kernels {
@@ -100,6 +102,44 @@ TEST(MatmulTuneCacheFileTest, UnwritablePathIsAnErrorAndTheEntryStaysInMemory) {
   const auto e = cache->Find("gpu", "list", s);
   ASSERT_TRUE(e);
   EXPECT_EQ(e->algo, Bytes(9));
+}
+
+TEST(MatmulTuneCacheFileTest, ParsedTableSkipsCommentsAndIsReadOnly) {
+  const std::string hex(128, 'a');
+  const std::string line = "gpu\twide\t8\t16\t32\t0\t1\t" + hex + "\tnote\n";
+  auto table = MatmulTuneCache::Parse("# a comment\n\n" + line, "a table");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->size(), 1u);
+  const auto e = table->Find("gpu", "wide", {8, 16, 32, false, true});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->algo[0], 0xaaaaaaaaaaaaaaaaull);
+  EXPECT_EQ(e->note, "note");
+  const absl::Status put = table->Put("gpu", "wide", {1, 1, 1, false, false}, {Bytes(1), ""});
+  EXPECT_EQ(put.code(), absl::StatusCode::kFailedPrecondition) << put;
+  EXPECT_NE(put.message().find("a table"), std::string::npos) << put;
+  const auto bad = MatmulTuneCache::Parse(line + "gpu\twide\t8\n", "a table");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("a table line 2"), std::string::npos) << bad.status();
+}
+
+// The tables of kernels/tuned_matmul compiled in: they parse (a malformed one would be dropped
+// with a message at run time), and hold the wide search's choices, for positive shapes only.
+TEST(MatmulTuneCacheFileTest, ShippedTablesParse) {
+  const auto parsed = MatmulTuneCache::Parse(ShippedTuneTableText(), "shipped");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const MatmulTuneCache& shipped = MatmulTuneCache::Shipped();
+  ASSERT_GT(shipped.size(), 0u) << "no table in kernels/tuned_matmul";
+  EXPECT_EQ(shipped.size(), parsed->size());
+  size_t seen = 0;
+  shipped.ForEach([&](const std::string& tag, const std::string& mode,
+                      const MatmulTuneCache::Shape& s, const MatmulTuneCache::Entry& e) {
+    ++seen;
+    EXPECT_FALSE(tag.empty());
+    EXPECT_EQ(mode, "wide") << tag << " " << s.m << "x" << s.n << "x" << s.k;
+    EXPECT_TRUE(s.m > 0 && s.n > 0 && s.k > 0);
+    EXPECT_NE(e.algo, MatmulTuneCache::AlgoBytes{}) << "an all-zero algorithm";
+  });
+  EXPECT_EQ(seen, shipped.size());
 }
 
 }  // namespace
