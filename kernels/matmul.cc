@@ -429,34 +429,27 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
       std::lock_guard<std::mutex> lock(TunedMutex());
       auto& tuned = TunedAlgos();
       const char* mode = MatmulTuneModeName();
-      std::string rejected;  // said in the plan's info when a cached entry could not be used
-      // The tune cache first: an entry cuBLASLt still accepts for this shape is the choice.
-      if (const std::optional<MatmulTuneCache::Entry> cached =
-              tune_cache_ ? tune_cache_->Find(device_tag_, mode, shape) : std::nullopt) {
-        const cublasLtMatmulAlgo_t algo = FromBytes(cached->algo);
-        if (AlgoFits(handle_, plan.desc, plan.a, plan.b, plan.c, algo, kWorkspaceBytes)) {
-          plan.algo = algo;
-          plan.info = absl::StrCat("from the tune cache (", cached->note, ")");
-          tuned.insert_or_assign(tuned_key, TunedAlgo{plan.algo, plan.info});
-          chosen = true;
-        } else {
-          rejected = "the tune cache's entry was rejected by cuBLASLt; ";
+      std::string rejected;  // said in the plan's info when a listed entry could not be used
+      // An entry of `source` that cuBLASLt still accepts for this shape is the choice.
+      const auto take = [&](const std::optional<MatmulTuneCache::Entry>& entry,
+                            const char* source) {
+        if (!entry) return false;
+        const cublasLtMatmulAlgo_t algo = FromBytes(entry->algo);
+        if (!AlgoFits(handle_, plan.desc, plan.a, plan.b, plan.c, algo, kWorkspaceBytes)) {
+          absl::StrAppend(&rejected, source, "'s entry was rejected by cuBLASLt; ");
+          return false;
         }
-      }
-      // Then the shipped tables (the wide search's choices on GPUs like this one), unless off.
+        plan.algo = algo;
+        plan.info = absl::StrCat("from ", source, " (", entry->note, ")");
+        tuned.insert_or_assign(tuned_key, TunedAlgo{plan.algo, plan.info});
+        return true;
+      };
+      // The tune cache first, then the shipped tables (the wide search's choices on GPUs like
+      // this one) unless RTGEN_MATMUL_SHIPPED=0.
+      chosen = tune_cache_ && take(tune_cache_->Find(device_tag_, mode, shape), "the tune cache");
       if (!chosen && ShippedTableOn()) {
-        if (const std::optional<MatmulTuneCache::Entry> shipped =
-                MatmulTuneCache::Shipped().Find(device_tag_, "wide", shape)) {
-          const cublasLtMatmulAlgo_t algo = FromBytes(shipped->algo);
-          if (AlgoFits(handle_, plan.desc, plan.a, plan.b, plan.c, algo, kWorkspaceBytes)) {
-            plan.algo = algo;
-            plan.info = absl::StrCat("from the shipped table (", shipped->note, ")");
-            tuned.insert_or_assign(tuned_key, TunedAlgo{plan.algo, plan.info});
-            chosen = true;
-          } else {
-            rejected += "the shipped table's entry was rejected by cuBLASLt; ";
-          }
-        }
+        chosen = take(MatmulTuneCache::Shipped().Find(device_tag_, "wide", shape),
+                      "the shipped table");
       }
       const auto it = tuned.find(tuned_key);
       bool add_to_cache = false;  // a choice of this process the cache lacks

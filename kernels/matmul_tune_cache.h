@@ -23,8 +23,8 @@
 
 #include <array>
 #include <cstdint>
-#include <map>
 #include <istream>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>

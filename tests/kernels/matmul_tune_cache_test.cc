@@ -6,6 +6,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "kernels/env_switch.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_tune_cache.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -65,6 +66,7 @@ TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
 // runs the shipped choice for such a shape, without tuning, and its result meets the reference;
 // elsewhere the test says it has nothing to run.
 TEST(MatmulTuneCacheTest, ShippedChoiceRunsOnTheGpuItWasTunedOn) {
+  if (kernels::EnvIs("RTGEN_MATMUL_SHIPPED", "0")) GTEST_SKIP() << "RTGEN_MATMUL_SHIPPED=0";
   auto ctx = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   // The cheapest shipped shape of this GPU with a bf16 output, not accumulating.
