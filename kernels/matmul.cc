@@ -446,16 +446,16 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
       };
       // The tune cache first, then the shipped tables (the wide search's choices on GPUs like
       // this one) unless RTGEN_MATMUL_SHIPPED=0.
-      chosen = tune_cache_ && take(tune_cache_->Find(device_tag_, mode, shape), "the tune cache");
-      if (!chosen && ShippedTableOn()) {
-        chosen = take(MatmulTuneCache::Shipped().Find(device_tag_, "wide", shape),
-                      "the shipped table");
-      }
+      const bool from_file =
+          tune_cache_ && take(tune_cache_->Find(device_tag_, mode, shape), "the tune cache");
+      chosen = from_file ||
+               (ShippedTableOn() &&
+                take(MatmulTuneCache::Shipped().Find(device_tag_, "wide", shape),
+                     "the shipped table"));
       const auto it = tuned.find(tuned_key);
-      bool add_to_cache = false;  // a choice of this process the cache lacks
-      if (chosen && tune_cache_ && !tune_cache_->Find(device_tag_, mode, shape)) {
-        add_to_cache = true;  // the shipped table's choice, written to the file as its own
-      } else if (!chosen && it != tuned.end()) {
+      // A choice of this process the file lacks (the shipped table's is written as its own).
+      bool add_to_cache = chosen && !from_file;
+      if (!chosen && it != tuned.end()) {
         plan.algo = it->second.algo;
         plan.info = it->second.info;
         chosen = add_to_cache = true;
