@@ -59,6 +59,7 @@ const char* TraceTagName(TraceTag tag) {
     case TraceTag::kDecodeCombine: return "decode_combine";
     case TraceTag::kRopeKvStore: return "rope_kv_store";
     case TraceTag::kSiluMul: return "silu_mul";
+    case TraceTag::kRowInvRms: return "row_inv_rms";
     case TraceTag::kSample: return "sample";
     case TraceTag::kCount: break;
   }

@@ -21,6 +21,7 @@ enum class TraceTag : uint32_t {
   kRopeKvStore,
   kSiluMul,
   kSample,
+  kRowInvRms,
   kCount,
 };
 

@@ -19,6 +19,7 @@
 #include "kernels/device_weights.h"
 #include "kernels/matmul.h"
 #include "kernels/persistent_decoder.h"
+#include "kernels/side_stream.h"
 #include "kernels/step_buffers.h"
 
 namespace rtgen {
@@ -69,8 +70,9 @@ class ModelForward {
   // folds (not linked, qkv on cuBLASLt, RTGEN_DECODE_ROPE off) keeps its residual stream in
   // bf16 (as vLLM's and Hugging Face's bf16 models do) instead of fp32: the embedding writes
   // it, the o and down projections add to it in place (Matmul accumulate), qkv and gate/up read
-  // it as it is, and RoPE + KV store and SiLU·mul scale their rows by 1 / rms of it, so a layer
-  // has no norm launch. RTGEN_NORM_FOLD=0: never (A/B).
+  // it as it is, and RoPE + KV store and SiLU·mul scale their rows by 1 / rms of it, which a
+  // side stream computes while the qkv or gate/up projection runs, so a layer has no norm on
+  // its main path. RTGEN_NORM_FOLD=0: never (A/B).
   bool FoldsNorms(const ForwardShape& shape) const;
   // True when a step of this shape has decode attention copy its older keys before its PDL wait
   // (DecodeAttentionParams::prefetch_kv): a decode step writes only each sequence's newest key,
@@ -108,6 +110,9 @@ class ModelForward {
   // A decode layer with folded norms (FoldsNorms; model_forward_folded.cc).
   absl::Status FoldedLayer(int layer, const ForwardShape& shape, const StepArrays& step,
                            const KvPool& kv, cudaStream_t stream);
+  // The folded norms' row scales of the residual stream's first n rows into norm_scales_ row
+  // `which` (0: attention norm, 1: FFN norm), launched on the side stream.
+  absl::Status RowScales(int which, int32_t n);
   // Folds the norms into the weights where a decode step of max_seqs rows is a FoldableStep; at
   // creation.
   absl::Status FoldNormsIfUseful();
@@ -161,6 +166,10 @@ class ModelForward {
   bool fold_norms_ = false;  // the weights' norms are folded (set at creation)
   bool fold_step_ = false;   // this step folds its norms (set by Run)
   bool prefetch_kv_ = false;  // this step's decode attention prefetches (set by Run)
+  // With folded norms: f32 [2, tokens], the attention and FFN norms' row scales, and the stream
+  // that computes them beside the projections.
+  DeviceBuffer norm_scales_;
+  std::unique_ptr<kernels::SideStream> side_;
 };
 
 }  // namespace rtgen

@@ -7,6 +7,8 @@
 #include "kernels/env_switch.h"
 #include "kernels/model_forward.h"
 #include "kernels/norm_fold.h"
+#include "kernels/row_rms.h"
+#include "kernels/rope.h"
 #include "kernels/silu_mul.h"
 
 namespace rtgen {
@@ -26,11 +28,25 @@ absl::Status ModelForward::FoldNormsIfUseful() {
         nullptr));
   }
   RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the legacy stream's launches
+  ASSIGN_OR_RETURN(norm_scales_,
+                   DeviceBuffer::Allocate(size_t{2} * capacity_.max_tokens * sizeof(float)));
+  ASSIGN_OR_RETURN(side_, kernels::SideStream::Create());
+  return absl::OkStatus();
+}
+
+absl::Status ModelForward::RowScales(int which, int32_t n) {
+  const kernels::RowInvRmsParams p{normed_.as<__nv_bfloat16>(),
+                                   norm_scales_.as<float>() + which * capacity_.max_tokens, n,
+                                   config_.hidden_size, config_.rms_norm_eps};
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::RowInvRms(p, side_->stream()));
   return absl::OkStatus();
 }
 
 // The residual stream is bf16 in normed_ (the embedding wrote it); each row's RMSNorm scale is
 // applied by the kernels after the qkv and gate/up projections, which read the stream itself.
+// The scales are computed beside those projections (a one-wave GEMM at these shapes leaves SMs
+// free); the branch joins before the kernel that applies them. Its reads of the stream end
+// before that kernel, ahead of the next projection that adds to the stream.
 absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
                                        const StepArrays& step, const KvPool& kv,
                                        cudaStream_t stream) {
@@ -41,9 +57,12 @@ absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
   __nv_bfloat16* resid = normed_.as<__nv_bfloat16>();
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
     auto [rope, store] = QkvRowsOf(layer, n, step, kv);
-    rope.norm = {resid, h, c.rms_norm_eps};  // the attention norm's scale, on q, k and v
-    RETURN_IF_ERROR(
-        kernels::MatmulRopeKvStore(*matmul_, QkvProjection(layer, n), rope, store, stream));
+    rope.norm = {norm_scales_.as<float>()};  // the attention norm's scale, on q, k and v
+    RETURN_IF_ERROR(side_->Fork(stream));
+    RETURN_IF_ERROR(kernels::Matmul(*matmul_, QkvProjection(layer, n), stream));
+    RETURN_IF_ERROR(RowScales(0, n));
+    RETURN_IF_ERROR(side_->Join(stream));
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RopeKvStore(rope, store, stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kAttention)) {
     RTGEN_CUDA_RETURN_IF_ERROR(
@@ -57,12 +76,15 @@ absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
   }
   if (!kernels::DiagSkips(kernels::StepPart::kGateUp)) {
     __nv_bfloat16* gate_up = gate_up_.as<__nv_bfloat16>();
+    RETURN_IF_ERROR(side_->Fork(stream));
     RETURN_IF_ERROR(kernels::Matmul(
         *matmul_, {resid, w.w_gate_up.as<__nv_bfloat16>(), gate_up, false, n, 2 * inter, h},
         stream));
+    RETURN_IF_ERROR(RowScales(1, n));
+    RETURN_IF_ERROR(side_->Join(stream));
     // The FFN norm's scale, applied to gate and up.
     const kernels::SiluMulParams silu{gate_up, act_.as<__nv_bfloat16>(), n, inter,
-                                      {resid, h, c.rms_norm_eps}};
+                                      {norm_scales_.as<float>() + capacity_.max_tokens}};
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::SiluMul(silu, stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kDown)) {  // resid += act w_down^T

@@ -4,7 +4,6 @@
 #include "kernels/launch.h"
 #include "kernels/rope.h"
 #include "kernels/rope_math.cuh"
-#include "kernels/row_rms.cuh"
 
 namespace rtgen::kernels {
 namespace {
@@ -24,13 +23,12 @@ __device__ __forceinline__ void LoadAngles(const RopeParams& r, int t, float* s_
 
 // With a folded norm (r.norm on), token t's scale: the angles' cos and sin are multiplied by it
 // (a rotation is linear, so q and k come out scaled with one rounding) and it is returned for v;
-// 1 otherwise. After the PDL wait (the residual rows are the previous kernels' output); every
-// thread of the block calls it.
+// 1 otherwise. After the PDL wait (the scales are an earlier kernel's output); every thread of
+// the block calls it.
 __device__ __forceinline__ float ScaleAngles(const RopeParams& r, int t, float* s_cos,
                                              float* s_sin) {
-  __shared__ float scratch[32];
   if (!r.norm.on()) return 1.0f;
-  const float scale = TokenScale(r.norm, t, scratch);
+  const float scale = r.norm.inv_rms[t];
   for (int i = threadIdx.x; i < r.head_dim / 2; i += blockDim.x) {
     s_cos[i] *= scale;
     s_sin[i] *= scale;
@@ -107,7 +105,7 @@ __global__ void __launch_bounds__(256) RopeKvStoreVecKernel(RopeParams r, KvStor
   __syncthreads();
   PdlWait();
   PdlLaunchDependents();
-  float scale = 1.0f;  // a folded norm's scale, summed while the first units' loads are out
+  float scale = 1.0f;  // a folded norm's scale, applied to the angles once the loads are out
   const int64_t cache_row = static_cast<int64_t>(slot) * s.kv_dim;
   const int q_units = r.num_heads * units_per_head;
   const int total = (r.num_heads + r.num_kv_heads) * units_per_head;
@@ -176,8 +174,7 @@ cudaError_t RopeKvStore(const RopeParams& rope, const KvStoreParams& store, cuda
   if (rope.num_tokens <= 0) return cudaSuccess;
   if (rope.head_dim <= 0 || rope.head_dim % 2 != 0 || rope.head_dim / 2 > kMaxHalf ||
       store.k != rope.k || store.row_stride != rope.row_stride ||
-      store.num_tokens != rope.num_tokens || store.kv_dim != rope.num_kv_heads * rope.head_dim ||
-      !rope.norm.valid()) {
+      store.num_tokens != rope.num_tokens || store.kv_dim != rope.num_kv_heads * rope.head_dim) {
     return cudaErrorInvalidValue;
   }
   const int pairs = (rope.num_heads + rope.num_kv_heads) * rope.head_dim / 2;
