@@ -141,8 +141,11 @@ TEST_P(GemvSiluMulTest, EveryRowCountAndLaunchShapeMatchesReference) {
         ASSERT_EQ(all[i], 0xffff) << "wrote past the output at " << i;
       }
       const std::vector<uint16_t> got(all.begin(), all.begin() + count);
-      // bf16 gate, up and output: a few bf16 roundings; NaN poison left unwritten is +inf.
-      EXPECT_LE(RelL2(FromBf16(got), want), 1e-2);
+      // bf16 gate, up and output, each rounded once (2^-9 relative); silu multiplies a gate's
+      // relative error by |1 + g (1 - sigmoid(g))| (about 4 at g = -5, 7 at -8), so one element
+      // may be off by 1-2 % (seen: 1.27 % at m = 1, inter = 1), while over 16 or more elements
+      // the L2 stays under 1 %. NaN poison left unwritten is +inf.
+      EXPECT_LE(RelL2(FromBf16(got), want), count < 16 ? 2e-2 : 1e-2);
       // The default launch shape is the unfused GEMV's (same warps split k the same way): same
       // sums in the same order and the same roundings, so bit for bit the pair's output. Other
       // launch shapes split k differently (counted for the log only).
