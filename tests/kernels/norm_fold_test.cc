@@ -139,7 +139,7 @@ void DeviceInvRms(const DeviceArray<uint16_t>& rows, int n, int hidden,
 
 TEST(NormFoldTest, RowInvRmsMatchesFp64) {
   // 64 x 4096: Llama-3-8B's batch-64 rows (vector path, one warp per row); 300 rows: warps take
-  // several rows each; 8200: two passes of loads per lane; 100 and 4100: the scalar path.
+  // several rows each; 8200: more than one pass of loads per lane; 100 and 4100: the scalar path.
   for (auto [n, hidden] : {std::pair{64, 4096}, std::pair{300, 576}, std::pair{3, 8200},
                            std::pair{5, 100}, std::pair{17, 4100}}) {
     const uint64_t seed = FreshSeed();
@@ -147,13 +147,14 @@ TEST(NormFoldTest, RowInvRmsMatchesFp64) {
     std::mt19937_64 rng(seed);
     const std::vector<uint16_t> res = ResidualRows(n, hidden, rng);
     DeviceArray<uint16_t> d_res(res);
-    DeviceArray<float> d_scales(n);
+    DeviceArray<float> d_scales(n + 1);  // poisoned (NaN): the element past the rows must stay so
     DeviceInvRms(d_res, n, hidden, d_scales);
     const std::vector<float> got = d_scales.ToHost();
     for (int t = 0; t < n; ++t) {
       ASSERT_NEAR(got[t], InvRms(res, t, hidden), 1e-5 * InvRms(res, t, hidden))
           << n << "x" << hidden << " row " << t;
     }
+    EXPECT_TRUE(std::isnan(got[n])) << "wrote past the rows";
   }
   DeviceArray<uint16_t> rows(8);
   DeviceArray<float> out(1);
