@@ -98,7 +98,7 @@ absl::StatusOr<MatmulTuneCache> MatmulTuneCache::Parse(std::string_view text,
   MatmulTuneCache table;
   table.name_ = name;
   std::istringstream in{std::string(text)};
-  RETURN_IF_ERROR(table.ParseLines(in, name));
+  RETURN_IF_ERROR(table.ParseLines(in));
   return table;
 }
 
@@ -121,10 +121,10 @@ absl::Status MatmulTuneCache::Merge() {
     return absl::UnavailableError(
         absl::StrCat("matmul tune cache: cannot read ", path_, ": ", std::strerror(errno)));
   }
-  return ParseLines(in, path_);
+  return ParseLines(in);
 }
 
-absl::Status MatmulTuneCache::ParseLines(std::istream& in, const std::string& name) {
+absl::Status MatmulTuneCache::ParseLines(std::istream& in) {
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     if (line.empty() || line[0] == '#') continue;
@@ -136,7 +136,7 @@ absl::Status MatmulTuneCache::ParseLines(std::istream& in, const std::string& na
         s.n <= 0 || s.k <= 0 || !Flag(f[5], &s.y_f32) || !Flag(f[6], &s.accumulate) ||
         !ParseHex(f[7], &e.algo)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "matmul tune cache ", name, " line ", number,
+          "matmul tune cache ", name_, " line ", number,
           ": expected device, mode, m, n, k, fp32 (0/1), accumulate (0/1), 128 hex digits and "
           "a note, tab-separated (delete the file to tune afresh)"));
     }

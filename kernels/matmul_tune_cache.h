@@ -78,8 +78,8 @@ class MatmulTuneCache {
   using Key = std::tuple<std::string, std::string, int32_t, int32_t, int32_t, bool, bool>;
   // Parses the file into entries_ (entries already held win over the file's).
   absl::Status Merge();
-  // Parses `in`'s lines into entries_ (held entries win); errors name `name` and the line.
-  absl::Status ParseLines(std::istream& in, const std::string& name);
+  // Parses `in`'s lines into entries_ (held entries win); errors name name_ and the line.
+  absl::Status ParseLines(std::istream& in);
   absl::Status Write() const;
 
   std::string path_;  // empty for a read-only table (Parse)

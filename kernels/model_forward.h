@@ -110,9 +110,11 @@ class ModelForward {
   // A decode layer with folded norms (FoldsNorms; model_forward_folded.cc).
   absl::Status FoldedLayer(int layer, const ForwardShape& shape, const StepArrays& step,
                            const KvPool& kv, cudaStream_t stream);
-  // The folded norms' row scales of the residual stream's first n rows into norm_scales_ row
-  // `which` (0: attention norm, 1: FFN norm), launched on the side stream.
-  absl::Status RowScales(int which, int32_t n);
+  // Runs `proj` (the qkv or gate/up projection, which reads the residual stream) on `stream`
+  // and, beside it on the side stream, the folded norm's row scales of the stream's first
+  // proj.m rows into norm_scales_ row `which` (0: attention norm, 1: FFN norm); joined after.
+  absl::Status ProjectionBesideRowScales(const kernels::MatmulParams& proj, int which,
+                                         cudaStream_t stream);
   // Folds the norms into the weights where a decode step of max_seqs rows is a FoldableStep; at
   // creation.
   absl::Status FoldNormsIfUseful();

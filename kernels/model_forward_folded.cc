@@ -34,12 +34,15 @@ absl::Status ModelForward::FoldNormsIfUseful() {
   return absl::OkStatus();
 }
 
-absl::Status ModelForward::RowScales(int which, int32_t n) {
+absl::Status ModelForward::ProjectionBesideRowScales(const kernels::MatmulParams& proj,
+                                                     int which, cudaStream_t stream) {
+  RETURN_IF_ERROR(side_->Fork(stream));
+  RETURN_IF_ERROR(kernels::Matmul(*matmul_, proj, stream));
   const kernels::RowInvRmsParams p{normed_.as<__nv_bfloat16>(),
-                                   norm_scales_.as<float>() + which * capacity_.max_tokens, n,
-                                   config_.hidden_size, config_.rms_norm_eps};
+                                   norm_scales_.as<float>() + which * capacity_.max_tokens,
+                                   proj.m, config_.hidden_size, config_.rms_norm_eps};
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::RowInvRms(p, side_->stream()));
-  return absl::OkStatus();
+  return side_->Join(stream);
 }
 
 // The residual stream is bf16 in normed_ (the embedding wrote it); each row's RMSNorm scale is
@@ -58,10 +61,7 @@ absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
     auto [rope, store] = QkvRowsOf(layer, n, step, kv);
     rope.norm = {norm_scales_.as<float>()};  // the attention norm's scale, on q, k and v
-    RETURN_IF_ERROR(side_->Fork(stream));
-    RETURN_IF_ERROR(kernels::Matmul(*matmul_, QkvProjection(layer, n), stream));
-    RETURN_IF_ERROR(RowScales(0, n));
-    RETURN_IF_ERROR(side_->Join(stream));
+    RETURN_IF_ERROR(ProjectionBesideRowScales(QkvProjection(layer, n), 0, stream));
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::RopeKvStore(rope, store, stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kAttention)) {
@@ -76,12 +76,8 @@ absl::Status ModelForward::FoldedLayer(int layer, const ForwardShape& shape,
   }
   if (!kernels::DiagSkips(kernels::StepPart::kGateUp)) {
     __nv_bfloat16* gate_up = gate_up_.as<__nv_bfloat16>();
-    RETURN_IF_ERROR(side_->Fork(stream));
-    RETURN_IF_ERROR(kernels::Matmul(
-        *matmul_, {resid, w.w_gate_up.as<__nv_bfloat16>(), gate_up, false, n, 2 * inter, h},
-        stream));
-    RETURN_IF_ERROR(RowScales(1, n));
-    RETURN_IF_ERROR(side_->Join(stream));
+    RETURN_IF_ERROR(ProjectionBesideRowScales(
+        {resid, w.w_gate_up.as<__nv_bfloat16>(), gate_up, false, n, 2 * inter, h}, 1, stream));
     // The FFN norm's scale, applied to gate and up.
     const kernels::SiluMulParams silu{gate_up, act_.as<__nv_bfloat16>(), n, inter,
                                       {norm_scales_.as<float>() + capacity_.max_tokens}};
