@@ -60,6 +60,7 @@ const char* TraceTagName(TraceTag tag) {
     case TraceTag::kRopeKvStore: return "rope_kv_store";
     case TraceTag::kSiluMul: return "silu_mul";
     case TraceTag::kRowInvRms: return "row_inv_rms";
+    case TraceTag::kAttentionCluster: return "attention_cluster";
     case TraceTag::kSample: return "sample";
     case TraceTag::kCount: break;
   }

@@ -22,6 +22,7 @@ enum class TraceTag : uint32_t {
   kSiluMul,
   kSample,
   kRowInvRms,
+  kAttentionCluster,
   kCount,
 };
 

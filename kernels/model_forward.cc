@@ -160,14 +160,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
                                  const KvPool& kv, cudaStream_t stream) {
   const ModelConfig& c = config_;
   const DeviceLayer& w = weights_->layers[layer];
-  const int32_t n = shape.num_tokens, h = c.hidden_size, hd = c.head_dim;
-  const int32_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
-  const int32_t qkv_dim = q_dim + 2 * kv_dim, inter = c.intermediate_size;
-  __nv_bfloat16* qkv = At<__nv_bfloat16>(qkv_);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  // Row stride of step.block_tables (capacity_.max_blocks_per_seq is 0: the pool's block size
-  // is not known when ModelForward is created).
-  const int32_t table_width = BlockTableWidth(kv.block_size);
+  const int32_t n = shape.num_tokens, h = c.hidden_size, inter = c.intermediate_size;
 
   // The previous layer's down-proj output joins the residual here (none before layer 0); with
   // linked norms the down projection has done that and written normed_ (norm slot 2 * layer - 1).
@@ -178,6 +171,54 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   if (!linked_attn_norm && !kernels::DiagSkips(kernels::StepPart::kAttnNorm)) {
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
   }
+  if (attention_cluster_) {  // qkv, RoPE, the KV store, attention and o in one launch
+    kernels::AttentionClusterParams a = ClusterParams(layer, step, kv);
+    if (linked_attn_norm) a.consumer = ConsumerLink(2 * layer - 1);
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::AttentionCluster(a, stream));
+  } else {
+    RETURN_IF_ERROR(AttentionHalf(layer, shape, step, kv, stream));
+  }
+  norm = {At<float>(residual_), At<__nv_bfloat16>(proj_), nullptr, w.ffn_norm.as<float>(),
+          At<__nv_bfloat16>(normed_), n, h, c.rms_norm_eps};
+  if (!link_norms_ && !kernels::DiagSkips(kernels::StepPart::kFfnNorm)) {
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+  }
+  // gate_up and SiLU·mul: one fused GEMV launch at decode batch sizes (matmul.h).
+  if (!kernels::DiagSkips(kernels::StepPart::kGateUp)) {
+    kernels::MatmulParams gate_up{At<__nv_bfloat16>(normed_), w.w_gate_up.as<__nv_bfloat16>(),
+                                  At<__nv_bfloat16>(gate_up_), false, n, 2 * inter, h};
+    if (link_norms_) gate_up.link = ConsumerLink(2 * layer);
+    RETURN_IF_ERROR(kernels::MatmulSiluMul(*matmul_, gate_up, At<__nv_bfloat16>(act_), stream));
+  }
+  if (!kernels::DiagSkips(kernels::StepPart::kDown)) {
+    kernels::MatmulParams down{At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(),
+                               At<__nv_bfloat16>(proj_), false, n, h, inter};
+    if (link_norms_) {  // the next layer's attention norm, or the final norm
+      const bool last = layer + 1 == c.num_layers;
+      const DeviceBuffer& next_norm =
+          last ? weights_->final_norm : weights_->layers[layer + 1].attn_norm;
+      down.link = ProducerLink(2 * layer + 1, next_norm.as<float>(),
+                               At<__nv_bfloat16>(last ? final_normed_ : normed_));
+    }
+    RETURN_IF_ERROR(kernels::Matmul(*matmul_, down, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
+                                         const StepArrays& step, const KvPool& kv,
+                                         cudaStream_t stream) {
+  const ModelConfig& c = config_;
+  const DeviceLayer& w = weights_->layers[layer];
+  const int32_t n = shape.num_tokens, h = c.hidden_size, hd = c.head_dim;
+  const int32_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
+  const int32_t qkv_dim = q_dim + 2 * kv_dim;
+  __nv_bfloat16* qkv = At<__nv_bfloat16>(qkv_);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Row stride of step.block_tables (capacity_.max_blocks_per_seq is 0: the pool's block size
+  // is not known when ModelForward is created).
+  const int32_t table_width = BlockTableWidth(kv.block_size);
+  const bool linked_attn_norm = link_norms_ && layer > 0;
   // qkv projection, RoPE and the KV store (one fused launch at decode batch sizes, matmul.h).
   const auto [rope, store] = QkvRowsOf(layer, n, step, kv);
   kernels::MatmulParams qkv_proj = QkvProjection(layer, n);
@@ -228,31 +269,45 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     }
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, o_proj, stream));
   }
-  norm = {At<float>(residual_), At<__nv_bfloat16>(proj_), nullptr, w.ffn_norm.as<float>(),
-          At<__nv_bfloat16>(normed_), n, h, c.rms_norm_eps};
-  if (!link_norms_ && !kernels::DiagSkips(kernels::StepPart::kFfnNorm)) {
-    RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
-  }
-  // gate_up and SiLU·mul: one fused GEMV launch at decode batch sizes (matmul.h).
-  if (!kernels::DiagSkips(kernels::StepPart::kGateUp)) {
-    kernels::MatmulParams gate_up{At<__nv_bfloat16>(normed_), w.w_gate_up.as<__nv_bfloat16>(),
-                                  At<__nv_bfloat16>(gate_up_), false, n, 2 * inter, h};
-    if (link_norms_) gate_up.link = ConsumerLink(2 * layer);
-    RETURN_IF_ERROR(kernels::MatmulSiluMul(*matmul_, gate_up, At<__nv_bfloat16>(act_), stream));
-  }
-  if (!kernels::DiagSkips(kernels::StepPart::kDown)) {
-    kernels::MatmulParams down{At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(),
-                               At<__nv_bfloat16>(proj_), false, n, h, inter};
-    if (link_norms_) {  // the next layer's attention norm, or the final norm
-      const bool last = layer + 1 == c.num_layers;
-      const DeviceBuffer& next_norm =
-          last ? weights_->final_norm : weights_->layers[layer + 1].attn_norm;
-      down.link = ProducerLink(2 * layer + 1, next_norm.as<float>(),
-                               At<__nv_bfloat16>(last ? final_normed_ : normed_));
-    }
-    RETURN_IF_ERROR(kernels::Matmul(*matmul_, down, stream));
-  }
   return absl::OkStatus();
+}
+
+kernels::AttentionClusterParams ModelForward::ClusterParams(int layer, const StepArrays& step,
+                                                            const KvPool& kv) const {
+  const ModelConfig& c = config_;
+  const DeviceLayer& w = weights_->layers[layer];
+  kernels::AttentionClusterParams a;
+  a.x = At<__nv_bfloat16>(normed_);
+  a.wqkv = w.wqkv.as<__nv_bfloat16>();
+  a.wo = w.wo.as<__nv_bfloat16>();
+  a.producer = ProducerLink(2 * layer, w.ffn_norm.as<float>(), At<__nv_bfloat16>(normed_));
+  a.positions = step.positions;
+  a.inv_freq = weights_->inv_freq.as<float>();
+  a.slot_mapping = step.slot_mapping;
+  a.k_cache = At<__nv_bfloat16>(kv.k, layer * kv.layer_elems);
+  a.v_cache = At<__nv_bfloat16>(kv.v, layer * kv.layer_elems);
+  a.block_tables = step.block_tables;
+  a.context_lens = step.context_lens;
+  a.hidden = c.hidden_size;
+  a.num_heads = c.num_heads;
+  a.num_kv_heads = c.num_kv_heads;
+  a.block_size = kv.block_size;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  return a;
+}
+
+bool ModelForward::AttentionInCluster(const ForwardShape& shape, const StepArrays& step,
+                                      const KvPool& kv) const {
+  static const bool enabled = kernels::EnvIs("RTGEN_ATTENTION_CLUSTER", "1");
+  if (!enabled || !shape.decode_only || shape.num_seqs != 1 || shape.num_tokens != 1 ||
+      !LinksNorms(shape) || config_.head_dim != kernels::kAttentionClusterHeadDim) {
+    return false;
+  }
+  for (const kernels::StepPart part :
+       {kernels::StepPart::kQkv, kernels::StepPart::kAttention, kernels::StepPart::kO}) {
+    if (kernels::DiagSkips(part)) return false;
+  }
+  return kernels::AttentionClusterSupported(ClusterParams(0, step, kv));
 }
 
 absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step,
@@ -281,6 +336,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
                                                   : absl::OkStatus();
   }
   prefetch_kv_ = PrefetchesKv(shape);
+  attention_cluster_ = AttentionInCluster(shape, step, kv);
   for (int layer = 0; layer < c.num_layers; ++layer) {
     RETURN_IF_ERROR(fold_step_ ? FoldedLayer(layer, shape, step, kv, stream)
                                : Layer(layer, shape, step, kv, stream));

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
+#include "kernels/attention_cluster.h"
 #include "kernels/decode_attention.h"
 #include "kernels/device_buffer.h"
 #include "kernels/device_weights.h"
@@ -78,6 +79,13 @@ class ModelForward {
   // (DecodeAttentionParams::prefetch_kv): a decode step writes only each sequence's newest key,
   // and the qkv launch before attention releases it early (matmul.h MatmulRopeReleasesEarly).
   bool PrefetchesKv(const ForwardShape& shape) const;
+  // True when a step of this shape runs each layer's qkv projection, RoPE, KV store, attention
+  // and o projection as one cluster launch (attention_cluster.h) instead of three kernels: one
+  // sequence decoding one token with linked norms, heads of 64, and the shapes and the device
+  // fit the kernel. Opt-in (RTGEN_ATTENTION_CLUSTER=1): on the H200 it measured level with the
+  // three launches, not faster (SmolLM2-135M b1 0.436-0.449 against 0.432-0.436 ms, session 25).
+  bool AttentionInCluster(const ForwardShape& shape, const StepArrays& step,
+                          const KvPool& kv) const;
 
   absl::Status Run(const ForwardShape& shape, const StepArrays& step, const KvPool& kv,
                    cudaStream_t stream);
@@ -98,6 +106,14 @@ class ModelForward {
   ModelForward() = default;
   absl::Status Layer(int layer, const ForwardShape& shape, const StepArrays& step,
                      const KvPool& kv, cudaStream_t stream);
+  // A layer's qkv projection, RoPE, KV store, attention and o projection as separate launches
+  // (the norm before them is the caller's).
+  absl::Status AttentionHalf(int layer, const ForwardShape& shape, const StepArrays& step,
+                             const KvPool& kv, cudaStream_t stream);
+  // The cluster launch of layer `layer` (AttentionInCluster), its o projection producing the
+  // FFN norm's link; the caller sets the attention norm's consumer side from layer 1 on.
+  kernels::AttentionClusterParams ClusterParams(int layer, const StepArrays& step,
+                                                const KvPool& kv) const;
   // Layer `layer`'s qkv rows (n tokens in qkv_) and cache slots as RopeKvStore takes them.
   struct QkvRows {
     kernels::RopeParams rope;
@@ -168,6 +184,7 @@ class ModelForward {
   bool fold_norms_ = false;  // the weights' norms are folded (set at creation)
   bool fold_step_ = false;   // this step folds its norms (set by Run)
   bool prefetch_kv_ = false;  // this step's decode attention prefetches (set by Run)
+  bool attention_cluster_ = false;  // this step's layers attend in a cluster (set by Run)
   // With folded norms: f32 [2, tokens], the attention and FFN norms' row scales, and the stream
   // that computes them beside the projections.
   DeviceBuffer norm_scales_;
