@@ -3,9 +3,10 @@
 //
 // Block r of the cluster (256 threads):
 //   before the PDL wait: TMA copies of its wqkv rows [64 r, 64 r + 64) (r < slices: q head r,
-//     then the k heads, then the v heads) and its wo rows; for r < num_heads, cp.async copies of
-//     the first chunk of earlier keys and values of its kv head; RoPE's angles.
-//   phase A (r < slices): its 64 qkv rows against x (each warp 8 rows, lanes split k), scaled by
+//     then the k heads, then the v heads) and its wo rows; for r < num_heads, the cache rows of
+//     the first chunk of earlier keys and values of its kv head, asked of L2; RoPE's angles.
+//   phase A (r < slices): x loaded, then (r < num_heads) that chunk copied into shared memory;
+//     its 64 qkv rows against x (each warp 8 rows, lanes split k), scaled by
 //     the consumer's 1 / rms, rounded to bf16, q / k rotated; k and v stored to the cache slot;
 //     the 64 values kept in shared memory (`slice`) for the other blocks.
 //   cluster barrier 1.
@@ -450,6 +451,26 @@ bool ShapesFit(const AttentionClusterParams& p) {
   return in.zero_after == nullptr || in.zero_after != in.scale_by;
 }
 
+// The launch of one cluster with `smem` bytes of dynamic shared memory on `stream`, as a
+// programmatic dependent when `pdl`; its attributes are written to `attr`.
+cudaLaunchConfig_t ClusterLaunch(size_t smem, cudaStream_t stream, bool pdl,
+                                 cudaLaunchAttribute (&attr)[2]) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(kAttentionClusterBlocks);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kAttentionClusterBlocks;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  attr[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 2 : 1;
+  return cfg;
+}
+
 // Whether the current device runs the kernel with `smem` bytes of dynamic shared memory (once
 // per device and size: the attributes set here are per process).
 bool DeviceRuns(size_t smem) {
@@ -476,17 +497,8 @@ bool DeviceRuns(size_t smem) {
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, optin) ==
                  cudaSuccess;
   if (ok) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(kAttentionClusterBlocks);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kAttentionClusterBlocks;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr[2];
+    const cudaLaunchConfig_t cfg = ClusterLaunch(smem, nullptr, false, attr);
     int clusters = 0;
     ok = cudaOccupancyMaxActiveClusters(&clusters, AttentionClusterKernel, &cfg) == cudaSuccess &&
          clusters >= 1;
@@ -508,26 +520,11 @@ bool AttentionClusterSupported(const AttentionClusterParams& p) {
 
 cudaError_t AttentionCluster(const AttentionClusterParams& params, cudaStream_t stream) {
   if (!AttentionClusterSupported(params)) return cudaErrorInvalidValue;
-  const AttentionClusterParams& p = params;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(kAttentionClusterBlocks);
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = AttentionClusterSmemBytes(p.hidden, p.num_heads);
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[3];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = kAttentionClusterBlocks;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  attr[1].id = cudaLaunchAttributeClusterSchedulingPolicyPreference;
-  static const bool balance = EnvIs("RTGEN_ATTENTION_CLUSTER_POLICY", "lb");
-  attr[1].val.clusterSchedulingPolicyPreference =
-      balance ? cudaClusterSchedulingPolicyLoadBalancing : cudaClusterSchedulingPolicyDefault;
-  attr[2].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[2].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = PdlEnabled() ? 3 : 2;
-  return cudaLaunchKernelEx(&cfg, AttentionClusterKernel, p);
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg =
+      ClusterLaunch(AttentionClusterSmemBytes(params.hidden, params.num_heads), stream,
+                    PdlEnabled(), attr);
+  return cudaLaunchKernelEx(&cfg, AttentionClusterKernel, params);
 }
 
 }  // namespace rtgen::kernels

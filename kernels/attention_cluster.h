@@ -8,9 +8,12 @@
 // and the heads' outputs from block to block through distributed shared memory.
 //
 // Before its PDL wait each block copies its share of the weights (64 rows of wqkv: one q, k or v
-// head; hidden / 16 rows of wo, rounded up) and, for a query head, the keys and values of its
-// first chunk of earlier positions into shared memory, so what the kernel before it leaves to
-// wait for is the arithmetic and the hand-offs. Three cluster barriers: after the qkv rows
+// head; hidden / 16 rows of wo, rounded up) into shared memory and, for a query head, asks L2
+// for the keys and values of its first chunk of earlier positions (copied in right after x's
+// loads), so what the kernel before it leaves to wait for is mostly the arithmetic and the
+// hand-offs. Opt-in in the forward pass (model_forward.h AttentionInCluster): on the H200 the
+// 16 SMs' weight copies and the barriers made it level with the three launches, not faster
+// (docs/perf/gpu_notes.md, session 25). Three cluster barriers: after the qkv rows
 // (block h < num_heads then attends with query head h), after attention (every block then
 // multiplies its rows of wo by all heads' outputs) and before leaving (no block's shared memory
 // goes while another reads it).
