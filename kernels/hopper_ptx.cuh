@@ -54,6 +54,20 @@ __device__ __forceinline__ bool MbarTryWait(uint64_t* bar, uint32_t parity) {
   return done != 0;
 }
 
+// As MbarTryWait without waiting: never suspends the thread (a suspended waiter caps the rate of
+// a one-thread copy loop that waits on every copy; rtgen-sm-stream-bench).
+__device__ __forceinline__ bool MbarTestWait(uint64_t* bar, uint32_t parity) {
+  uint32_t done = 0;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
+      "selp.u32 %0, 1, 0, p;\n\t}"
+      : "=r"(done)
+      : "r"(SmemAddr(bar)), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+
 // Spins until the phase of parity `parity` has completed.
 __device__ __forceinline__ void MbarWait(uint64_t* bar, uint32_t parity) {
   while (!MbarTryWait(bar, parity)) {

@@ -21,20 +21,12 @@
 #include <vector>
 
 #include "kernels/launch.h"
+#include "tools/bench_check.h"
 #include "tools/graph_replay_timer.h"
 #include "tools/median.h"
 
 namespace rtgen {
 namespace {
-
-#define BENCH_CHECK(expr)                                                                    \
-  do {                                                                                       \
-    const cudaError_t err_ = (expr);                                                         \
-    if (err_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(err_));             \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 // Block b reads word (7 b + 1) mod grid of the previous launch's output and writes word b.
 // kPdl: the wait comes first (nothing is read before it), then the next launch may start.

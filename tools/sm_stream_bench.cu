@@ -29,19 +29,11 @@
 #include <vector>
 
 #include "kernels/hopper_ptx.cuh"
+#include "tools/bench_check.h"
 #include "tools/median.h"
 
 namespace rtgen {
 namespace {
-
-#define BENCH_CHECK(expr)                                                                    \
-  do {                                                                                       \
-    const cudaError_t err_ = (expr);                                                         \
-    if (err_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s failed: %s\n", #expr, cudaGetErrorString(err_));             \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
 
 constexpr int kStages = 12;
 constexpr uint32_t kChunk = 16 * 1024;  // bytes per bulk copy
@@ -53,20 +45,6 @@ __device__ __forceinline__ uint64_t GlobalNs() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
-}
-
-// Whether the mbarrier phase of parity `parity` has completed; unlike try_wait it never
-// suspends the thread (a suspended waiter can cap a one-thread copy loop's rate).
-__device__ __forceinline__ bool MbarTestWait(uint64_t* bar, uint32_t parity) {
-  uint32_t done = 0;
-  asm volatile(
-      "{\n\t.reg .pred p;\n\t"
-      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n\t"
-      "selp.u32 %0, 1, 0, p;\n\t}"
-      : "=r"(done)
-      : "r"(kernels::hopper::SmemAddr(bar)), "r"(parity)
-      : "memory");
-  return done != 0;
 }
 
 struct StreamArgs {
@@ -114,7 +92,7 @@ __global__ void StreamKernel(StreamArgs a) {
       for (uint64_t c = 0; c < chunks; ++c) {
         const int s = static_cast<int>(c % kStages);
         uint64_t spins = 0;
-        while (!MbarTestWait(&full[s], static_cast<uint32_t>((c / kStages) & 1))) {
+        while (!kernels::hopper::MbarTestWait(&full[s], static_cast<uint32_t>((c / kStages) & 1))) {
           if (++spins > (1ull << 26)) __trap();  // a copy that never lands: fail, do not hang
         }
         acc ^= *reinterpret_cast<const uint32_t*>(ring + static_cast<size_t>(s) * kChunk);
@@ -174,7 +152,7 @@ __global__ void MatrixStreamKernel(const __grid_constant__ CUtensorMap map, int 
   for (int64_t c = 0; c < kStages && c < boxes; ++c) issue(c);
   for (int64_t c = 0; c < boxes; ++c) {
     const int s = static_cast<int>(c % kStages);
-    for (uint64_t spins = 0; !MbarTestWait(&full[s], static_cast<uint32_t>((c / kStages) & 1));) {
+    for (uint64_t spins = 0; !kernels::hopper::MbarTestWait(&full[s], static_cast<uint32_t>((c / kStages) & 1));) {
       if (++spins > (1ull << 26)) __trap();
     }
     acc ^= *reinterpret_cast<const uint32_t*>(ring + static_cast<size_t>(s) * kBox);
@@ -297,6 +275,16 @@ __global__ void AllToAllKernel(int rounds, volatile uint32_t* words, uint64_t* n
   if (blockIdx.x == 0 && threadIdx.x == 0) *ns = GlobalNs() - t0;
 }
 
+// Makes `cfg` a launch in clusters of kClusterBlocks blocks; `attr` holds the attribute.
+void AsCluster(cudaLaunchConfig_t* cfg, cudaLaunchAttribute* attr) {
+  attr->id = cudaLaunchAttributeClusterDimension;
+  attr->val.clusterDim.x = kClusterBlocks;
+  attr->val.clusterDim.y = 1;
+  attr->val.clusterDim.z = 1;
+  cfg->attrs = attr;
+  cfg->numAttrs = 1;
+}
+
 struct Placement {
   const char* name;
   int grid;          // blocks launched
@@ -318,15 +306,8 @@ cudaError_t LaunchStream(const Placement& pl, const StreamArgs& a, cudaStream_t 
   cfg.blockDim = dim3(kTma ? 32 : kLdgThreads);
   cfg.dynamicSmemBytes = kSmem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  if (pl.cluster) {
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kClusterBlocks;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
+  cudaLaunchAttribute attr;
+  if (pl.cluster) AsCluster(&cfg, &attr);
   return cudaLaunchKernelEx(&cfg, StreamKernel<kTma, kLoads>, a);
 }
 
@@ -468,13 +449,8 @@ int Main(int argc, char** argv) {
     cfg.gridDim = dim3(kClusterBlocks);
     cfg.blockDim = dim3(256);
     cfg.stream = stream;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kClusterBlocks;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute attr;
+    AsCluster(&cfg, &attr);
     BENCH_CHECK(cudaLaunchKernelEx(&cfg, ClusterBarrierKernel, kRounds, d_ns));
     BENCH_CHECK(cudaStreamSynchronize(stream));
     uint64_t ns = 0;
