@@ -37,6 +37,7 @@ struct Tile {
 struct Args {
   CUtensorMap x_map;  // x [m, k], box 64 x 64
   CUtensorMap w_map;  // w [n, k], box 64 x tile_n (64 x tile_n / 2 with silu_mul)
+  const uint8_t* w_tiled;  // HopperGemmParams::w_tiled (then w_map is not read), or null
   void* y;
   float* partials;
   uint32_t* counters;
@@ -100,7 +101,10 @@ __device__ void Produce(const Args& a, uint8_t* smem, uint64_t* full, uint64_t* 
     const int32_t tile = static_cast<int32_t>(it / a.k_blocks);
     const int32_t kx = static_cast<int32_t>(it % a.k_blocks) * kBlockK;
     uint8_t* b = smem + s * T::kStageBytes + T::kABytes;
-    if constexpr (kSilu) {  // gate rows, then the matching up rows
+    if (a.w_tiled != nullptr) {  // the same bytes, swizzled already, in one contiguous copy
+      const int64_t box = static_cast<int64_t>(tile) * a.k_blocks + kx / kBlockK;
+      hopper::BulkLoad(b, a.w_tiled + box * T::kBBytes, T::kBBytes, &full[s], stream_policy);
+    } else if constexpr (kSilu) {  // gate rows, then the matching up rows
       const int32_t row = tile * (kTileN / 2);
       hopper::TmaLoad2d(b, &a.w_map, kx, row, &full[s], stream_policy);
       hopper::TmaLoad2d(b + kTileN / 2 * kBlockK * 2, &a.w_map, kx, a.up_row + row, &full[s],
@@ -381,6 +385,29 @@ cudaError_t Launch(const Args& args, int ctas, cudaStream_t stream) {
 
 bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// One thread per 16-byte chunk of the tiled layout (hopper_gemm.h HopperTileWeights): chunk q is
+// stored chunk q % 8 of a 128-byte row, which holds logical chunk (q % 8) ^ (row % 8) — the
+// 128-byte swizzle the 2D copies apply, so a bulk copy lands the same shared-memory image.
+__global__ void TileWeightsKernel(const __nv_bfloat16* w, int32_t n, int32_t k, int32_t tile_n,
+                                  bool silu_mul, int32_t k_blocks, int64_t chunks, uint4* tiled) {
+  for (int64_t q = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; q < chunks;
+       q += int64_t{gridDim.x} * blockDim.x) {
+    const int r = static_cast<int>((q / 8) % tile_n);
+    const int64_t box = q / 8 / tile_n;
+    const int32_t tile = static_cast<int32_t>(box / k_blocks);
+    const int32_t kb = static_cast<int32_t>(box % k_blocks);
+    const int c = static_cast<int>(q % 8) ^ (r % 8);
+    const int32_t half = tile_n / 2;
+    const int64_t row = silu_mul ? (r < half ? int64_t{tile} * half + r
+                                             : n / 2 + int64_t{tile} * half + (r - half))
+                                 : int64_t{tile} * tile_n + r;
+    const int32_t col = kb * kBlockK + 8 * c;
+    tiled[q] = row < n && col < k
+                   ? *reinterpret_cast<const uint4*>(w + row * k + col)
+                   : make_uint4(0, 0, 0, 0);
+  }
+}
+
 // Output tiles of p at tile_n weight rows per tile (a SiLU·mul tile: tile_n / 2 of each half).
 int64_t Tiles(const HopperGemmParams& p, int32_t tile_n) {
   return p.silu_mul ? (p.n / 2) / (tile_n / 2) : (p.n + tile_n - 1) / tile_n;
@@ -402,6 +429,28 @@ bool HopperGemmAvailable(int device) {
          HopperDeviceCodeRuns(device);
 }
 
+size_t HopperTiledWeightElems(int32_t n, int32_t k, int32_t tile_n, bool silu_mul) {
+  HopperGemmParams p;
+  p.n = n;
+  p.silu_mul = silu_mul;
+  const int64_t k_blocks = (k + kBlockK - 1) / kBlockK;
+  return static_cast<size_t>(Tiles(p, tile_n) * k_blocks * tile_n * kBlockK);
+}
+
+cudaError_t HopperTileWeights(const __nv_bfloat16* w, int32_t n, int32_t k, int32_t tile_n,
+                              bool silu_mul, __nv_bfloat16* tiled, cudaStream_t stream) {
+  if ((tile_n != 128 && tile_n != 256) || n < 2 || n % 2 != 0 || k < 8 || k % 8 != 0 ||
+      (silu_mul && (n / 2) % (tile_n / 2) != 0) || !Aligned16(w) || !Aligned16(tiled)) {
+    return cudaErrorInvalidValue;
+  }
+  const int32_t k_blocks = (k + kBlockK - 1) / kBlockK;
+  const int64_t chunks = static_cast<int64_t>(HopperTiledWeightElems(n, k, tile_n, silu_mul)) / 8;
+  const int blocks = static_cast<int>(std::min<int64_t>((chunks + 255) / 256, 65536));
+  TileWeightsKernel<<<blocks, 256, 0, stream>>>(w, n, k, tile_n, silu_mul, k_blocks, chunks,
+                                                reinterpret_cast<uint4*>(tiled));
+  return cudaGetLastError();
+}
+
 int32_t HopperGemmTileN(const HopperGemmParams& p) {
   if (p.tile_n != 0) return p.tile_n;
   // RTGEN_HOPPER_GEMM_TILE=256 (A/B): the wider tile everywhere it fits.
@@ -417,6 +466,7 @@ bool HopperGemmSupported(const HopperGemmParams& p, const HopperGemmWorkspace& w
     return false;
   }
   if (!Aligned16(p.x) || !Aligned16(p.w) || !Aligned16(p.y)) return false;
+  if (p.w_tiled != nullptr && (p.tile_n == 0 || !Aligned16(p.w_tiled))) return false;
   if (p.silu_mul && (p.y_f32 || (p.n / 2) % (tile_n / 2) != 0)) return false;
   return Tiles(p, tile_n) <= kHopperGemmMaxTiles && ws.partials != nullptr &&
          ws.counters != nullptr && ws.ctas > 0;
@@ -430,9 +480,10 @@ cudaError_t HopperGemm(const HopperGemmParams& p, const HopperGemmWorkspace& ws,
   std::memset(&args, 0, sizeof(args));
   const int32_t w_box = p.silu_mul ? tile_n / 2 : tile_n;
   if (!EncodeMap(&args.x_map, p.x, p.m, p.k, kRows) ||
-      !EncodeMap(&args.w_map, p.w, p.n, p.k, w_box)) {
+      (p.w_tiled == nullptr && !EncodeMap(&args.w_map, p.w, p.n, p.k, w_box))) {
     return cudaErrorInvalidValue;
   }
+  args.w_tiled = reinterpret_cast<const uint8_t*>(p.w_tiled);
   args.y = p.y;
   args.partials = ws.partials;
   args.counters = ws.counters;

@@ -38,7 +38,23 @@ struct HopperGemmParams {
   int32_t k = 0;                     // multiple of 8
   bool silu_mul = false;
   int32_t tile_n = 0;                // 128 or 256 weight rows per tile; 0: HopperGemmTileN
+  // Optional: w laid out by HopperTileWeights for this tile_n (nonzero) and silu_mul. The weight
+  // stream then reads it by contiguous bulk copies instead of 2D boxes of w (w is not read): on
+  // the H200 a whole-GPU stream of 16 KiB contiguous copies reads ~5.0 TB/s, of 64 x 128 boxes of
+  // a row-major [rows, 4096] matrix ~4.2 (rtgen-sm-stream-bench, session 26).
+  const __nv_bfloat16* w_tiled = nullptr;
 };
+
+// Elements of w laid out for HopperGemm's bulk copies: per output tile, per 64-wide k-block, the
+// tile's tile_n weight rows (silu_mul: tile_n / 2 gate rows, then the matching up rows) of 64
+// elements, each row's 16-byte chunks in the 128-byte swizzled order the 2D copies produce, zeros
+// past n and k. Every (tile, k-block) is one contiguous tile_n * 128 bytes.
+size_t HopperTiledWeightElems(int32_t n, int32_t k, int32_t tile_n, bool silu_mul);
+
+// Writes w [n, k] (row-major) in that layout to `tiled` (HopperTiledWeightElems elements,
+// 16-byte aligned). tile_n 128 or 256; with silu_mul n / 2 a multiple of tile_n / 2.
+cudaError_t HopperTileWeights(const __nv_bfloat16* w, int32_t n, int32_t k, int32_t tile_n,
+                              bool silu_mul, __nv_bfloat16* tiled, cudaStream_t stream);
 
 // Device scratch of one stream's launches (launches on one stream may share it: each uses it only
 // after its PDL wait, i.e. after the previous launch completed).

@@ -17,8 +17,9 @@
 //
 // Variants: `legacy` (the kernel before the tensor-core rewrite, m in {1,2,4,8}), `gemv` (the
 // default tuning), with --sweep every tuning (warps x unroll), `hopper128` and `hopper256`
-// (kernels/hopper_gemm.h with either tile width, m <= 64, where the device runs it; their times
-// are printed under the row), `cublaslt` (MatmulContext with
+// (kernels/hopper_gemm.h with either tile width, m <= 64, where the device runs it) and
+// `hopper_tiled128` / `hopper_tiled256` (the same from weights laid out by HopperTileWeights;
+// all four printed under the row), `cublaslt` (MatmulContext with
 // the GEMV off and its algorithm tuned per shape, as the engine runs it; the chosen algorithm is
 // printed under the row) and `heur0` (the same with tuning off: the heuristic's first algorithm).
 // Every variant's output on the first weight copy is compared with cuBLASLt's (relative L2); a
@@ -216,6 +217,20 @@ absl::Status Run(const Options& o) {
     ASSIGN_OR_RETURN(DeviceBuffer y_ref,
                      DeviceBuffer::Allocate(static_cast<size_t>(max_m) * s.n * y_elem));
 
+    // Every copy of w laid out for HopperGemm's bulk copies, per tile width (where it runs).
+    std::vector<DeviceBuffer> tiled_w;
+    std::vector<size_t> tiled_elems;
+    for (const int tile : {128, 256}) {
+      const size_t elems = kernels::HopperTiledWeightElems(s.n, s.k, tile, false);
+      tiled_elems.push_back(elems);
+      ASSIGN_OR_RETURN(DeviceBuffer t, DeviceBuffer::Allocate(hopper ? elems * 2 * copies : 16));
+      for (int c = 0; hopper && c < copies; ++c) {
+        RTGEN_CUDA_RETURN_IF_ERROR(kernels::HopperTileWeights(
+            w.as<__nv_bfloat16>() + c * w_elems, s.n, s.k, tile, false,
+            t.as<__nv_bfloat16>() + c * elems, stream));
+      }
+      tiled_w.push_back(std::move(t));
+    }
     for (const int m : o.ms) {
       const kernels::GemvParams base{x.as<__nv_bfloat16>(), nullptr, nullptr, s.y_f32, m, s.n, s.k};
       std::vector<Variant> variants;
@@ -258,6 +273,20 @@ absl::Status Run(const Options& o) {
              [h, &hopper_ws](const __nv_bfloat16* wp, void* yp, cudaStream_t st) {
                kernels::HopperGemmParams q = h;
                q.w = wp, q.y = yp;
+               RTGEN_CUDA_RETURN_IF_ERROR(kernels::HopperGemm(q, hopper_ws, st));
+               return absl::OkStatus();
+             }});
+        // The same from the tiled copy of whichever copy of w the launch reads.
+        const __nv_bfloat16* w0 = w.as<__nv_bfloat16>();
+        const __nv_bfloat16* t0 = tiled_w[tile / 256].as<__nv_bfloat16>();
+        const size_t t_elems = tiled_elems[tile / 256];
+        variants.push_back(
+            {absl::StrCat("hopper_tiled", tile),
+             [h, &hopper_ws, w0, t0, t_elems, w_elems](const __nv_bfloat16* wp, void* yp,
+                                                       cudaStream_t st) {
+               kernels::HopperGemmParams q = h;
+               q.w = nullptr, q.y = yp;
+               q.w_tiled = t0 + static_cast<size_t>(wp - w0) / w_elems * t_elems;
                RTGEN_CUDA_RETURN_IF_ERROR(kernels::HopperGemm(q, hopper_ws, st));
                return absl::OkStatus();
              }});

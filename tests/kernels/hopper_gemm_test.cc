@@ -3,7 +3,7 @@
 // split between CTAs and shapes with partial tiles (n not a multiple of the tile, k of 64).
 // Repeated launches and a graph replay are bitwise equal (the split tiles' fixed summing order,
 // the tile counters reset by each launch); with RTGEN_HOPPER_GEMM=1 Matmul and MatmulSiluMul
-// route 9..64 rows to it.
+// route 9..64 rows to it. Weights laid out by HopperTileWeights give the same bits.
 
 #include <cmath>
 #include <cstdlib>
@@ -112,6 +112,19 @@ class GemmRun {
     GPU_CHECK(kernels::HopperGemm(Params(), ws, stream));
     return Output(stream);
   }
+  // The same launch from w laid out by HopperTileWeights (w itself not passed: null).
+  std::vector<float> LaunchTiled(const kernels::HopperGemmWorkspace& ws, cudaStream_t stream) {
+    DeviceArray<uint16_t> tiled(  // poisoned: every element is rewritten
+        kernels::HopperTiledWeightElems(c_.n, c_.k, c_.tile_n, c_.silu_mul));
+    GPU_CHECK(kernels::HopperTileWeights(d_w_.bf16(), c_.n, c_.k, c_.tile_n, c_.silu_mul,
+                                         tiled.bf16(), stream));
+    kernels::HopperGemmParams p = Params();
+    p.w = nullptr;
+    p.w_tiled = tiled.bf16();
+    Poison(stream);
+    GPU_CHECK(kernels::HopperGemm(p, ws, stream));
+    return Output(stream);
+  }
 
  private:
   GemmCase c_;
@@ -202,6 +215,43 @@ TEST(HopperGemmTest, FewCtasWrapTheStageRing) {
       EXPECT_LE(RelL2(run.Launch(ws.get(), nullptr), want), 1e-2);
     }
   }
+}
+
+// Weights laid out for contiguous bulk copies (HopperTileWeights) land the same shared-memory
+// image as the 2D copies of w: the outputs are bitwise equal, with partial tiles (n past the last
+// full tile, k not a multiple of 64), fp32 output, SiLU·mul and both tile widths.
+TEST(HopperGemmTest, TiledWeightsGiveTheSameBits) {
+  Workspace ws;
+  if (!ws.available()) GTEST_SKIP() << "HopperGemm needs an sm_90a build on a CC 9.0 device";
+  for (const GemmCase& c : {GemmCase{64, 300, 200, false, false, 128},
+                            GemmCase{37, 600, 136, false, true, 256},
+                            GemmCase{16, 512, 256, true, false, 128},
+                            GemmCase{64, 1024, 520, true, false, 256}}) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(::testing::Message() << "seed " << seed << " n " << c.n << " k " << c.k
+                                      << " tile " << c.tile_n);
+    std::mt19937_64 rng(seed);
+    GemmRun run(c, rng);
+    const std::vector<double> want = run.SetX(rng);
+    const std::vector<float> boxes = run.Launch(ws.get(), nullptr);
+    EXPECT_LE(RelL2(boxes, want), 1e-2);
+    EXPECT_TRUE(BitwiseEqual(run.LaunchTiled(ws.get(), nullptr), boxes));
+  }
+  // Refused: a tile width the layout does not have, n odd, k not a multiple of 8, SiLU halves
+  // not a multiple of the half tile; and a tiled launch without its tile width.
+  __nv_bfloat16* any = nullptr;
+  EXPECT_EQ(kernels::HopperTileWeights(any, 256, 64, 64, false, any, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::HopperTileWeights(any, 255, 64, 128, false, any, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::HopperTileWeights(any, 256, 60, 128, false, any, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(kernels::HopperTileWeights(any, 2 * 96, 64, 128, true, any, nullptr),
+            cudaErrorInvalidValue);
+  kernels::HopperGemmParams untiled_width;
+  untiled_width.m = 8, untiled_width.n = 256, untiled_width.k = 64;
+  untiled_width.w_tiled = reinterpret_cast<const __nv_bfloat16*>(ws.get().partials);
+  EXPECT_FALSE(kernels::HopperGemmSupported(untiled_width, ws.get()));
 }
 
 // Two launches back to back on one stream, the second reading the first's output as x and both
