@@ -5,17 +5,22 @@
 // layer's weights (SmolLM2-135M: ~440 KiB per SM per layer) far faster than its fair share of
 // DRAM bandwidth (~32 GB/s when all 132 SMs read).
 //
-// usage: rtgen-sm-stream-bench [--repeats 7] [--device 0] [--only stream-l2|stream-dram|matrix|latency]
+// usage: rtgen-sm-stream-bench [--repeats 7] [--device 0]
+//                              [--only stream-l2|stream-dram|matrix|latency]
 //
 // Streams: every active block (one per SM: ~192 KiB of shared memory each) reads its own bytes,
 // either by the TMA (one thread keeps 11 of 12 16-KiB bulk copies in flight) or by plain loads
-// (1024 threads, four 16-byte loads each in flight: 64 KiB per SM). Sources: an L2-resident
-// region (256 KiB per block, read 32 times) or DRAM (8 MiB per block, a fresh region on every
-// launch). Placements: one block; 16 blocks as one cluster (one GPC); 16 blocks spread over the
-// GPU (every 8th block of a full grid); every SM. Each block times itself with the global timer;
-// the figure is GB/s per active SM (median over blocks, then over repeats) and the sum over SMs.
-// Latencies: a cluster barrier over 16 blocks (arrive + wait, 4096 rounds), and one-way flag
-// hand-off between two SMs through L2 (ping-pong, 4096 rounds).
+// (1024 threads, four or eight 16-byte loads each in flight: 64 or 128 KiB per SM). Sources: an
+// L2-resident region (256 KiB per block, read 32 times) or DRAM (8 MiB per block, a fresh region
+// on every launch). Placements: one block; 16 blocks as one cluster (one GPC); 16 blocks spread
+// over the GPU (every 8th block of a full grid); every SM. Each block times itself with the global
+// timer; the figure is GB/s per active SM (median over blocks, then over repeats) and the sum
+// over SMs.
+// Matrix: every SM reads a row-major [131072, 4096] bf16 matrix in the 2D TMA boxes a GEMM's
+// weight operand is copied in (64 columns x 64 / 128 / 256 rows, 128-byte swizzle), GB/s by
+// events. Latencies: a cluster barrier over 16 blocks (arrive + wait, 4096 rounds), a one-way
+// flag hand-off between two SMs through L2 (ping-pong), and an all-to-all flag exchange over 16
+// and over all SMs (a grid barrier of flags).
 
 #include <cuda.h>
 #include <cudaTypedefs.h>
@@ -82,7 +87,8 @@ __global__ void StreamKernel(StreamArgs a) {
         const int s = static_cast<int>(c % kStages);
         kernels::hopper::MbarArriveExpectTx(&full[s], kChunk);
         asm volatile(
-            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+            "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes"
+            " [%0], [%1], %2, [%3];"
             ::"r"(kernels::hopper::SmemAddr(ring + static_cast<size_t>(s) * kChunk)),
             "l"(reinterpret_cast<uint64_t>(base + (c % per_region) * kChunk)), "r"(kChunk),
             "r"(kernels::hopper::SmemAddr(&full[s]))
@@ -91,8 +97,8 @@ __global__ void StreamKernel(StreamArgs a) {
       for (uint64_t c = 0; c < kStages && c < chunks; ++c) issue(c);
       for (uint64_t c = 0; c < chunks; ++c) {
         const int s = static_cast<int>(c % kStages);
-        uint64_t spins = 0;
-        while (!kernels::hopper::MbarTestWait(&full[s], static_cast<uint32_t>((c / kStages) & 1))) {
+        const uint32_t parity = static_cast<uint32_t>((c / kStages) & 1);
+        for (uint64_t spins = 0; !kernels::hopper::MbarTestWait(&full[s], parity);) {
           if (++spins > (1ull << 26)) __trap();  // a copy that never lands: fail, do not hang
         }
         acc ^= *reinterpret_cast<const uint32_t*>(ring + static_cast<size_t>(s) * kChunk);
@@ -152,7 +158,8 @@ __global__ void MatrixStreamKernel(const __grid_constant__ CUtensorMap map, int 
   for (int64_t c = 0; c < kStages && c < boxes; ++c) issue(c);
   for (int64_t c = 0; c < boxes; ++c) {
     const int s = static_cast<int>(c % kStages);
-    for (uint64_t spins = 0; !kernels::hopper::MbarTestWait(&full[s], static_cast<uint32_t>((c / kStages) & 1));) {
+    const uint32_t parity = static_cast<uint32_t>((c / kStages) & 1);
+    for (uint64_t spins = 0; !kernels::hopper::MbarTestWait(&full[s], parity);) {
       if (++spins > (1ull << 26)) __trap();
     }
     acc ^= *reinterpret_cast<const uint32_t*>(ring + static_cast<size_t>(s) * kBox);
@@ -366,7 +373,10 @@ int Main(int argc, char** argv) {
     } else if (i + 1 < argc && arg == "--device") {
       device = std::atoi(argv[++i]);
     } else {
-      std::fprintf(stderr, "usage: %s [--repeats 7] [--device 0] [--only stream-l2|stream-dram|matrix|latency]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--repeats 7] [--device 0] "
+                   "[--only stream-l2|stream-dram|matrix|latency]\n",
+                   argv[0]);
       return 2;
     }
   }
