@@ -217,14 +217,17 @@ absl::Status Run(const Options& o) {
     ASSIGN_OR_RETURN(DeviceBuffer y_ref,
                      DeviceBuffer::Allocate(static_cast<size_t>(max_m) * s.n * y_elem));
 
-    // Every copy of w laid out for HopperGemm's bulk copies, per tile width (where it runs).
+    // Every copy of w laid out for HopperGemm's bulk copies, per tile width — only where a
+    // HopperGemm variant runs (the device runs it and some m is within its rows).
+    const bool tile_w = hopper && *std::min_element(o.ms.begin(), o.ms.end()) <=
+                                      kernels::kHopperGemmMaxRows;
     std::vector<DeviceBuffer> tiled_w;
     std::vector<size_t> tiled_elems;
     for (const int tile : {128, 256}) {
       const size_t elems = kernels::HopperTiledWeightElems(s.n, s.k, tile, false);
       tiled_elems.push_back(elems);
-      ASSIGN_OR_RETURN(DeviceBuffer t, DeviceBuffer::Allocate(hopper ? elems * 2 * copies : 16));
-      for (int c = 0; hopper && c < copies; ++c) {
+      ASSIGN_OR_RETURN(DeviceBuffer t, DeviceBuffer::Allocate(tile_w ? elems * 2 * copies : 16));
+      for (int c = 0; tile_w && c < copies; ++c) {
         RTGEN_CUDA_RETURN_IF_ERROR(kernels::HopperTileWeights(
             w.as<__nv_bfloat16>() + c * w_elems, s.n, s.k, tile, false,
             t.as<__nv_bfloat16>() + c * elems, stream));

@@ -184,14 +184,11 @@ PFN_cuTensorMapEncodeTiled_v12000 Encoder() {
 // GB/s of MatrixStreamKernel<kBoxRows> over a fresh [rows, k] matrix per launch (three in turn,
 // 1 GiB apart from each other's start), by events, median of `repeats`.
 template <int kBoxRows>
-double TimeMatrix(uint8_t* buf, int rows, int k, int repeats, uint32_t* sink,
+double TimeMatrix(uint8_t* buf, int rows, int k, int sms, int repeats, uint32_t* sink,
                   cudaStream_t stream) {
   const auto kernel = MatrixStreamKernel<kBoxRows>;
-  constexpr size_t kSmemBytes = kSmem;
   BENCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   static_cast<int>(kSmemBytes)));
-  cudaDeviceProp prop;
-  BENCH_CHECK(cudaGetDeviceProperties(&prop, 0));
+                                   static_cast<int>(kSmem)));
   const auto encode = Encoder();
   cudaEvent_t start, stop;
   BENCH_CHECK(cudaEventCreate(&start));
@@ -213,8 +210,7 @@ double TimeMatrix(uint8_t* buf, int rows, int k, int repeats, uint32_t* sink,
       std::exit(1);
     }
     BENCH_CHECK(cudaEventRecord(start, stream));
-    kernel<<<prop.multiProcessorCount, 32, kSmemBytes, stream>>>(map, rows / kBoxRows, k / 64,
-                                                                  sink);
+    kernel<<<sms, 32, kSmem, stream>>>(map, rows / kBoxRows, k / 64, sink);
     BENCH_CHECK(cudaGetLastError());
     BENCH_CHECK(cudaEventRecord(stop, stream));
     BENCH_CHECK(cudaEventSynchronize(stop));
@@ -442,9 +438,9 @@ int Main(int argc, char** argv) {
     std::printf("matrix [%d x %d] bf16 by 2D TMA boxes, every SM, DRAM: 64 x 64 rows %.0f GB/s, "
                 "64 x 128 rows %.0f GB/s, 64 x 256 rows %.0f GB/s (contiguous 16 KiB copies: "
                 "the 'every SM, DRAM, tma' row above)\n",
-                kRows, kK, TimeMatrix<64>(buf, kRows, kK, repeats, sink, stream),
-                TimeMatrix<128>(buf, kRows, kK, repeats, sink, stream),
-                TimeMatrix<256>(buf, kRows, kK, repeats, sink, stream));
+                kRows, kK, TimeMatrix<64>(buf, kRows, kK, sms, repeats, sink, stream),
+                TimeMatrix<128>(buf, kRows, kK, sms, repeats, sink, stream),
+                TimeMatrix<256>(buf, kRows, kK, sms, repeats, sink, stream));
   }
   if (!only.empty() && only != "latency") return 0;
   constexpr int kRounds = 4096;
@@ -452,6 +448,9 @@ int Main(int argc, char** argv) {
   uint32_t *flags = nullptr, *words = nullptr;
   BENCH_CHECK(cudaMalloc(&flags, 2 * 128));
   BENCH_CHECK(cudaMalloc(&words, sms * 128));
+  // One block per SM: two blocks of ~192 KiB shared memory cannot share one.
+  BENCH_CHECK(cudaFuncSetAttribute(PingPongKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   static_cast<int>(kSmem)));
   BENCH_CHECK(cudaFuncSetAttribute(AllToAllKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    static_cast<int>(kSmem)));
   for (int r = 0; r < repeats; ++r) {
@@ -468,9 +467,6 @@ int Main(int argc, char** argv) {
     barrier_ns.push_back(static_cast<double>(ns) / kRounds);
 
     BENCH_CHECK(cudaMemsetAsync(flags, 0, 2 * 128, stream));
-    // Two blocks of ~192 KiB shared memory cannot share an SM.
-    BENCH_CHECK(cudaFuncSetAttribute(PingPongKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(kSmem)));
     PingPongKernel<<<2, 32, kSmem, stream>>>(kRounds, flags, flags + 32, d_ns);
     BENCH_CHECK(cudaGetLastError());
     BENCH_CHECK(cudaStreamSynchronize(stream));
