@@ -14,8 +14,9 @@
 // (fp32 logits, ordinary stores: read after the launch).
 //
 // Each block's rows of a layer (persistent_layout.cuh BlockRows) sit in shared memory before
-// the layer starts: the TMA copies layer l + 2 into the stage layer l used, as soon as D of
-// layer l is done with it, so the GEMVs of a phase read shared memory only.
+// the layer starts: the TMA copies each part of layer l + 2's rows (qkv, O, gate/up, down)
+// into the stage layer l used as soon as layer l's phase is done with that part, so the GEMVs
+// of a phase read shared memory only and the copies spread over the layer.
 
 #include <algorithm>
 #include <cmath>
@@ -64,82 +65,152 @@ struct Shared {
   int32_t* table;           // block table row 0 (first kTableCache entries)
   float* scratch;           // 32 floats for block sums
   uint64_t* bars;           // [2] mbarriers, one per stage
+  PersistentLayer* layers;  // [num_layers] weight pointers
 };
 
-// res[j] = row j · x for n rows of k elements that start at `rows` (shared memory). Each warp
-// takes up to four rows at once (their loads interleave).
+// res[j] = row j · x for n rows of k elements that start at `rows` (shared memory, k % 8 == 0).
+// The work is cut into tasks (row, k slice): when the block has more warps than rows, a row is
+// cut into `slices` (a power of two, so the tasks of one warp share a slice and its x chunks);
+// a warp takes up to kTasks tasks at once and issues every load of a pass (x and the rows,
+// kUnroll 16-byte chunks per lane each) before its first multiply-add, so its shared-memory
+// loads overlap instead of each waiting for the FMA chain before it, and keeps kUnroll sums per
+// task (chains of eight dependent multiply-adds a pass, not 8 kUnroll). Slices are summed in
+// slice order through `partial` (fewer than 2 kWarps floats): deterministic.
 __device__ void StagedGemv(const unsigned char* rows, int n, int k, const __nv_bfloat16* x,
-                           float* res) {
+                           float* res, float* partial) {
+  constexpr int kTasks = 2, kUnroll = 3;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, chunks = k >> 3;
-  const int per_warp = min(4, (n + kWarps - 1) / kWarps);
+  int shift = 0;  // log2(slices)
+  while ((1 << shift) < kWarps && (n << shift) < kWarps) ++shift;
+  const int slices = 1 << shift, tasks = n << shift;
+  const int slice_chunks = (chunks + slices - 1) >> shift;
   const uint4* xs = reinterpret_cast<const uint4*>(x);
-  const uint4* w = reinterpret_cast<const uint4*>(rows);
-  for (int j0 = warp * per_warp; j0 < n; j0 += kWarps * per_warp) {
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int c = lane; c < chunks; c += 32) {
-      const uint4 xv = xs[c];
+  for (int t0 = warp; t0 < tasks; t0 += kWarps * kTasks) {
+    const int slice = t0 & (slices - 1);  // every task t0 + kWarps i has it (slices | kWarps)
+    const int c_end = min(chunks, (slice + 1) * slice_chunks);
+    const uint4* w[kTasks];
+    bool live[kTasks];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        if (r < per_warp && j0 + r < n) acc[r] = Dot8(w[(j0 + r) * chunks + c], xv, acc[r]);
+    for (int i = 0; i < kTasks; ++i) {
+      const int t = t0 + kWarps * i;
+      live[i] = t < tasks;
+      w[i] = reinterpret_cast<const uint4*>(rows) + (live[i] ? t >> shift : 0) * chunks;
+    }
+    float acc[kTasks][kUnroll] = {};  // kUnroll chains per task: short dependent FMA runs
+    for (int c0 = slice * slice_chunks + lane; c0 < c_end; c0 += 32 * kUnroll) {
+      uint4 xv[kUnroll], wv[kTasks][kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int c = c0 + 32 * u;
+        xv[u] = c < c_end ? xs[c] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int i = 0; i < kTasks; ++i) {
+          wv[i][u] = c < c_end && live[i] ? w[i][c] : make_uint4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+#pragma unroll
+        for (int i = 0; i < kTasks; ++i) acc[i][u] = Dot8(wv[i][u], xv[u], acc[i][u]);
       }
     }
+    float sum[kTasks];
 #pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      if (r >= per_warp) break;
-      const float v = WarpSum(acc[r]);
-      if (lane == 0 && j0 + r < n) res[j0 + r] = v;
+    for (int i = 0; i < kTasks; ++i) {
+      sum[i] = acc[i][0];
+#pragma unroll
+      for (int u = 1; u < kUnroll; ++u) sum[i] += acc[i][u];
     }
+    // Both tasks' warp sums in five shuffles: the first exchange leaves task 0's half-sums in
+    // lanes 0-15 and task 1's in lanes 16-31; each half then reduces on its own.
+    static_assert(kTasks == 2);
+    const bool upper = lane & 16;
+    float v = upper ? sum[1] : sum[0];
+    v += __shfl_xor_sync(kFullMask, upper ? sum[0] : sum[1], 16);
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(kFullMask, v, o);
+    const int i = upper ? 1 : 0;
+    if ((lane & 15) == 0 && live[i]) (slices == 1 ? res : partial)[t0 + kWarps * i] = v;
+  }
+  if (slices == 1) return;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += kThreads) {
+    float v = 0.0f;
+    for (int s = 0; s < slices; ++s) v += partial[(j << shift) + s];
+    res[j] = v;
   }
 }
 
-// Starts the TMA copies of one layer's rows (`w`) into stage `layer` % 2: nine contiguous
-// copies at most, one per lane of one warp — the last: the first warp stores the block's
-// outputs. The block has finished reading that stage.
-__device__ void StageLayer(const PersistentLayer& w, const Dims& d, const BlockRows& r,
-                           const Shared& sh, int layer) {
+// The parts of a layer's staged rows, copied one part at a time: the TMA refills a part of the
+// stage as soon as the phase that reads it has finished with it, so the copies spread over the
+// layer instead of queueing as one burst in front of the next hand-off's loads.
+enum class StagePart { kQkv, kO, kGateUp, kDown };
+constexpr uint32_t kStageParts = 4;  // arrivals per stage fill (the mbarrier's count)
+
+// Starts the TMA copies of one part of one layer's rows (`w`) into stage `layer` % 2: up to
+// five contiguous copies, one per lane of the calling warp (the block's last). The block has
+// finished reading that part of the stage.
+__device__ void StageLayerPart(const PersistentLayer& w, const Dims& d, const BlockRows& r,
+                               const Shared& sh, int layer, StagePart part) {
 #if RTGEN_HOPPER_DEVICE_CODE
   const int lane = threadIdx.x & 31, half = d.head_dim / 2;
   uint64_t* bar = sh.bars + (layer & 1);
+  const int bytes[] = {r.qkv_bytes, r.o_bytes, r.gate_up_bytes, r.down_bytes};
   hopper::FenceProxyAsyncShared();
-  if (lane == 0) hopper::MbarArriveExpectTx(bar, static_cast<uint32_t>(r.bytes()));
+  if (lane == 0) {
+    hopper::MbarArriveExpectTx(bar, static_cast<uint32_t>(bytes[static_cast<int>(part)]));
+  }
   __syncwarp();
-  // The pairs span at most two heads (ConfigurePersistentDecode): rows lo0 | lo1 | hi0 | hi1.
-  const int np = r.pairs.size(), h0 = r.pairs.begin / half, i0 = r.pairs.begin % half;
-  const int n0 = min(np, half - i0), n1 = np - n0;
   const __nv_bfloat16* src = w.wqkv;
   const int row_bytes = d.hidden * 2;  // of qkv and gate_up rows
   int first = 0, rows = 0, k = d.hidden, offset = 0;  // offset: bytes into the stage
-  switch (lane) {
-    case 0: first = h0 * d.head_dim + i0, rows = n0; break;
-    case 1: first = (h0 + 1) * d.head_dim, rows = n1, offset = n0 * row_bytes; break;
-    case 2: first = h0 * d.head_dim + half + i0, rows = n0, offset = np * row_bytes; break;
-    case 3:
-      first = (h0 + 1) * d.head_dim + half, rows = n1, offset = (np + n0) * row_bytes;
+  switch (part) {
+    case StagePart::kQkv: {
+      // The pairs span at most two heads (ConfigurePersistentDecode): rows lo0 | lo1 | hi0 |
+      // hi1.
+      const int np = r.pairs.size(), h0 = r.pairs.begin / half, i0 = r.pairs.begin % half;
+      const int n0 = min(np, half - i0), n1 = np - n0;
+      switch (lane) {
+        case 0: first = h0 * d.head_dim + i0, rows = n0; break;
+        case 1: first = (h0 + 1) * d.head_dim, rows = n1, offset = n0 * row_bytes; break;
+        case 2: first = h0 * d.head_dim + half + i0, rows = n0, offset = np * row_bytes; break;
+        case 3:
+          first = (h0 + 1) * d.head_dim + half, rows = n1, offset = (np + n0) * row_bytes;
+          break;
+        case 4:
+          first = d.q_dim + d.kv_dim + r.v.begin, rows = r.v.size();
+          offset = 2 * np * row_bytes;
+          break;
+        default: break;
+      }
       break;
-    case 4:
-      first = d.q_dim + d.kv_dim + r.v.begin, rows = r.v.size(), offset = 2 * np * row_bytes;
+    }
+    case StagePart::kO:
+      src = w.wo, first = r.o.begin, rows = lane == 0 ? r.o.size() : 0, k = d.q_dim;
+      offset = r.o_offset();
       break;
-    case 5:
-      src = w.wo, first = r.o.begin, rows = r.o.size(), k = d.q_dim, offset = r.o_offset();
+    case StagePart::kGateUp:
+      src = w.w_gate_up, first = lane * d.inter + r.f.begin, rows = lane < 2 ? r.f.size() : 0;
+      offset = r.gate_up_offset() + lane * r.f.size() * row_bytes;
       break;
-    case 6:
-      src = w.w_gate_up, first = r.f.begin, rows = r.f.size(), offset = r.gate_up_offset();
-      break;
-    case 7:
-      src = w.w_gate_up, first = d.inter + r.f.begin, rows = r.f.size();
-      offset = r.gate_up_offset() + r.f.size() * row_bytes;
-      break;
-    case 8:
-      src = w.w_down, first = r.down.begin, rows = r.down.size(), k = d.inter;
+    case StagePart::kDown:
+      src = w.w_down, first = r.down.begin, rows = lane == 0 ? r.down.size() : 0, k = d.inter;
       offset = r.down_offset();
       break;
-    default: break;
   }
   if (rows > 0) {
     hopper::BulkLoad(sh.stage(layer) + offset, src + int64_t{first} * k,
                      static_cast<uint32_t>(rows * k * 2), bar, EvictFirstPolicy());
   }
 #endif
+}
+
+// Every part of one layer's rows (the first two layers, before the loop).
+__device__ void StageLayer(const PersistentLayer& w, const Dims& d, const BlockRows& r,
+                           const Shared& sh, int layer) {
+  for (StagePart part : {StagePart::kQkv, StagePart::kO, StagePart::kGateUp, StagePart::kDown}) {
+    StageLayerPart(w, d, r, sh, layer, part);
+  }
 }
 
 // x = bf16(xf * rsqrt(mean(xf^2) + eps) * weight); sum_sq is this thread's part of sum(xf^2).
@@ -235,7 +306,7 @@ __device__ void MergeToX(const Dims& d, const KeyParts& kp, const uint64_t* word
 // global memory. The first rows' loads are issued before the final residual is awaited.
 __device__ void LmHead(const PersistentDecodeParams& p, const uint64_t* final_words,
                        uint32_t flag, const Shared& sh) {
-  constexpr int kG = 4, kU = 4;  // rows per group, 16-byte loads per lane per row (hidden <= 1024)
+  constexpr int kG = 2, kU = 4;  // rows per group, 16-byte loads per lane per row (hidden <= 1024)
   const int lane = threadIdx.x & 31, chunks = p.hidden >> 3;
   const int slots = kWarps * gridDim.x;
   uint4 wv[kG][kU];
@@ -256,7 +327,7 @@ __device__ void LmHead(const PersistentDecodeParams& p, const uint64_t* final_wo
   ResidualNormToX(final_words, nullptr, p.final_norm, p.hidden, p.eps, flag, sh);
   const uint4* xs = reinterpret_cast<const uint4*>(sh.x);
   for (; g0 < p.vocab; g0 += slots * kG) {
-    float acc[kG] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float acc[kG] = {};
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int c = u * 32 + lane;
@@ -290,7 +361,8 @@ __global__ void __launch_bounds__(kThreads, 1)
                   reinterpret_cast<float*>(smem + plan.cs),
                   reinterpret_cast<int32_t*>(smem + plan.table),
                   reinterpret_cast<float*>(smem + plan.scratch),
-                  reinterpret_cast<uint64_t*>(smem + plan.bars)};
+                  reinterpret_cast<uint64_t*>(smem + plan.bars),
+                  reinterpret_cast<PersistentLayer*>(smem + plan.layer_table)};
   const Dims d(p);
   const BlockRows rows(d, gridDim.x, blockIdx.x);
   const Words words(d);
@@ -298,25 +370,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto stamp = [&](int layer, int point) {
     if (p.trace != nullptr && threadIdx.x == 0) {
       const int64_t i = (layer * kPersistentTracePoints + point) * gridDim.x + blockIdx.x;
+      // The SM clock first: a global-timer read can wait on the memory system, and the own
+      // times (clock differences) should not carry it.
+      const uint64_t cycles = clock64();
       p.trace[i] = GlobalTimerNs();
-      p.trace[i + int64_t{p.num_layers} * kPersistentTracePoints * gridDim.x] = clock64();
+      p.trace[i + int64_t{p.num_layers} * kPersistentTracePoints * gridDim.x] = cycles;
     }
   };
 
-  // This launch's flag (never 0: the exchange starts zeroed), the stages' barriers, the first
-  // two layers' rows in flight.
+  // This launch's flag (never 0: the exchange starts zeroed), the stages' barriers (one arrival
+  // per part of a fill), the layer table, the first two layers' rows in flight.
   if (threadIdx.x == 0) {
     const uint32_t done = *reinterpret_cast<volatile uint32_t*>(p.epoch);
     s_flag = done + 1 == 0 ? 1 : done + 1;
-    hopper::MbarInit(&sh.bars[0], 1);
-    hopper::MbarInit(&sh.bars[1], 1);
+    hopper::MbarInit(&sh.bars[0], kStageParts);
+    hopper::MbarInit(&sh.bars[1], kStageParts);
     hopper::FenceBarrierInit();
   }
+  for (int i = threadIdx.x; i < p.num_layers; i += kThreads) sh.layers[i] = p.layers[i];
   __syncthreads();
   const uint32_t flag = s_flag;
   if (warp == kWarps - 1) {
-    StageLayer(p.layers[0], d, rows, sh, 0);
-    if (p.num_layers > 1) StageLayer(p.layers[1], d, rows, sh, 1);
+    StageLayer(sh.layers[0], d, rows, sh, 0);
+    if (p.num_layers > 1) StageLayer(sh.layers[1], d, rows, sh, 1);
   }
 
   // Step constants: key partitions, RoPE angles (as RopeKvStore: fp64, then fp32), block table.
@@ -332,10 +408,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
 
+  const bool attends = static_cast<int>(blockIdx.x) < d.heads * kp.parts;
+
   for (int layer = 0; layer < p.num_layers; ++layer) {
-    const PersistentLayer& w = p.layers[layer];
-    PersistentLayer after_next;  // read now, used at the layer's end (stage refill)
-    if (layer + 2 < p.num_layers) after_next = p.layers[layer + 2];
+    const PersistentLayer& w = sh.layers[layer];
+    // Each part of the stage refilled with layer + 2's rows once this layer's phase is done
+    // with it (by the last warp; every warp has passed a barrier after the phase's GEMV). The
+    // copies are started at the next phase's start, where the warp would wait for its input
+    // anyway: at a phase's end the barrier before the hand-off would wait for them.
+    auto refill = [&](int of_layer, StagePart part) {
+      if (warp == kWarps - 1 && of_layer + 2 < p.num_layers) {
+        StageLayerPart(sh.layers[of_layer + 2], d, rows, sh, of_layer + 2, part);
+      }
+    };
     uint64_t* ex = p.exchange + layer * words.per_layer;
     uint64_t* next = ex + words.per_layer;
     __nv_bfloat16* k_cache = p.k_cache + layer * p.layer_elems;
@@ -344,6 +429,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // Q: the residual (the embedding row in layer 0), RMSNorm, QKV rows, RoPE, KV store.
     stamp(layer, 0);
+    if (layer > 0) refill(layer - 1, StagePart::kDown);
     ResidualNormToX(layer == 0 ? nullptr : ex + words.h, p.residual, w.attn_norm, d.hidden,
                     p.eps, flag, sh);
     stamp(layer, 1);
@@ -354,67 +440,72 @@ __global__ void __launch_bounds__(kThreads, 1)
         __trap();
       }
     }
-    StagedGemv(stage, rows.qkv_rows(), d.hidden, sh.x, sh.res);
-    __syncthreads();
-    QkvEpilogue<HD>(d, rows, sh, new_row, k_cache, v_cache, ex + words.qkv, flag);
     stamp(layer, 2);
+    StagedGemv(stage, rows.qkv_rows(), d.hidden, sh.x, sh.res, sh.scratch);
+    __syncthreads();
+    stamp(layer, 3);
+    QkvEpilogue<HD>(d, rows, sh, new_row, k_cache, v_cache, ex + words.qkv, flag);
+    stamp(layer, 4);
 
     // A: attention partials.
-    if (static_cast<int>(blockIdx.x) < d.heads * kp.parts) {
+    if (attends) {
       const persistent::AttentionInputs in{
           k_cache, v_cache, sh.table, p.block_table, table_len <= kTableCache, p.block_size,
           ex + words.qkv, ex + words.att, p.scale * kLog2e};
       persistent::AttentionBlock<HD>(d, kp, blockIdx.x / kp.parts, blockIdx.x % kp.parts, in,
-                                     flag, sh.att, [&] { stamp(layer, 3); });
+                                     flag, sh.att, [&] { stamp(layer, 5); });
     } else {
-      stamp(layer, 3);
+      stamp(layer, 5);
     }
     __syncthreads();
-    stamp(layer, 4);
+    stamp(layer, 6);
 
     // O: merge, O rows + residual.
+    refill(layer, StagePart::kQkv);
     MergeToX<HD>(d, kp, ex + words.att, flag, sh);
-    stamp(layer, 5);
-    StagedGemv(stage + rows.o_offset(), rows.o.size(), d.q_dim, sh.x, sh.res);
+    stamp(layer, 7);
+    StagedGemv(stage + rows.o_offset(), rows.o.size(), d.q_dim, sh.x, sh.res, sh.scratch);
     __syncthreads();
+    stamp(layer, 8);
     for (int j = threadIdx.x; j < rows.o.size(); j += kThreads) {
       const int row = rows.o.begin + j;
       StoreWord(ex + words.mid + row, __float_as_uint(sh.xf[row] + RoundBf16(sh.res[j])), flag);
     }
     __syncthreads();
-    stamp(layer, 6);
+    stamp(layer, 9);
 
     // G: RMSNorm, gate and up rows, SiLU·mul.
+    refill(layer, StagePart::kO);
     ResidualNormToX(ex + words.mid, nullptr, w.ffn_norm, d.hidden, p.eps, flag, sh);
-    stamp(layer, 7);
+    stamp(layer, 10);
     const int nf = rows.f.size();
-    StagedGemv(stage + rows.gate_up_offset(), 2 * nf, d.hidden, sh.x, sh.res);
+    StagedGemv(stage + rows.gate_up_offset(), 2 * nf, d.hidden, sh.x, sh.res, sh.scratch);
     __syncthreads();
+    stamp(layer, 11);
     for (int t = threadIdx.x; t < nf / 2; t += kThreads) {
       const int j = 2 * t;
       const __nv_bfloat16 a = SiluTimes(RoundBf16(sh.res[j]), RoundBf16(sh.res[nf + j]));
       const __nv_bfloat16 b = SiluTimes(RoundBf16(sh.res[j + 1]), RoundBf16(sh.res[nf + j + 1]));
       StoreWord(ex + words.act + (rows.f.begin + j) / 2, PackBf16(a, b), flag);
     }
-    stamp(layer, 8);
+    stamp(layer, 12);
 
-    // D: act, down rows + residual; then the stage is free for layer + 2.
+    // D: act, down rows + residual.
+    refill(layer, StagePart::kGateUp);
     AwaitWords<kThreads>(ex + words.act, d.inter / 2, flag, [&](int i, uint32_t u) {
       reinterpret_cast<uint32_t*>(sh.x)[i] = u;
     });
     __syncthreads();
-    stamp(layer, 9);
-    StagedGemv(stage + rows.down_offset(), rows.down.size(), d.inter, sh.x, sh.res);
+    stamp(layer, 13);
+    StagedGemv(stage + rows.down_offset(), rows.down.size(), d.inter, sh.x, sh.res, sh.scratch);
     __syncthreads();
-    if (warp == kWarps - 1 && layer + 2 < p.num_layers) {
-      StageLayer(after_next, d, rows, sh, layer + 2);
-    }
+    stamp(layer, 14);
     for (int j = threadIdx.x; j < rows.down.size(); j += kThreads) {
       const int row = rows.down.begin + j;
       StoreWord(next + words.h + row, __float_as_uint(sh.xf[row] + RoundBf16(sh.res[j])), flag);
     }
     __syncthreads();
-    stamp(layer, 10);
+    stamp(layer, 15);
   }
 
   LmHead(p, p.exchange + p.num_layers * words.per_layer + words.h, flag, sh);

@@ -77,9 +77,10 @@ struct PersistentDecodeParams {
   uint64_t* trace = nullptr;
 };
 
-// Trace points of a layer: Q start, Q input normed, Q words stored, A's q in, A done, O input
-// merged, O words stored, G input normed, G words stored, D input in, D words stored.
-inline constexpr int kPersistentTracePoints = 11;
+// Trace points of a layer: Q start, Q input normed, Q weights in, Q GEMV done, Q words stored,
+// A's q in, A done, O input merged, O GEMV done, O words stored, G input normed, G GEMV done,
+// G words stored, D input in, D GEMV done, D words stored.
+inline constexpr int kPersistentTracePoints = 16;
 
 // Attention blocks per q head at most: a context is cut into key partitions of about
 // keys_per_part keys, one block each, up to this many (and as many as the grid has blocks for).

@@ -4,8 +4,8 @@
 // through it instead of the ~5 kernels per layer.
 //
 // Opt-in (CudaBackendOptions::persistent_decode, or RTGEN_PERSISTENT_DECODE=1): on the H200 it
-// is correct but still slower than the layered kernels under PDL (SmolLM2-135M batch 1: 0.52
-// vs 0.49 ms; docs/perf/gpu_notes.md, session 16), so it is off by default. Models whose layer
+// is correct but still slower than the layered kernels under PDL (SmolLM2-135M batch 1: 0.50
+// vs 0.43 ms; docs/perf/gpu_notes.md, session 27), so it is off by default. Models whose layer
 // does not fit two copies of each block's share in shared memory (Llama-3.2-1B and up) keep
 // the layered path.
 

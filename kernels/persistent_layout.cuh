@@ -15,9 +15,10 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kTableCache = 1024;  // block-table entries kept in shared memory
 
 struct Dims {
-  int hidden, q_dim, kv_dim, head_dim, heads, kv_heads, inter;
+  int layers, hidden, q_dim, kv_dim, head_dim, heads, kv_heads, inter;
   __host__ __device__ explicit Dims(const PersistentDecodeParams& p)
-      : hidden(p.hidden),
+      : layers(p.num_layers),
+        hidden(p.hidden),
         q_dim(p.num_heads * p.head_dim),
         kv_dim(p.num_kv_heads * p.head_dim),
         head_dim(p.head_dim),
@@ -93,9 +94,10 @@ __host__ __device__ inline int MaxParts(const Dims& d, int grid) {
 
 // Byte offsets of the block's shared memory: two weight stages (layers l and l + 1), the GEMV
 // input x (bf16), the fp32 residual, GEMV results, attention partials (and the attention
-// block's scratch), RoPE cos/sin, block table, reduction scratch, two mbarriers.
+// block's scratch), RoPE cos/sin, block table, reduction scratch, two mbarriers, and the layer
+// table (every layer's weight pointers, read once at the start).
 struct SmemPlan {
-  int stage_bytes = 0, x, xf, res, att, cs, table, scratch, bars, total;
+  int stage_bytes = 0, x, xf, res, att, cs, table, scratch, bars, layer_table, total;
   __host__ __device__ SmemPlan(const Dims& d, int grid) {
     // The largest share of each kind bounds every block's (even splits differ by one unit).
     const int pairs = LargestShare((d.q_dim + d.kv_dim) / 4, grid, 2);
@@ -117,7 +119,8 @@ struct SmemPlan {
     table = cs + d.head_dim * 4;
     scratch = table + kTableCache * 4;
     bars = scratch + 32 * 4;
-    total = bars + 2 * 8;
+    layer_table = bars + 2 * 8;
+    total = layer_table + d.layers * static_cast<int>(sizeof(PersistentLayer));
   }
 };
 

@@ -31,10 +31,13 @@ void PrintPersistentTrace(const uint64_t* device_trace, int layers, int grid) {
   auto clock = [&](int layer, int point, int block) {  // SM cycles
     return static_cast<double>(t[n + (size_t{1} * layer * points + point) * grid + block]);
   };
-  static const char* kNames[] = {"Q await+norm", "Q gemv+store", "A await q",
-                                 "A attention",  "O await+merge", "O gemv+store",
-                                 "G await+norm", "G gemv+store", "D await",
-                                 "D gemv+store", "-> next Q"};
+  static const char* kNames[] = {"Q await+norm", "Q stage wait", "Q gemv",
+                                 "Q rope+store", "A await q",    "A attention",
+                                 "O await+merge", "O gemv",      "O store",
+                                 "G await+norm", "G gemv",       "G silu+store",
+                                 "D await",      "D gemv",       "D store",
+                                 "-> next Q"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == kernels::kPersistentTracePoints);
   std::fprintf(stderr, "persistent trace (last step, %d layers, %d blocks), us:\n", layers, grid);
   for (int i = 0; i < points; ++i) {
     std::vector<double> own;
