@@ -306,7 +306,7 @@ __device__ void MergeToX(const Dims& d, const KeyParts& kp, const uint64_t* word
 // global memory. The first rows' loads are issued before the final residual is awaited.
 __device__ void LmHead(const PersistentDecodeParams& p, const uint64_t* final_words,
                        uint32_t flag, const Shared& sh) {
-  constexpr int kG = 2, kU = 4;  // rows per group, 16-byte loads per lane per row (hidden <= 1024)
+  constexpr int kG = 4, kU = 4;  // rows per group, 16-byte loads per lane per row (hidden <= 1024)
   const int lane = threadIdx.x & 31, chunks = p.hidden >> 3;
   const int slots = kWarps * gridDim.x;
   uint4 wv[kG][kU];
