@@ -79,6 +79,8 @@ struct Shared {
 __device__ void StagedGemv(const unsigned char* rows, int n, int k, const __nv_bfloat16* x,
                            float* res, float* partial) {
   constexpr int kTasks = 2, kUnroll = 3;
+  static_assert((kWarps & (kWarps - 1)) == 0, "slices must divide the warp count");
+  static_assert(2 * kWarps <= 32, "partial sums live in the 32-float block scratch");
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, chunks = k >> 3;
   int shift = 0;  // log2(slices)
   while ((1 << shift) < kWarps && (n << shift) < kWarps) ++shift;
@@ -166,8 +168,8 @@ __device__ void StageLayerPart(const PersistentLayer& w, const Dims& d, const Bl
   int first = 0, rows = 0, k = d.hidden, offset = 0;  // offset: bytes into the stage
   switch (part) {
     case StagePart::kQkv: {
-      // The pairs span at most two heads (ConfigurePersistentDecode): rows lo0 | lo1 | hi0 |
-      // hi1.
+      // The pairs span at most two heads (ConfigurePersistentDecode):
+      // rows lo0 | lo1 | hi0 | hi1.
       const int np = r.pairs.size(), h0 = r.pairs.begin / half, i0 = r.pairs.begin % half;
       const int n0 = min(np, half - i0), n1 = np - n0;
       switch (lane) {
@@ -370,8 +372,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto stamp = [&](int layer, int point) {
     if (p.trace != nullptr && threadIdx.x == 0) {
       const int64_t i = (layer * kPersistentTracePoints + point) * gridDim.x + blockIdx.x;
-      // The SM clock first: a global-timer read can wait on the memory system, and the own
-      // times (clock differences) should not carry it.
+      // The SM clock first: a global-timer read is slow (~0.35 us measured in the step) and the
+      // own times (clock differences) should not carry it.
       const uint64_t cycles = clock64();
       p.trace[i] = GlobalTimerNs();
       p.trace[i + int64_t{p.num_layers} * kPersistentTracePoints * gridDim.x] = cycles;
@@ -414,8 +416,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     const PersistentLayer& w = sh.layers[layer];
     // Each part of the stage refilled with layer + 2's rows once this layer's phase is done
     // with it (by the last warp; every warp has passed a barrier after the phase's GEMV). The
-    // copies are started at the next phase's start, where the warp would wait for its input
-    // anyway: at a phase's end the barrier before the hand-off would wait for them.
+    // copies are started where that warp would wait for its input anyway — qkv at O's start
+    // (after A), O at G's, gate/up at D's, down at the next layer's Q — not at a phase's end,
+    // where the barrier before the hand-off would wait for them.
     auto refill = [&](int of_layer, StagePart part) {
       if (warp == kWarps - 1 && of_layer + 2 < p.num_layers) {
         StageLayerPart(sh.layers[of_layer + 2], d, rows, sh, of_layer + 2, part);
@@ -537,7 +540,7 @@ PersistentLaunch Configure(const PersistentDecodeParams& p, int device) {
     return launch;
   }
   const Dims d(p);
-  // A block's RoPE pairs must span at most two heads (StageLayer copies two runs of each).
+  // A block's RoPE pairs must span at most two heads (StageLayerPart copies two runs of each).
   const int most_pairs = persistent::LargestShare((d.q_dim + d.kv_dim) / 4, num_sms, 2);
   if (major != 9 || persistent::MaxParts(d, num_sms) < 1 || most_pairs > HD / 2 ||
       !HopperDeviceCodeRuns(device)) {  // else the kernel's body is a trap

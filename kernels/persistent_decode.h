@@ -6,11 +6,12 @@
 // Why: at batch 1 a small model's step is a chain of ~5 kernels × layers that each move well
 // under a megabyte, so launch and drain gaps, not bytes, set the time. Here one block per SM
 // stays resident for the whole step; each block holds its share of every layer's weights in
-// shared memory (copied by the TMA one layer ahead, so no phase waits on DRAM for weights),
-// and the phases hand their outputs to the next one through "flagged words": 64-bit words of
-// 32 bits of data and a 32-bit flag that names this launch, written and read whole. A reader
-// spins until every word it needs carries this launch's flag — one store-to-load trip per
-// hand-off instead of a grid barrier (fence, atomic, spin) followed by a load.
+// shared memory (copied by the TMA one to two layers ahead, part by part, so no phase waits on
+// DRAM for weights), and the phases hand their outputs to the next one through "flagged words":
+// 64-bit words of 32 bits of data and a 32-bit flag that names this launch, written and read
+// whole. A reader spins until every word it needs carries this launch's flag — one
+// store-to-load trip per hand-off instead of a grid barrier (fence, atomic, spin) followed by a
+// load.
 //
 // Invariants:
 //   - launched cooperatively with exactly the co-resident grid Configure() returns (a block
@@ -91,8 +92,8 @@ int64_t PersistentExchangeWords(const PersistentDecodeParams& p);
 
 // The launch shape for these dimensions: grid = co-resident blocks (one per SM), 0 when the
 // shapes are unsupported — head_dim other than 64 / 128, hidden > 1024, a layer's weights too
-// large for two copies of each block's share in shared memory, a device other than sm_90 or a
-// binary without sm_90a code — (then the multi-kernel path must be used).
+// large for two copies of each block's share (with the layer table) in shared memory, a device
+// other than sm_90 or a binary without sm_90a code — (then the multi-kernel path must be used).
 struct PersistentLaunch {
   int32_t grid = 0;
   int32_t threads = 0;

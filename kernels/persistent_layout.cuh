@@ -62,13 +62,9 @@ struct BlockRows {
     down_bytes = down.size() * d.inter * 2;
   }
   __host__ __device__ int qkv_rows() const { return 2 * pairs.size() + v.size(); }
-  __host__ __device__ int staged_rows() const {
-    return qkv_rows() + o.size() + 2 * f.size() + down.size();
-  }
   __host__ __device__ int o_offset() const { return qkv_bytes; }
   __host__ __device__ int gate_up_offset() const { return qkv_bytes + o_bytes; }
   __host__ __device__ int down_offset() const { return gate_up_offset() + gate_up_bytes; }
-  __host__ __device__ int bytes() const { return down_offset() + down_bytes; }
 };
 
 // Flagged-word offsets inside one layer's block of the exchange; layer l's block starts at
@@ -119,7 +115,7 @@ struct SmemPlan {
     table = cs + d.head_dim * 4;
     scratch = table + kTableCache * 4;
     bars = scratch + 32 * 4;
-    layer_table = bars + 2 * 8;
+    layer_table = (bars + 2 * 8 + 15) / 16 * 16;  // pointers: aligned on purpose
     total = layer_table + d.layers * static_cast<int>(sizeof(PersistentLayer));
   }
 };
