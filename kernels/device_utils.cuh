@@ -78,6 +78,16 @@ __device__ __forceinline__ void UnpackBf16x8(const uint4& u, float (&f)[8]) {
   }
 }
 
+// acc + the dot product of two 16-byte groups of 8 bf16, in element order (fp32 multiply-adds).
+__device__ __forceinline__ float Dot8(uint4 w, uint4 x, float acc) {
+  float a[8], b[8];
+  UnpackBf16x8(w, a);
+  UnpackBf16x8(x, b);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc = fmaf(a[i], b[i], acc);
+  return acc;
+}
+
 // SwiGLU's activation silu(g) * u in fp32, rounded to bf16: one expression for the SiLU·mul
 // kernels and the fused GEMV epilogues, so every path gives the same bits.
 __device__ __forceinline__ __nv_bfloat16 SiluTimes(float g, float u) {

@@ -44,15 +44,6 @@ using persistent::kWarps;
 using persistent::SmemPlan;
 using persistent::Words;
 
-__device__ __forceinline__ float Dot8(uint4 w, uint4 x, float acc) {
-  float a[8], b[8];
-  UnpackBf16x8(w, a);
-  UnpackBf16x8(x, b);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) acc = fmaf(a[i], b[i], acc);
-  return acc;
-}
-
 struct Shared {
   unsigned char* stages;    // two stages: the block's rows of layer l in stage l % 2
   int stage_bytes;
