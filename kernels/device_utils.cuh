@@ -114,6 +114,21 @@ __device__ __forceinline__ uint4 LoadStreamed16(const uint4* p, bool pred) {
   return v;
 }
 
+// LoadStreamed16 with the line marked evict-first in L2 by `policy` (EvictFirstPolicy): weights
+// read once per step, so that they do not push out what the step reads again (the KV cache).
+__device__ __forceinline__ uint4 LoadStreamedEvictFirst16(const uint4* p, bool pred,
+                                                          uint64_t policy) {
+  uint4 v;
+  asm volatile(
+      "{\n\t.reg .pred p;\n\t"
+      "setp.ne.b32 p, %5, 0;\n\t"
+      "mov.b32 %0, 0;\n\tmov.b32 %1, 0;\n\tmov.b32 %2, 0;\n\tmov.b32 %3, 0;\n\t"
+      "@p ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %6;\n\t}"
+      : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+      : "l"(p), "r"(static_cast<int>(pred)), "l"(policy));
+  return v;
+}
+
 __device__ __forceinline__ uint4 LoadCached16(const uint4* p, bool pred) {
   uint4 v;
   RTGEN_PREDICATED_LD16("", v, p, pred);

@@ -7,7 +7,7 @@
 // RTGEN_ROPE_EARLY_DEPENDENTS, RTGEN_NORM_LINK, RTGEN_NORM_FOLD, RTGEN_DECODE_PREFETCH,
 // RTGEN_DECODE_ROPE, RTGEN_SAMPLE_BLOCKS_PER_SM, RTGEN_TC_ROPE_EARLY_DEPENDENTS,
 // RTGEN_HOPPER_GEMM, RTGEN_HOPPER_GEMM_TILE, RTGEN_PERSISTENT_KEYS_PER_PART,
-// RTGEN_ATTENTION_CLUSTER, and the diagnostics
+// RTGEN_ATTENTION_CLUSTER, RTGEN_FUSED_MLP, RTGEN_FUSED_MLP_FEATURES, and the diagnostics
 // RTGEN_DIAG_SKIP and RTGEN_PERSISTENT_TRACE) are environment variables, each consulted by one
 // function (those on a per-launch path keep the value in a static; those read at start-up read
 // it when called); these helpers are how every one of them is read.

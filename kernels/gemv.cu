@@ -128,6 +128,61 @@ __device__ __forceinline__ float ScaledBy(float sum, float inv_rms) {
   }
 }
 
+// A shared-memory (kShared: a rebuilt row) or read-only global 16-byte load of x.
+template <bool kShared>
+__device__ __forceinline__ uint4 LoadX(const uint4* p) {
+  if constexpr (kShared) {
+    return *p;
+  } else {
+    return __ldg(p);
+  }
+}
+
+// A pending product (gemv.h GemvPendingRow) as the residual's update, rounded to bf16 as a
+// GEMV stores it.
+__device__ __forceinline__ float PendingUpdate(long long pending) {
+  return RoundBf16(static_cast<float>(static_cast<double>(pending) / kPendingScale));
+}
+
+// A producer's pending product of `feature` (0 without pending products), zeroed for the next
+// fused MLP: read by the one lane that joins the feature.
+__device__ __forceinline__ float JoinPending(const GemvNormLink& link, int feature) {
+  if (link.pending == nullptr) return 0.0f;
+  const float update = PendingUpdate(__ldcg(link.pending + feature));
+  link.pending[feature] = 0;
+  return update;
+}
+
+// A consumer's input row rebuilt from pending products: x[i] = bf16(h * weight[i]) with
+// h = residual[i] + bf16(pending[i]), into shared memory; returns sum(h^2), the same in every
+// block (fixed order). Called by every thread (block barriers inside: x is visible after it).
+__device__ __forceinline__ float RebuildRow(const GemvPendingRow& rb, int k, __nv_bfloat16* x) {
+  constexpr int kBatch = 4;  // elements a thread loads before it uses the first
+  __shared__ float scratch[32];
+  float sq = 0.0f;
+  for (int i0 = threadIdx.x; i0 < k; i0 += kBatch * blockDim.x) {
+    float res[kBatch], weight[kBatch];
+    long long pending[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * blockDim.x;
+      const bool in = i < k;
+      res[j] = in ? __ldcg(rb.residual + i) : 0.0f;
+      weight[j] = in ? __ldg(rb.weight + i) : 0.0f;
+      pending[j] = in ? __ldcg(rb.pending + i) : 0;
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const int i = i0 + j * blockDim.x;
+      if (i >= k) continue;
+      const float h = res[j] + PendingUpdate(pending[j]);
+      x[i] = __float2bfloat16(h * weight[j]);
+      sq += h * h;
+    }
+  }
+  return BlockSum(sq, scratch);
+}
+
 // The RoPE block's epilogue: sums of the W warps' partial tiles in warp order (as the plain
 // epilogue), scaled by inv_rms where kLink, rounded to bf16; q/k pairs rotated, k and v also
 // stored to row r's cache slot.
@@ -173,8 +228,10 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
 // kHi: m > 8 (input rows 8..15 feed the mma's upper half; otherwise it is zero).
 // kLink: the launch has a norm link (gemv.h GemvNormLink; m = 1 only); without one none of the
 // link's code is compiled in, so an unlinked launch runs the plain kernel.
+// kRebuild: the link's consumer rebuilds x from pending products (GemvPendingRow; with kLink,
+// m = 1): every block forms the row in shared memory after the wait and reads x from there.
 // rope_early: the RoPE variant releases its dependent before its main loop (TcRopeEarlyDependents).
-template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst, bool kLink>
+template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst, bool kLink, bool kRebuild>
 __global__ void __launch_bounds__(W * 32)
     GemvKernel(GemvParams p, GemvRopeParams r, bool rope_early) {
   RTGEN_TRACE_KERNEL(kGemv);
@@ -196,8 +253,11 @@ __global__ void __launch_bounds__(W * 32)
   const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(wrow) * p.k) + t;
   // Input rows past m read row 0 (an L1 hit shared with the threads of row 0) and use zeros.
   const bool has_x0 = g < p.m, has_x1 = kHi && g + 8 < p.m;
+  __shared__ __align__(16) __nv_bfloat16 s_x[kRebuild ? kGemvMaxRebuildK : 8];
   const uint4* x0 =
-      reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(has_x0 ? g : 0) * p.k) + t;
+      kRebuild ? reinterpret_cast<const uint4*>(s_x) + t
+               : reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(has_x0 ? g : 0) * p.k) +
+                     t;
   const uint4* x1 =
       reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(has_x1 ? g + 8 : 0) * p.k) + t;
   const int chunks = p.k >> 3;  // 16-byte chunks per row
@@ -265,11 +325,14 @@ __global__ void __launch_bounds__(W * 32)
   // the producer's residual values, and a consumer's sum of squares (its 1 / rms scales the sums
   // in the epilogue; used only there, so the load does not hold up the loop). A consumer also
   // zeroes the slot of the norm before, whose consumer is done.
-  const float join_residual = joins ? __ldcg(link.residual + n0 + lane) : 0.0f;
+  const float join_residual =
+      joins ? __ldcg(link.residual + n0 + lane) + JoinPending(link, n0 + lane) : 0.0f;
   const unsigned long long link_sum = kLink && link.scale_by != nullptr ? __ldcg(link.scale_by) : 0;
   if (kLink && link.zero_after != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
     *link.zero_after = 0;
   }
+  float rebuilt_sum_sq = 0.0f;  // kRebuild: sum(h^2) over the rebuilt row
+  if constexpr (kRebuild) rebuilt_sum_sq = RebuildRow(link.rebuild, p.k, s_x);
   for (; grp < full_groups; grp += W) {
     const int next = grp + W;
     uint4 wn[U];
@@ -281,7 +344,7 @@ __global__ void __launch_bounds__(W * 32)
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const uint4 xa = Select(has_x0, __ldg(x0 + grp * kGroup + 4 * u));
+      const uint4 xa = Select(has_x0, LoadX<kRebuild>(x0 + grp * kGroup + 4 * u));
       const uint4 xb = kHi ? Select(has_x1, __ldg(x1 + grp * kGroup + 4 * u)) : uint4{0, 0, 0, 0};
       Mma(d, xa.x, xb.x, xa.y, xb.y, wv[u].x, wv[u].y);
       Mma(d, xa.z, xb.z, xa.w, xb.w, wv[u].z, wv[u].w);
@@ -300,7 +363,8 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const bool in = base + 4 * u + t < chunks;
-      const uint4 xa = LoadCached16(x0 + base + 4 * u, in && has_x0);
+      const uint4 xa = kRebuild ? Select(in && has_x0, x0[base + 4 * u])
+                                : LoadCached16(x0 + base + 4 * u, in && has_x0);
       const uint4 xb = kHi ? LoadCached16(x1 + base + 4 * u, in && has_x1) : uint4{0, 0, 0, 0};
       Mma(d, xa.x, xb.x, xa.y, xb.y, wt[u].x, wt[u].y);
       Mma(d, xa.z, xb.z, xa.w, xb.w, wt[u].z, wt[u].w);
@@ -309,7 +373,9 @@ __global__ void __launch_bounds__(W * 32)
   RTGEN_TRACE_MARK(0);  // warp 0's multiplies done
   if (kRope && !rope_early) PdlLaunchDependents();
   const float inv_rms =
-      kLink && link.scale_by != nullptr ? NormLinkInvRms(link_sum, link.eps, p.k) : 1.0f;
+      kRebuild                            ? rsqrtf(rebuilt_sum_sq / p.k + link.eps)
+      : kLink && link.scale_by != nullptr ? NormLinkInvRms(link_sum, link.eps, p.k)
+                                          : 1.0f;
   // d[0], d[1]: y[g][n0 + 2t + {0, 1}]; d[2], d[3]: y[g + 8][same].
   // One warp without a link stores its sums from registers; otherwise the warps' partial tiles
   // meet in shared memory.
@@ -356,10 +422,14 @@ __global__ void __launch_bounds__(W * 32)
   }
 }
 
-// Whether `tuning` can run p with epilogue `epi`: the row-streaming kernel takes one input row;
-// a producer link needs the plain epilogue (GemvSupported has checked the rest of a link).
+// Whether `tuning` can run p with epilogue `epi`: the row-streaming kernel takes one input row
+// and no pending products; a producer link needs the plain epilogue, a rebuilt row the RoPE one
+// (GemvSupported has checked the rest of a link).
 bool TuningFits(const GemvParams& p, const GemvTuning& tuning, Epilogue epi) {
-  return (!tuning.rows || p.m == 1) && (p.link.sum_sq == nullptr || epi == Epilogue::kStore);
+  const bool pending = p.link.pending != nullptr || p.link.rebuild.on();
+  return (!tuning.rows || (p.m == 1 && !pending)) &&
+         (p.link.sum_sq == nullptr || epi == Epilogue::kStore) &&
+         (!p.link.rebuild.on() || epi == Epilogue::kRope);
 }
 
 // Off with RTGEN_PDL=0 (every kernel, launch.h) or RTGEN_GEMV_PDL=0 (the GEMV alone).
@@ -377,7 +447,7 @@ bool TcRopeEarlyDependents() {
   return early;
 }
 
-template <int W, int U, bool kHi, Epilogue kEpi, bool kLink>
+template <int W, int U, bool kHi, Epilogue kEpi, bool kLink, bool kRebuild = false>
 cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
                           cudaStream_t stream) {
   // A SwiGLU tile holds 4 features of each half: ceil(inter / 4) = ceil(n / 8) tiles too; a RoPE
@@ -388,10 +458,10 @@ cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuni
                                : tuning.evict_first != 0;
   const bool rope_early = kEpi == Epilogue::kRope && TcRopeEarlyDependents();
   return evict_first
-             ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true, kLink>, grid,
-                                 dim3(W * 32), 0, stream, p, r, rope_early)
-             : LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, false, kLink>, grid,
-                                 dim3(W * 32), 0, stream, p, r, rope_early);
+             ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true, kLink, kRebuild>,
+                                 grid, dim3(W * 32), 0, stream, p, r, rope_early)
+             : LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, false, kLink, kRebuild>,
+                                 grid, dim3(W * 32), 0, stream, p, r, rope_early);
 }
 
 template <int W, int U, bool kHi, Epilogue kEpi>
@@ -400,6 +470,12 @@ cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuni
   // Links take one input row (GemvSupported), so only the kernels without the upper half have a
   // linked variant.
   if constexpr (!kHi) {
+    // A rebuilt input row: the RoPE epilogue only (the qkv projection after a fused MLP).
+    if constexpr (kEpi == Epilogue::kRope) {
+      if (p.link.rebuild.on()) {
+        return LaunchVariant<W, U, kHi, kEpi, true, true>(p, r, tuning, stream);
+      }
+    }
     if (p.link.any()) return LaunchVariant<W, U, kHi, kEpi, true>(p, r, tuning, stream);
   }
   return LaunchVariant<W, U, kHi, kEpi, false>(p, r, tuning, stream);
@@ -478,11 +554,20 @@ bool GemvSupported(const GemvParams& p) {
     return false;
   }
   // A consumer zeroes a slot other than the ones this launch reads or adds to.
-  if (l.zero_after != nullptr &&
-      (l.scale_by == nullptr || l.zero_after == l.scale_by || l.zero_after == l.sum_sq)) {
+  const GemvPendingRow& rb = l.rebuild;
+  if (l.zero_after != nullptr && ((l.scale_by == nullptr && !rb.on()) ||
+                                  l.zero_after == l.scale_by || l.zero_after == l.sum_sq)) {
     return false;
   }
-  if ((producer || l.scale_by != nullptr) && p.m != 1) return false;
+  // Pending products: a producer's, or a rebuilt row of its three arrays (instead of scale_by,
+  // at most kGemvMaxRebuildK long); neither on the row-streaming kernel.
+  if (l.pending != nullptr && !producer) return false;
+  if (rb.on() && (rb.residual == nullptr || rb.weight == nullptr || l.scale_by != nullptr ||
+                  p.k > kGemvMaxRebuildK)) {
+    return false;
+  }
+  if ((l.pending != nullptr || rb.on()) && GemvStreamsRows(p)) return false;
+  if ((producer || l.scale_by != nullptr || rb.on()) && p.m != 1) return false;
   return p.m >= 1 && p.m <= kGemvMaxRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
          aligned(p.x) && aligned(p.w);
 }

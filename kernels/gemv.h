@@ -24,20 +24,39 @@ constexpr int kGemvMaxRows = 16;
 // whose consumer has completed) for its next use. Not bit for bit RmsNorm + Gemv, which applies
 // the scale before rounding the normed row to bf16: the same up to that rounding.
 constexpr double kNormSumScale = 1048576.0;  // 2^20 per unit of h^2
+//
+// Pending products (the fused MLP, fused_mlp.h, where its down products are summed across
+// blocks in fixed point and nobody forms the residual at its end): `pending` [hidden] holds them
+// in kPendingScale units. A consumer that rebuilds its input from them (`rebuild`: m = 1; the
+// launch's x and scale_by are not read) forms h = residual + bf16(pending), x = bf16(h * weight)
+// and 1 / rms from sum(h^2) over the row, in every block in a fixed order; it writes nothing
+// back. The next producer (`pending` set) adds bf16(pending) to the residual before its own
+// join, as that residual's first update, and zeroes the pending products it owns. Tensor-core
+// kernel only (not the row-streaming one).
+constexpr double kPendingScale = 4294967296.0;  // 2^32 per unit of a pending product
+constexpr int kGemvMaxRebuildK = 2048;          // the longest rebuilt row
+struct GemvPendingRow {
+  const float* residual = nullptr;     // [k]
+  const float* weight = nullptr;       // [k] the norm's weight
+  const long long* pending = nullptr;  // [k]
+  constexpr bool on() const { return pending != nullptr; }
+};
 struct GemvNormLink {
   // Producer.
   float* residual = nullptr;               // [n] fp32, updated in place
   const float* weight = nullptr;           // [n] the next norm's weight
   __nv_bfloat16* normed = nullptr;         // [n] the consumer's input
   unsigned long long* sum_sq = nullptr;    // fixed-point sum of h^2 (zero before the producer)
+  long long* pending = nullptr;            // [n] pending products joined first, then zeroed
   // Consumer.
   const unsigned long long* scale_by = nullptr;
   unsigned long long* zero_after = nullptr;
+  GemvPendingRow rebuild;                  // instead of x and scale_by
   float eps = 0.0f;
 
   // Either side is set (a link without one is refused by GemvSupported).
   constexpr bool any() const {
-    return sum_sq != nullptr || scale_by != nullptr || zero_after != nullptr;
+    return sum_sq != nullptr || scale_by != nullptr || zero_after != nullptr || rebuild.on();
   }
 };
 

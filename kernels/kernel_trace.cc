@@ -61,6 +61,7 @@ const char* TraceTagName(TraceTag tag) {
     case TraceTag::kSiluMul: return "silu_mul";
     case TraceTag::kRowInvRms: return "row_inv_rms";
     case TraceTag::kAttentionCluster: return "attention_cluster";
+    case TraceTag::kFusedMlp: return "fused_mlp";
     case TraceTag::kSample: return "sample";
     case TraceTag::kCount: break;
   }

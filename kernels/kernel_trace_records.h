@@ -23,6 +23,7 @@ enum class TraceTag : uint32_t {
   kSample,
   kRowInvRms,
   kAttentionCluster,
+  kFusedMlp,
   kCount,
 };
 

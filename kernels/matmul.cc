@@ -573,6 +573,12 @@ bool MatmulFusesRope(const MatmulContext& ctx, const MatmulParams& p) {
   return p.m > 0 && FusedRopeShape(ctx, p) && GemvSupported(g);
 }
 
+bool MatmulTakesLink(const MatmulContext& ctx, const MatmulParams& p, bool rope) {
+  const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link};
+  if (rope) return p.m == 1 && FusedRopeShape(ctx, p) && GemvSupported(g);
+  return p.m == 1 && !p.accumulate && GemvTakes(ctx, p);
+}
+
 bool MatmulRopeReleasesEarly(const MatmulContext& ctx, const MatmulParams& p) {
   const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
   return MatmulFusesRope(ctx, p) && GemvRopeReleasesEarly(g);

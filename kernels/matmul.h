@@ -151,6 +151,9 @@ const char* MatmulTuneModeName();
 // True when Matmul (and MatmulSiluMul, MatmulRopeKvStore) runs p's shape on the GEMV at one row
 // (either kernel), which is what takes a norm link.
 bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p);
+// True when Matmul (rope: MatmulRopeKvStore, as its one fused launch) runs p on the GEMV with
+// p's link as given: what a link with pending products (gemv.h GemvPendingRow) must check.
+bool MatmulTakesLink(const MatmulContext& ctx, const MatmulParams& p, bool rope);
 
 // The SwiGLU block's first half: p is the gate+up projection (w = [gate; up], n = 2 * inter, y a
 // bf16 [m, n] scratch) and act[m, inter] = silu(gate) * up (silu_mul.h). Where Matmul would take

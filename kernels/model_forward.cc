@@ -120,6 +120,10 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   const size_t sums = size_t{2} * config.num_layers * sizeof(unsigned long long);
   ASSIGN_OR_RETURN(f->norm_sums_, DeviceBuffer::Allocate(sums));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->norm_sums_.get(), 0, sums));
+  ASSIGN_OR_RETURN(f->mlp_pending_, DeviceBuffer::Allocate(h * sizeof(long long)));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->mlp_pending_.get(), 0, h * sizeof(long long)));
+  ASSIGN_OR_RETURN(f->mlp_arrivals_, DeviceBuffer::Allocate(sizeof(unsigned int)));
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->mlp_arrivals_.get(), 0, sizeof(unsigned int)));
   ASSIGN_OR_RETURN(f->chain_tokens_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->chain_tokens_.get(), 0, s * sizeof(int32_t)));
   RETURN_IF_ERROR(f->FoldNormsIfUseful());  // before anything else reads the weights
@@ -183,6 +187,10 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   if (!link_norms_ && !kernels::DiagSkips(kernels::StepPart::kFfnNorm)) {
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
   }
+  if (fused_mlp_) {  // gate_up, SiLU·mul and down in one launch
+    RTGEN_CUDA_RETURN_IF_ERROR(kernels::FusedMlp(MlpParams(layer), stream));
+    return absl::OkStatus();
+  }
   // gate_up and SiLU·mul: one fused GEMV launch at decode batch sizes (matmul.h).
   if (!kernels::DiagSkips(kernels::StepPart::kGateUp)) {
     kernels::MatmulParams gate_up{At<__nv_bfloat16>(normed_), w.w_gate_up.as<__nv_bfloat16>(),
@@ -232,7 +240,7 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
                    step.slot_mapping, store.k_cache, store.v_cache};
   }
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
-    if (linked_attn_norm) qkv_proj.link = ConsumerLink(2 * layer - 1);
+    if (linked_attn_norm) qkv_proj.link = QkvLink(layer);
     if (decode.rope.on()) {
       RETURN_IF_ERROR(kernels::Matmul(*matmul_, qkv_proj, stream));
     } else {
@@ -264,9 +272,7 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
   if (!kernels::DiagSkips(kernels::StepPart::kO)) {
     kernels::MatmulParams o_proj{At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(),
                                  At<__nv_bfloat16>(proj_), false, n, h, q_dim};
-    if (link_norms_) {
-      o_proj.link = ProducerLink(2 * layer, w.ffn_norm.as<float>(), At<__nv_bfloat16>(normed_));
-    }
+    if (link_norms_) o_proj.link = OLink(layer);
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, o_proj, stream));
   }
   return absl::OkStatus();
@@ -337,6 +343,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   }
   prefetch_kv_ = PrefetchesKv(shape);
   attention_cluster_ = AttentionInCluster(shape, step, kv);
+  fused_mlp_ = link_norms_ && !attention_cluster_ && FusesMlp();
   for (int layer = 0; layer < c.num_layers; ++layer) {
     RETURN_IF_ERROR(fold_step_ ? FoldedLayer(layer, shape, step, kv, stream)
                                : Layer(layer, shape, step, kv, stream));
@@ -435,6 +442,71 @@ bool ModelForward::PrefetchesKv(const ForwardShape& shape) const {
   if (DecodePrefetch() == Prefetch::kAlways) return true;
   // Every layer has the same shapes.
   return kernels::MatmulRopeReleasesEarly(*matmul_, QkvProjection(0, shape.num_tokens));
+}
+
+kernels::FusedMlpParams ModelForward::MlpParams(int layer) const {
+  const ModelConfig& c = config_;
+  const DeviceLayer& w = weights_->layers[layer];
+  const bool last = layer + 1 == c.num_layers;
+  kernels::FusedMlpParams p;
+  p.x = At<__nv_bfloat16>(normed_);
+  p.consumer = ConsumerLink(2 * layer);
+  // The last layer joins its own products (the LM head's GEMV takes no pending ones); the others
+  // leave them to the next layer's qkv and o projections (QkvLink, OLink).
+  if (last) {
+    p.producer = ProducerLink(2 * layer + 1, weights_->final_norm.as<float>(),
+                              At<__nv_bfloat16>(final_normed_));
+  }
+  p.w_gate_up = w.w_gate_up.as<__nv_bfloat16>();
+  p.w_down = w.w_down.as<__nv_bfloat16>();
+  p.hidden = c.hidden_size;
+  p.inter = c.intermediate_size;
+  p.pending = At<long long>(mlp_pending_);
+  p.arrivals = At<unsigned int>(mlp_arrivals_);
+  return p;
+}
+
+kernels::GemvNormLink ModelForward::QkvLink(int layer) const {
+  kernels::GemvNormLink link = ConsumerLink(2 * layer - 1);
+  if (fused_mlp_) {  // the layer before left its down products pending (MlpParams)
+    link.scale_by = nullptr;
+    link.rebuild = {At<float>(residual_), weights_->layers[layer].attn_norm.as<float>(),
+                    At<long long>(mlp_pending_)};
+  }
+  return link;
+}
+
+kernels::GemvNormLink ModelForward::OLink(int layer) const {
+  kernels::GemvNormLink link = ProducerLink(2 * layer, weights_->layers[layer].ffn_norm.as<float>(),
+                                            At<__nv_bfloat16>(normed_));
+  if (fused_mlp_) link.pending = At<long long>(mlp_pending_);  // joined first, then zeroed
+  return link;
+}
+
+bool ModelForward::FusesMlp() const {
+  static const bool enabled = kernels::EnvIs("RTGEN_FUSED_MLP", "1");
+  if (!enabled || kernels::DiagSkips(kernels::StepPart::kGateUp) ||
+      kernels::DiagSkips(kernels::StepPart::kDown)) {
+    return false;
+  }
+  // Every launch the layers' links touch must take them: the fused MLP of a middle and of the last
+  // layer, the qkv projection rebuilding its row, the o projection joining pending products.
+  const ModelConfig& c = config_;
+  const DeviceLayer& w = weights_->layers[0];  // every layer has the same shapes
+  kernels::MatmulParams with_rebuild = QkvProjection(0, 1);
+  kernels::MatmulParams with_pending{At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(),
+                                     At<__nv_bfloat16>(proj_), false, 1, c.hidden_size,
+                                     c.num_heads * c.head_dim};
+  with_rebuild.link = ConsumerLink(1);
+  with_rebuild.link.scale_by = nullptr;
+  with_rebuild.link.rebuild = {At<float>(residual_), w.attn_norm.as<float>(),
+                               At<long long>(mlp_pending_)};
+  with_pending.link = ProducerLink(0, w.ffn_norm.as<float>(), At<__nv_bfloat16>(normed_));
+  with_pending.link.pending = At<long long>(mlp_pending_);
+  return c.num_layers > 1 && kernels::FusedMlpSupported(MlpParams(0)) &&
+         kernels::FusedMlpSupported(MlpParams(c.num_layers - 1)) &&
+         kernels::MatmulTakesLink(*matmul_, with_rebuild, true) &&
+         kernels::MatmulTakesLink(*matmul_, with_pending, false);
 }
 
 kernels::GemvNormLink ModelForward::ProducerLink(int32_t slot, const float* weight,

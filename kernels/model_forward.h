@@ -18,6 +18,7 @@
 #include "kernels/decode_attention.h"
 #include "kernels/device_buffer.h"
 #include "kernels/device_weights.h"
+#include "kernels/fused_mlp.h"
 #include "kernels/matmul.h"
 #include "kernels/persistent_decoder.h"
 #include "kernels/side_stream.h"
@@ -145,6 +146,19 @@ class ModelForward {
   // prefetch, and RTGEN_DECODE_ROPE=1 asks for it.
   bool RopeInAttention(const kernels::MatmulParams& qkv_proj,
                        const kernels::DecodeAttentionParams& decode) const;
+  // Layer `layer`'s gate/up, SwiGLU and down projection as one launch (linked norms: the FFN
+  // norm's consumer; its down products left pending for the next layer, or joined by the last).
+  kernels::FusedMlpParams MlpParams(int layer) const;
+  // The qkv projection's link from layer 1 on (the attention norm's consumer; with fused MLPs
+  // rebuilding its row from the pending products) and the o projection's (the FFN norm's
+  // producer; with fused MLPs joining the pending products first).
+  kernels::GemvNormLink QkvLink(int layer) const;
+  kernels::GemvNormLink OLink(int layer) const;
+  // True when this step's layers run their MLP half as one launch (MlpParams): linked norms,
+  // the kernels take the shapes and links, and RTGEN_FUSED_MLP=1. Opt-in: on the H200 it
+  // measured slower than the two GEMVs in the graph (SmolLM2-135M b1 0.462-0.467 against
+  // 0.432-0.439 ms) and faster without PDL (0.556 against 0.602-0.607; docs/perf/gpu_notes.md).
+  bool FusesMlp() const;
   // The two sides of linked norm `slot` (LinksNorms): the projection before the norm writes
   // `normed` with the norm's `weight`; the one after it reads the slot and zeroes the one before.
   kernels::GemvNormLink ProducerLink(int32_t slot, const float* weight,
@@ -185,6 +199,11 @@ class ModelForward {
   bool fold_step_ = false;   // this step folds its norms (set by Run)
   bool prefetch_kv_ = false;  // this step's decode attention prefetches (set by Run)
   bool attention_cluster_ = false;  // this step's layers attend in a cluster (set by Run)
+  bool fused_mlp_ = false;  // this step's layers run MlpParams launches (set by Run)
+  // The fused MLP's pending down products (i64 [hidden], gemv.h kPendingScale units) and its
+  // last layer's arrival counter (u32): zero between uses.
+  DeviceBuffer mlp_pending_;
+  DeviceBuffer mlp_arrivals_;
   // With folded norms: f32 [2, tokens], the attention and FFN norms' row scales, and the stream
   // that computes them beside the projections.
   DeviceBuffer norm_scales_;
