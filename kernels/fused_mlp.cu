@@ -38,8 +38,9 @@ __global__ void __launch_bounds__(kThreads) FusedMlpKernel(FusedMlpParams p) {
   const int hidden = p.hidden, chunks = hidden >> 3, inter_chunks = p.inter >> 3;
   const int f0 = blockIdx.x * F;
 
-  // The block's weights, before the wait: they do not depend on the kernel before. Marked
-  // evict-first in L2, as the GEMVs mark weights this small (gemv.h GemvEvictFirstMaxBytes).
+  // The block's weights, before the wait: they do not depend on the kernel before. Always
+  // marked evict-first in L2 (the GEMVs do so for weights up to GemvEvictFirstMaxBytes, which
+  // every shape this kernel takes is: hidden <= 1024).
   const uint64_t policy = EvictFirstPolicy();
   const uint4* w_gu = reinterpret_cast<const uint4*>(p.w_gate_up);
   uint4 wgu[kRowsPerWarp][kLaneChunks];

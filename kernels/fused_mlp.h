@@ -6,7 +6,7 @@
 // Block b owns `features` intermediate features [f0, f0 + features): it loads its gate and up
 // rows and its columns of the down weight into registers before its PDL wait (they do not depend
 // on the kernel before), then after the wait forms act = silu(gate) * up for its features
-// exactly as GemvSiluMul does (the consumer's 1 / rms, bf16 rounding), multiplies them by its
+// with GemvSiluMul's scale and roundings (the consumer's 1 / rms, bf16), multiplies them by its
 // down columns and adds that partial down product to `pending` in fixed point (gemv.h
 // kPendingScale; integer atomics: the total does not depend on the order in which blocks
 // arrive, so replays are bitwise equal). Then either
@@ -18,9 +18,12 @@
 //     producer's join (NormLinkJoin: residual += bf16(down), normed row, sum of squares) as the
 //     down GEMV's epilogue does.
 //
-// Numerics: gate, up and act as GemvSiluMul forms them; the down products summed in another
-// order than the down GEMV's (fp32 per block, fixed point across blocks), then rounded to bf16
-// as that GEMV stores them.
+// Numerics: gate, up and act with GemvSiluMul's scale and roundings, their dot products summed
+// in another order (so a few act values may be an ulp apart); the down products summed in
+// another order than the down GEMV's (fp32 per block, fixed point across blocks), then rounded
+// to bf16 as that GEMV stores them. A partial product that is not finite or not below 2^31 in
+// magnitude saturates the fixed point (a wrong finite value, where the GEMVs would carry the
+// NaN or Inf on).
 //
 // Invariants: `pending` ([hidden]) is zero before the launch; `*arrivals` is zero before and
 // after; one launch at a time uses them (a stream's launches are ordered).
@@ -42,7 +45,7 @@ struct FusedMlpParams {
   const __nv_bfloat16* w_down = nullptr;     // [hidden, inter]
   int32_t hidden = 0;                        // multiple of 8, <= kFusedMlpMaxHidden
   int32_t inter = 0;                         // multiple of `features`
-  int32_t features = 0;                      // per block: 8 or 16; 0 = the default (16)
+  int32_t features = 0;                      // per block: 8 or 16; 0: FusedMlpDefaultFeatures()
   GemvNormLink consumer;                     // scale_by, zero_after, eps: the FFN norm
   GemvNormLink producer;                     // none, or residual, weight, normed, sum_sq
   long long* pending = nullptr;              // [hidden] fixed-point down products, zero before

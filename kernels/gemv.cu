@@ -559,11 +559,11 @@ bool GemvSupported(const GemvParams& p) {
                                   l.zero_after == l.scale_by || l.zero_after == l.sum_sq)) {
     return false;
   }
-  // Pending products: a producer's, or a rebuilt row of its three arrays (instead of scale_by,
-  // at most kGemvMaxRebuildK long); neither on the row-streaming kernel.
+  // Pending products: a producer's, or a consumer's rebuilt row of its three arrays (instead of
+  // scale_by, at most kGemvMaxRebuildK long); neither on the row-streaming kernel.
   if (l.pending != nullptr && !producer) return false;
   if (rb.on() && (rb.residual == nullptr || rb.weight == nullptr || l.scale_by != nullptr ||
-                  p.k > kGemvMaxRebuildK)) {
+                  producer || p.k > kGemvMaxRebuildK)) {
     return false;
   }
   if ((l.pending != nullptr || rb.on()) && GemvStreamsRows(p)) return false;

@@ -27,10 +27,10 @@ constexpr double kNormSumScale = 1048576.0;  // 2^20 per unit of h^2
 //
 // Pending products (the fused MLP, fused_mlp.h, where its down products are summed across
 // blocks in fixed point and nobody forms the residual at its end): `pending` [hidden] holds them
-// in kPendingScale units. A consumer that rebuilds its input from them (`rebuild`: m = 1; the
-// launch's x and scale_by are not read) forms h = residual + bf16(pending), x = bf16(h * weight)
-// and 1 / rms from sum(h^2) over the row, in every block in a fixed order; it writes nothing
-// back. The next producer (`pending` set) adds bf16(pending) to the residual before its own
+// in kPendingScale units. A consumer that rebuilds its input from them (`rebuild`: m = 1, no
+// scale_by, no producer side; the launch's x is not read) forms h = residual + bf16(pending),
+// x = bf16(h * weight) and 1 / rms from sum(h^2) over the row, in every block in a fixed order;
+// it writes nothing back. The next producer (`pending` set) adds bf16(pending) to the residual before its own
 // join, as that residual's first update, and zeroes the pending products it owns. Tensor-core
 // kernel only (not the row-streaming one).
 constexpr double kPendingScale = 4294967296.0;  // 2^32 per unit of a pending product

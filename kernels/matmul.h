@@ -152,7 +152,9 @@ const char* MatmulTuneModeName();
 // (either kernel), which is what takes a norm link.
 bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p);
 // True when Matmul (rope: MatmulRopeKvStore, as its one fused launch) runs p on the GEMV with
-// p's link as given: what a link with pending products (gemv.h GemvPendingRow) must check.
+// p's link as given: what a link with pending products (gemv.h GemvPendingRow) must check. With
+// rope, the shape and link only: a RoPE layout the fused launch refuses makes MatmulRopeKvStore
+// fail with that link (an error, not a different path).
 bool MatmulTakesLink(const MatmulContext& ctx, const MatmulParams& p, bool rope);
 
 // The SwiGLU block's first half: p is the gate+up projection (w = [gate; up], n = 2 * inter, y a

@@ -167,7 +167,8 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   const int32_t n = shape.num_tokens, h = c.hidden_size, inter = c.intermediate_size;
 
   // The previous layer's down-proj output joins the residual here (none before layer 0); with
-  // linked norms the down projection has done that and written normed_ (norm slot 2 * layer - 1).
+  // linked norms the down projection has done that and written normed_ (norm slot 2 * layer - 1),
+  // or, with fused MLPs, left its products pending for the qkv and o projections (QkvLink, OLink).
   const bool linked_attn_norm = link_norms_ && layer > 0;
   kernels::RmsNormParams norm{At<float>(residual_), layer > 0 ? At<__nv_bfloat16>(proj_) : nullptr,
                               nullptr, w.attn_norm.as<float>(), At<__nv_bfloat16>(normed_), n, h,
@@ -483,6 +484,8 @@ kernels::GemvNormLink ModelForward::OLink(int layer) const {
   return link;
 }
 
+// RTGEN_DIAG_SKIP (timing only, results garbage) may leave out the qkv or o projection here too:
+// the pending products are then not joined or zeroed until the last layer's join.
 bool ModelForward::FusesMlp() const {
   static const bool enabled = kernels::EnvIs("RTGEN_FUSED_MLP", "1");
   if (!enabled || kernels::DiagSkips(kernels::StepPart::kGateUp) ||

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -50,16 +51,27 @@ struct MlpInputs {
   unsigned long long fixed_in = 0;  // the FFN norm's fixed-point sum of squares
 };
 
+// Guard cells past the row's end in every buffer a launch writes: a write past `hidden` shows.
+constexpr int kGuard = 8;
+constexpr float kGuardResidual = 12345.0f;
+constexpr long long kGuardPending = 0x5a5a5a5a5a5aLL;
+
+template <typename T>
+std::vector<T> WithGuard(std::vector<T> v, T guard) {
+  v.insert(v.end(), kGuard, guard);
+  return v;
+}
+
 // Fresh output buffers for one launch: the residual as drawn, normed all ones (0xffff), slots
-// {the consumer's sum, 777 (to be zeroed), 0}.
+// {the consumer's sum, 777 (to be zeroed), 0}; guard cells after the residual and normed rows.
 struct MlpBuffers {
   DeviceArray<float> residual, weight;
   DeviceArray<uint16_t> normed;
   DeviceArray<unsigned long long> sums;
   explicit MlpBuffers(const MlpInputs& in)
-      : residual(in.residual),
+      : residual(WithGuard(in.residual, kGuardResidual)),
         weight(in.weight),
-        normed(in.hidden),
+        normed(in.hidden + kGuard),
         sums(std::vector<unsigned long long>{in.fixed_in, 777, 0}) {}
   kernels::GemvNormLink Consumer() {
     kernels::GemvNormLink link;
@@ -76,7 +88,18 @@ struct MlpBuffers {
     link.sum_sq = sums.get() + 2;
     return link;
   }
-  MlpOutputs ToHost() { return {residual.ToHost(), normed.ToHost(), sums.ToHost()}; }
+  // The rows without their guard cells, which must be as written.
+  MlpOutputs ToHost() {
+    MlpOutputs out{residual.ToHost(), normed.ToHost(), sums.ToHost()};
+    const size_t hidden = out.residual.size() - kGuard;
+    for (size_t j = hidden; j < out.residual.size(); ++j) {
+      EXPECT_EQ(out.residual[j], kGuardResidual) << "residual written past the row at " << j;
+      EXPECT_EQ(out.normed[j], 0xffff) << "normed written past the row at " << j;
+    }
+    out.residual.resize(hidden);
+    out.normed.resize(hidden);
+    return out;
+  }
 };
 
 // The layered pair; `products` gets the down GEMV's products (fp32) from a second, unlinked
@@ -102,7 +125,7 @@ MlpOutputs RunLayered(MlpInputs& in, std::vector<float>* products) {
 // The fused launch; join: with the producer link (else the products stay in `pending`).
 MlpOutputs RunFused(MlpInputs& in, int features, bool join, std::vector<long long>* pending) {
   MlpBuffers b(in);
-  DeviceArray<long long> d_pending(std::vector<long long>(in.hidden, 0));
+  DeviceArray<long long> d_pending(WithGuard(std::vector<long long>(in.hidden, 0), kGuardPending));
   DeviceArray<unsigned int> arrivals(std::vector<unsigned int>{0});
   kernels::FusedMlpParams p;
   p.x = in.x.bf16();
@@ -114,10 +137,14 @@ MlpOutputs RunFused(MlpInputs& in, int features, bool join, std::vector<long lon
   p.consumer = b.Consumer();
   if (join) p.producer = b.Producer();
   p.pending = d_pending.get();
-  p.arrivals = join ? arrivals.get() : nullptr;
+  p.arrivals = arrivals.get();  // counted on and reset with a producer, untouched without
   EXPECT_TRUE(kernels::FusedMlpSupported(p));
   EXPECT_EQ(kernels::FusedMlp(p, nullptr), cudaSuccess);
   *pending = d_pending.ToHost();
+  for (int j = in.hidden; j < in.hidden + kGuard; ++j) {
+    EXPECT_EQ((*pending)[j], kGuardPending) << "pending written past the row at " << j;
+  }
+  pending->resize(in.hidden);
   if (join) {
     for (const long long v : *pending) EXPECT_EQ(v, 0);  // left zero for the next launch
   }
@@ -280,6 +307,13 @@ TEST(FusedMlpTest, QkvProjectionRebuildsItsRowFromPendingProducts) {
   q = p;
   q.k = kernels::kGemvMaxRebuildK + 8;
   EXPECT_FALSE(kernels::GemvSupported(q));
+  q = p;  // a producer side too: no epilogue both rebuilds and joins
+  DeviceArray<unsigned long long> producer_sum(1);
+  q.link.residual = d_res.get();
+  q.link.weight = d_weight.get();
+  q.link.normed = got_y.bf16();
+  q.link.sum_sq = producer_sum.get();
+  EXPECT_FALSE(kernels::GemvSupported(q));
 }
 
 TEST(FusedMlpTest, OProjectionJoinsPendingProductsFirst) {
@@ -321,6 +355,8 @@ TEST(FusedMlpTest, OProjectionJoinsPendingProductsFirst) {
   kernels::GemvParams q{d_x.bf16(), d_w.bf16(), unused.get(), false, 1, n, k};
   q.link.pending = d_pending.get();
   EXPECT_FALSE(kernels::GemvSupported(q));
+  q.link.scale_by = want_sum.get();  // a consumer
+  EXPECT_FALSE(kernels::GemvSupported(q));
 }
 
 TEST(FusedMlpTest, RefusesWhatDoesNotFit) {
@@ -350,42 +386,34 @@ TEST(FusedMlpTest, RefusesWhatDoesNotFit) {
   left.producer = {};
   left.arrivals = nullptr;
   EXPECT_TRUE(kernels::FusedMlpSupported(left));
-  const auto refused = [&](kernels::FusedMlpParams q, const char* what) {
-    SCOPED_TRACE(what);
+  using Params = kernels::FusedMlpParams;
+  const struct {
+    const char* what;
+    std::function<void(Params&)> change;
+  } refusals[] = {
+      {"hidden past the largest", [](Params& q) { q.hidden = 1032; }},
+      {"hidden not a multiple of 8", [](Params& q) { q.hidden = 580; }},
+      {"inter not a multiple of the block's features",
+       [](Params& q) {
+         q.inter = 1544;
+         q.features = 16;
+       }},
+      {"features not 8 or 16", [](Params& q) { q.features = 32; }},
+      {"x unaligned", [&](Params& q) { q.x = x.bf16() + 1; }},
+      {"no pending products", [](Params& q) { q.pending = nullptr; }},
+      {"a producer without a counter", [](Params& q) { q.arrivals = nullptr; }},
+      {"the consumer zeroing the slot it reads",
+       [&](Params& q) { q.consumer.zero_after = sums.get(); }},  // its scale_by
+      {"no consumer link", [](Params& q) { q.consumer.scale_by = nullptr; }},
+      {"an incomplete producer link", [](Params& q) { q.producer.normed = nullptr; }},
+  };
+  for (const auto& r : refusals) {
+    SCOPED_TRACE(r.what);
+    Params q = p;
+    r.change(q);
     EXPECT_FALSE(kernels::FusedMlpSupported(q));
     EXPECT_EQ(kernels::FusedMlp(q, nullptr), cudaErrorInvalidValue);
-  };
-  kernels::FusedMlpParams q = p;
-  q.hidden = 1032;
-  refused(q, "hidden past the largest");
-  q = p;
-  q.hidden = 580;
-  refused(q, "hidden not a multiple of 8");
-  q = p;
-  q.inter = 1544;
-  q.features = 16;
-  refused(q, "inter not a multiple of the block's features");
-  q = p;
-  q.features = 32;
-  refused(q, "features not 8 or 16");
-  q = p;
-  q.x = x.bf16() + 1;
-  refused(q, "x unaligned");
-  q = p;
-  q.pending = nullptr;
-  refused(q, "no pending products");
-  q = p;
-  q.arrivals = nullptr;
-  refused(q, "a producer without a counter");
-  q = p;
-  q.consumer.zero_after = sums.get();  // = scale_by
-  refused(q, "the consumer zeroing the slot it reads");
-  q = p;
-  q.consumer.scale_by = nullptr;
-  refused(q, "no consumer link");
-  q = p;
-  q.producer.normed = nullptr;
-  refused(q, "an incomplete producer link");
+  }
 }
 
 }  // namespace
