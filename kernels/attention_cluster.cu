@@ -24,6 +24,7 @@
 #include <mutex>
 #include <utility>
 
+#include "kernels/aligned.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/hopper_code.h"
 #include "kernels/hopper_ptx.cuh"
@@ -425,8 +426,6 @@ __global__ void __launch_bounds__(kThreads, 1) AttentionClusterKernel(AttentionC
   PdlWait();  // never launched: AttentionClusterSupported is false without sm_90a code
 #endif
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 bool ShapesFit(const AttentionClusterParams& p) {
   const int nh = p.num_heads, nkv = p.num_kv_heads;

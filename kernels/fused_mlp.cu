@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kernels/aligned.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/env_switch.h"
 #include "kernels/fused_mlp.h"
@@ -169,8 +170,6 @@ cudaError_t LaunchFeatures(const FusedMlpParams& p, cudaStream_t stream) {
              ? LaunchKernelPdlIf(PdlEnabled(), FusedMlpKernel<F, true>, grid, block, 0, stream, p)
              : LaunchKernelPdlIf(PdlEnabled(), FusedMlpKernel<F, false>, grid, block, 0, stream, p);
 }
-
-bool Aligned16(const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; }
 
 int FeaturesOf(const FusedMlpParams& p) {
   return p.features == 0 ? FusedMlpDefaultFeatures() : p.features;

@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "kernels/aligned.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/gemv.h"
 #include "kernels/gemv_rows.h"
@@ -545,7 +546,6 @@ bool GemvStreamsRows(const GemvParams& p) {
 }
 
 bool GemvSupported(const GemvParams& p) {
-  const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   const GemvNormLink& l = p.link;
   const bool producer = l.residual != nullptr || l.weight != nullptr || l.normed != nullptr ||
                         l.sum_sq != nullptr;
@@ -569,7 +569,7 @@ bool GemvSupported(const GemvParams& p) {
   if ((l.pending != nullptr || rb.on()) && GemvStreamsRows(p)) return false;
   if ((producer || l.scale_by != nullptr || rb.on()) && p.m != 1) return false;
   return p.m >= 1 && p.m <= kGemvMaxRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
-         aligned(p.x) && aligned(p.w);
+         Aligned16(p.x) && Aligned16(p.w);
 }
 
 GemvTuning GemvDefaultTuning(const GemvParams& p) {

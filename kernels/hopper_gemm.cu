@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/aligned.h"
 #include "kernels/device_utils.cuh"
 #include "kernels/env_switch.h"
 #include "kernels/hopper_code.h"
@@ -382,8 +383,6 @@ cudaError_t Launch(const Args& args, int ctas, cudaStream_t stream) {
   if (opt_in != cudaSuccess) return opt_in;
   return LaunchKernel(kernel, dim3(ctas), dim3(kThreads), Tile<kTileN>::kSmemBytes, stream, args);
 }
-
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 // One thread per 16-byte chunk of the tiled layout (hopper_gemm.h HopperTileWeights): chunk q is
 // stored chunk q % 8 of a 128-byte row, which holds logical chunk (q % 8) ^ (row % 8) — the

@@ -140,6 +140,12 @@ kernels::MatmulParams ModelForward::QkvProjection(int layer, int32_t n) const {
           At<__nv_bfloat16>(qkv_), false, n, qkv_dim, c.hidden_size};
 }
 
+kernels::MatmulParams ModelForward::OProjection(int layer, int32_t n) const {
+  const ModelConfig& c = config_;
+  return {At<__nv_bfloat16>(attn_), weights_->layers[layer].wo.as<__nv_bfloat16>(),
+          At<__nv_bfloat16>(proj_), false, n, c.hidden_size, c.num_heads * c.head_dim};
+}
+
 ModelForward::QkvRows ModelForward::QkvRowsOf(int layer, int32_t n, const StepArrays& step,
                                               const KvPool& kv) const {
   const ModelConfig& c = config_;
@@ -218,8 +224,7 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
                                          const StepArrays& step, const KvPool& kv,
                                          cudaStream_t stream) {
   const ModelConfig& c = config_;
-  const DeviceLayer& w = weights_->layers[layer];
-  const int32_t n = shape.num_tokens, h = c.hidden_size, hd = c.head_dim;
+  const int32_t n = shape.num_tokens, hd = c.head_dim;
   const int32_t q_dim = c.num_heads * hd, kv_dim = c.num_kv_heads * hd;
   const int32_t qkv_dim = q_dim + 2 * kv_dim;
   __nv_bfloat16* qkv = At<__nv_bfloat16>(qkv_);
@@ -241,7 +246,7 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
                    step.slot_mapping, store.k_cache, store.v_cache};
   }
   if (!kernels::DiagSkips(kernels::StepPart::kQkv)) {
-    if (linked_attn_norm) qkv_proj.link = QkvLink(layer);
+    if (linked_attn_norm) qkv_proj.link = QkvLink(layer, fused_mlp_);
     if (decode.rope.on()) {
       RETURN_IF_ERROR(kernels::Matmul(*matmul_, qkv_proj, stream));
     } else {
@@ -271,9 +276,8 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::PrefillAttention(a, stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kO)) {
-    kernels::MatmulParams o_proj{At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(),
-                                 At<__nv_bfloat16>(proj_), false, n, h, q_dim};
-    if (link_norms_) o_proj.link = OLink(layer);
+    kernels::MatmulParams o_proj = OProjection(layer, n);
+    if (link_norms_) o_proj.link = OLink(layer, fused_mlp_);
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, o_proj, stream));
   }
   return absl::OkStatus();
@@ -467,9 +471,9 @@ kernels::FusedMlpParams ModelForward::MlpParams(int layer) const {
   return p;
 }
 
-kernels::GemvNormLink ModelForward::QkvLink(int layer) const {
+kernels::GemvNormLink ModelForward::QkvLink(int layer, bool pending) const {
   kernels::GemvNormLink link = ConsumerLink(2 * layer - 1);
-  if (fused_mlp_) {  // the layer before left its down products pending (MlpParams)
+  if (pending) {  // the layer before left its down products pending (MlpParams)
     link.scale_by = nullptr;
     link.rebuild = {At<float>(residual_), weights_->layers[layer].attn_norm.as<float>(),
                     At<long long>(mlp_pending_)};
@@ -477,10 +481,10 @@ kernels::GemvNormLink ModelForward::QkvLink(int layer) const {
   return link;
 }
 
-kernels::GemvNormLink ModelForward::OLink(int layer) const {
+kernels::GemvNormLink ModelForward::OLink(int layer, bool pending) const {
   kernels::GemvNormLink link = ProducerLink(2 * layer, weights_->layers[layer].ffn_norm.as<float>(),
                                             At<__nv_bfloat16>(normed_));
-  if (fused_mlp_) link.pending = At<long long>(mlp_pending_);  // joined first, then zeroed
+  if (pending) link.pending = At<long long>(mlp_pending_);  // joined first, then zeroed
   return link;
 }
 
@@ -494,19 +498,14 @@ bool ModelForward::FusesMlp() const {
   }
   // Every launch the layers' links touch must take them: the fused MLP of a middle and of the last
   // layer, the qkv projection rebuilding its row, the o projection joining pending products.
+  // Every layer has the same shapes; layer 1 is the first whose qkv rebuilds its row.
   const ModelConfig& c = config_;
-  const DeviceLayer& w = weights_->layers[0];  // every layer has the same shapes
-  kernels::MatmulParams with_rebuild = QkvProjection(0, 1);
-  kernels::MatmulParams with_pending{At<__nv_bfloat16>(attn_), w.wo.as<__nv_bfloat16>(),
-                                     At<__nv_bfloat16>(proj_), false, 1, c.hidden_size,
-                                     c.num_heads * c.head_dim};
-  with_rebuild.link = ConsumerLink(1);
-  with_rebuild.link.scale_by = nullptr;
-  with_rebuild.link.rebuild = {At<float>(residual_), w.attn_norm.as<float>(),
-                               At<long long>(mlp_pending_)};
-  with_pending.link = ProducerLink(0, w.ffn_norm.as<float>(), At<__nv_bfloat16>(normed_));
-  with_pending.link.pending = At<long long>(mlp_pending_);
-  return c.num_layers > 1 && kernels::FusedMlpSupported(MlpParams(0)) &&
+  if (c.num_layers < 2) return false;
+  kernels::MatmulParams with_rebuild = QkvProjection(1, 1);
+  with_rebuild.link = QkvLink(1, true);
+  kernels::MatmulParams with_pending = OProjection(1, 1);
+  with_pending.link = OLink(1, true);
+  return kernels::FusedMlpSupported(MlpParams(0)) &&
          kernels::FusedMlpSupported(MlpParams(c.num_layers - 1)) &&
          kernels::MatmulTakesLink(*matmul_, with_rebuild, true) &&
          kernels::MatmulTakesLink(*matmul_, with_pending, false);

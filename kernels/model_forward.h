@@ -124,6 +124,8 @@ class ModelForward {
   // Layer `layer`'s qkv projection of n rows: normed_ (the bf16 residual stream in folded steps)
   // times its wqkv, into qkv_.
   kernels::MatmulParams QkvProjection(int layer, int32_t n) const;
+  // Layer `layer`'s o projection of n rows: attn_ times its wo, into proj_.
+  kernels::MatmulParams OProjection(int layer, int32_t n) const;
   // A decode layer with folded norms (FoldsNorms; model_forward_folded.cc).
   absl::Status FoldedLayer(int layer, const ForwardShape& shape, const StepArrays& step,
                            const KvPool& kv, cudaStream_t stream);
@@ -149,11 +151,11 @@ class ModelForward {
   // Layer `layer`'s gate/up, SwiGLU and down projection as one launch (linked norms: the FFN
   // norm's consumer; its down products left pending for the next layer, or joined by the last).
   kernels::FusedMlpParams MlpParams(int layer) const;
-  // The qkv projection's link from layer 1 on (the attention norm's consumer; with fused MLPs
-  // rebuilding its row from the pending products) and the o projection's (the FFN norm's
-  // producer; with fused MLPs joining the pending products first).
-  kernels::GemvNormLink QkvLink(int layer) const;
-  kernels::GemvNormLink OLink(int layer) const;
+  // The qkv projection's link from layer 1 on (the attention norm's consumer; after a fused MLP,
+  // `pending`: rebuilding its row from the pending products) and the o projection's (the FFN
+  // norm's producer; `pending`: joining the pending products first).
+  kernels::GemvNormLink QkvLink(int layer, bool pending) const;
+  kernels::GemvNormLink OLink(int layer, bool pending) const;
   // True when this step's layers run their MLP half as one launch (MlpParams): linked norms,
   // the kernels take the shapes and links, and RTGEN_FUSED_MLP=1. Opt-in: on the H200 it
   // measured slower than the two GEMVs in the graph (SmolLM2-135M b1 0.462-0.467 against

@@ -18,7 +18,6 @@
 #include "gtest/gtest.h"
 #include "kernels/fused_mlp.h"
 #include "kernels/gemv.h"
-#include "kernels/rope_inv_freq.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace rtgen::testing_gpu {
@@ -258,9 +257,7 @@ TEST(FusedMlpTest, QkvProjectionRebuildsItsRowFromPendingProducts) {
   DeviceArray<float> d_res(residual), d_weight(weight);
   DeviceArray<long long> d_pending(pending);
   DeviceArray<unsigned long long> d_sums(std::vector<unsigned long long>{fixed, 99});
-  ModelConfig c = TinyConfig();
-  c.head_dim = head_dim;
-  DeviceArray<float> d_freq(kernels::RopeInvFreq(c));
+  DeviceArray<float> d_freq(TinyRopeInvFreq(head_dim));
   DeviceArray<int32_t> d_pos(std::vector<int32_t>{321}), d_slot(std::vector<int32_t>{1});
   DeviceArray<uint16_t> want_y(n), want_k(slots * kv_dim), want_v(slots * kv_dim);
   DeviceArray<uint16_t> got_y(n), got_k(slots * kv_dim), got_v(slots * kv_dim);

@@ -13,7 +13,6 @@
 #include "gtest/gtest.h"
 #include "kernels/gemv.h"
 #include "kernels/rope.h"
-#include "kernels/rope_inv_freq.h"
 #include "kernels/silu_mul.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -168,9 +167,7 @@ void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
     const int k = vc.qkv_k, slots = 4;
     DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
     DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
-    ModelConfig c = TinyConfig();
-    c.head_dim = head_dim;
-    DeviceArray<float> d_freq(kernels::RopeInvFreq(c));
+    DeviceArray<float> d_freq(TinyRopeInvFreq(head_dim));
     DeviceArray<int32_t> d_pos(std::vector<int32_t>{1234}), d_slot(std::vector<int32_t>{2});
     DeviceArray<uint16_t> plain_y(n), plain_k(slots * kv_dim), plain_v(slots * kv_dim);
     DeviceArray<uint16_t> fused_y(n), fused_k(slots * kv_dim), fused_v(slots * kv_dim);

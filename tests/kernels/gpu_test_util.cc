@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "kernels/gemv.h"
+#include "kernels/rope_inv_freq.h"
 
 namespace rtgen::testing_gpu {
 
@@ -109,6 +110,12 @@ ModelConfig TinyConfig() {
   c.rms_norm_eps = 1e-5f;
   c.rope_theta = 10000.0f;
   return c;
+}
+
+std::vector<float> TinyRopeInvFreq(int head_dim) {
+  ModelConfig c = TinyConfig();
+  c.head_dim = head_dim;
+  return kernels::RopeInvFreq(c);
 }
 
 ModelConfig SmolLm2Config() {

@@ -76,6 +76,8 @@ std::vector<float> RandomUniform(size_t n, float lo, float hi, std::mt19937_64& 
 std::vector<float> RandomNormal(size_t n, float stddev, std::mt19937_64& rng);
 
 ModelConfig TinyConfig();     // 2 layers, GQA 4/2, head_dim 32, vocab 512
+// RoPE's inverse frequencies (kernels/rope_inv_freq.h) for heads of head_dim at TinyConfig's base.
+std::vector<float> TinyRopeInvFreq(int head_dim);
 ModelConfig SmolLm2Config();  // SmolLM2-135M shape: 30 layers, 9/3 heads, head_dim 64
 // 2 layers at Llama-3-8B's hidden size (4096, 32/8 heads of 128) with intermediate 4096 and vocab
 // 4096: every projection of a one-token step streams by rows at the default threshold, so its
