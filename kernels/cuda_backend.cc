@@ -177,6 +177,10 @@ std::vector<int32_t> CudaBackend::graph_buckets() const {
   return impl_->graphs ? impl_->graphs->buckets() : std::vector<int32_t>{};
 }
 
+size_t CudaBackend::graph_count() const {
+  return impl_->graphs ? impl_->graphs->num_graphs() : 0;
+}
+
 absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   if (shape.num_blocks <= 0 || shape.block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("kv cache shape must be positive, got ",
@@ -242,15 +246,16 @@ absl::Status CudaBackend::CaptureGraphs() {
     }
     return impl.step->Upload(bucket, bucket, 0, impl.stream);
   };
-  auto record = [&](int32_t bucket) -> absl::Status {
-    return impl.forward->Run(ForwardShape::Decode(bucket), impl.step->device(bucket, bucket),
-                             impl.kv, impl.stream);
+  auto bounds = [&](int32_t bucket) { return impl.forward->DecodeContextBounds(bucket); };
+  auto record = [&](int32_t bucket, int32_t context_bound) -> absl::Status {
+    return impl.forward->Run(ForwardShape::Decode(bucket, context_bound),
+                             impl.step->device(bucket, bucket), impl.kv, impl.stream);
   };
   // Decode bucket shapes are tuned here, in the eager warm-up run before each capture; no
   // other step tunes (matmul.h).
   impl.forward->AllowMatmulTuning(true);
   absl::StatusOr<std::unique_ptr<GraphRunner>> graphs =
-      GraphRunner::Capture(buckets, prepare, record, impl.stream);
+      GraphRunner::Capture(buckets, bounds, prepare, record, impl.stream);
   impl.forward->AllowMatmulTuning(false);
   ASSIGN_OR_RETURN(impl.graphs, std::move(graphs));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_after, &total));
@@ -379,6 +384,17 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   // Consecutive steps use different host slots: the one in flight may not have uploaded yet.
   plan.slot = impl.in_flight.empty() ? 0 : 1 - impl.in_flight.back().slot;
   if (impl.graphs && in.is_decode_only) plan.bucket = impl.graphs->BucketFor(s);
+  // A decode step's context class (ForwardShape::context_bound): the graph's of its bucket, or
+  // for an eager step the class of its own batch size, chosen the same way.
+  int32_t context_bound = 0;
+  if (in.is_decode_only) {
+    const int32_t longest =
+        s > 0 ? *std::max_element(in.context_lens.begin(), in.context_lens.begin() + s) : 0;
+    context_bound = plan.bucket > 0
+                        ? impl.graphs->ContextBoundFor(plan.bucket, longest)
+                        : kernels::DecodeContextBoundFor(impl.forward->DecodeContextBounds(s),
+                                                         longest);
+  }
   const int32_t rows = plan.bucket > 0 ? plan.bucket : n;  // tokens (= seqs when a graph runs)
   // Sequences and sampled rows of the step's layout (a graph's: its bucket).
   const int32_t seqs = plan.bucket > 0
@@ -432,9 +448,9 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   const auto enqueue = [&]() -> absl::Status {
     RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream, plan.slot));
     if (plan.bucket > 0) {
-      RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, impl.stream));
+      RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream));
     } else {
-      const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample};
+      const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample, context_bound};
       RETURN_IF_ERROR(
           impl.forward->Run(shape, impl.step->device(rows, seqs), impl.kv, impl.stream));
     }

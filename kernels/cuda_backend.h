@@ -70,6 +70,8 @@ class CudaBackend : public Backend {
 
   // Captured decode buckets, ascending (empty before AllocateKvCache or with graphs off).
   std::vector<int32_t> graph_buckets() const;
+  // Decode graphs captured: one per bucket and context class (graph_runner.h).
+  size_t graph_count() const;
   int64_t weight_bytes() const;
   // True when batch-1 decode steps run as the persistent kernel (options and shapes allow it).
   bool persistent_decode() const;

@@ -17,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace rtgen::kernels {
 
@@ -85,5 +86,18 @@ struct DecodeSplitPlan {
 constexpr int32_t kDefaultMinPartition = 256;
 DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context,
                                  int32_t num_sms, int32_t min_partition = kDefaultMinPartition);
+
+// Context classes of decode steps of `num_seqs` sequences: increasing bounds, the last
+// max_context, one per distinct split plan, bound c standing for a longest context in
+// (previous bound, c] and planned as PlanDecodeSplits(num_seqs, num_kv_heads, c, ...). The
+// candidates are min_partition, 2 min_partition, 4 min_partition, ... below max_context, then
+// max_context; of consecutive candidates with the same plan the largest is kept. A step of short
+// contexts planned for max_context launches partitions that hold no keys; their blocks cost the
+// step time (decode graphs are captured per class: graph_runner.h).
+std::vector<int32_t> DecodeContextBounds(int32_t num_seqs, int32_t num_kv_heads,
+                                         int32_t max_context, int32_t num_sms,
+                                         int32_t min_partition = kDefaultMinPartition);
+// The first of `bounds` (increasing, not empty) that is >= longest; the last when none is.
+int32_t DecodeContextBoundFor(const std::vector<int32_t>& bounds, int32_t longest);
 
 }  // namespace rtgen::kernels

@@ -19,40 +19,54 @@ std::vector<int32_t> DefaultGraphBuckets(int32_t max_batch) {
 }
 
 absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(std::vector<int32_t> buckets,
-                                                                  const RecordFn& prepare,
+                                                                  const BoundsFn& bounds,
+                                                                  const PrepareFn& prepare,
                                                                   const RecordFn& record,
                                                                   cudaStream_t stream) {
   std::unique_ptr<GraphRunner> runner(new GraphRunner());
   std::sort(buckets.begin(), buckets.end(), std::greater<>());
   for (int32_t bucket : buckets) {
     if (bucket <= 0 || runner->graphs_.count(bucket)) continue;
-    RETURN_IF_ERROR(prepare(bucket));
-    RETURN_IF_ERROR(record(bucket));  // warm-up, eager
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-    RETURN_IF_ERROR(prepare(bucket));
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    const absl::Status recorded = record(bucket);
-    cudaGraph_t graph = nullptr;
-    const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
-    if (!recorded.ok()) {
-      if (graph) cudaGraphDestroy(graph);
-      return absl::InternalError(
-          absl::StrCat("capturing the decode graph for batch ", bucket, ": ", recorded.message()));
+    std::vector<int32_t> classes = bounds(bucket);
+    if (classes.empty()) {
+      return absl::InternalError(absl::StrCat("no context classes for batch ", bucket));
     }
-    RTGEN_CUDA_RETURN_IF_ERROR(ended);
-    cudaGraphExec_t exec = nullptr;
-    const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-    cudaGraphDestroy(graph);
-    RTGEN_CUDA_RETURN_IF_ERROR(inst);
-    runner->graphs_[bucket] = exec;
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec, stream));
+    std::sort(classes.begin(), classes.end(), std::greater<>());
+    std::map<int32_t, cudaGraphExec_t>& graphs = runner->graphs_[bucket];
+    for (const int32_t bound : classes) {
+      if (graphs.count(bound)) continue;
+      RETURN_IF_ERROR(prepare(bucket));
+      RETURN_IF_ERROR(record(bucket, bound));  // warm-up, eager
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+      RETURN_IF_ERROR(prepare(bucket));
+      RTGEN_CUDA_RETURN_IF_ERROR(
+          cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      const absl::Status recorded = record(bucket, bound);
+      cudaGraph_t graph = nullptr;
+      const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+      if (!recorded.ok()) {
+        if (graph) cudaGraphDestroy(graph);
+        return absl::InternalError(absl::StrCat("capturing the decode graph for batch ", bucket,
+                                                " (contexts up to ", bound,
+                                                "): ", recorded.message()));
+      }
+      RTGEN_CUDA_RETURN_IF_ERROR(ended);
+      cudaGraphExec_t exec = nullptr;
+      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      RTGEN_CUDA_RETURN_IF_ERROR(inst);
+      graphs[bound] = exec;
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec, stream));
+    }
   }
   RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   return runner;
 }
 
 GraphRunner::~GraphRunner() {
-  for (auto& [bucket, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [bucket, graphs] : graphs_) {
+    for (auto& [bound, exec] : graphs) cudaGraphExecDestroy(exec);
+  }
 }
 
 int32_t GraphRunner::BucketFor(int32_t batch) const {
@@ -60,19 +74,36 @@ int32_t GraphRunner::BucketFor(int32_t batch) const {
   return it == graphs_.end() ? 0 : it->first;
 }
 
-absl::Status GraphRunner::Replay(int32_t bucket, cudaStream_t stream) const {
+int32_t GraphRunner::ContextBoundFor(int32_t bucket, int32_t longest) const {
   const auto it = graphs_.find(bucket);
-  if (it == graphs_.end()) {
-    return absl::InternalError(absl::StrCat("no decode graph captured for batch ", bucket));
+  if (it == graphs_.end() || it->second.empty()) return 0;
+  const auto bound = it->second.lower_bound(longest);
+  return bound == it->second.end() ? it->second.rbegin()->first : bound->first;
+}
+
+absl::Status GraphRunner::Replay(int32_t bucket, int32_t context_bound,
+                                 cudaStream_t stream) const {
+  const auto it = graphs_.find(bucket);
+  if (it != graphs_.end()) {
+    if (const auto graph = it->second.find(context_bound); graph != it->second.end()) {
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph->second, stream));
+      return absl::OkStatus();
+    }
   }
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(it->second, stream));
-  return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("no decode graph captured for batch ", bucket,
+                                          " with contexts up to ", context_bound));
 }
 
 std::vector<int32_t> GraphRunner::buckets() const {
   std::vector<int32_t> out;
-  for (const auto& [bucket, exec] : graphs_) out.push_back(bucket);
+  for (const auto& [bucket, graphs] : graphs_) out.push_back(bucket);
   return out;
+}
+
+size_t GraphRunner::num_graphs() const {
+  size_t n = 0;
+  for (const auto& [bucket, graphs] : graphs_) n += graphs.size();
+  return n;
 }
 
 }  // namespace rtgen

@@ -391,13 +391,31 @@ bool ModelForward::LinksNorms(const ForwardShape& shape) const {
              *matmul_, {nullptr, weights_->output_matrix(), nullptr, true, 1, c.vocab_size, h});
 }
 
+// Context classes for decode steps of at most kContextClassRows sequences; larger ones keep one
+// class, max_context. Measured on the H200 (session 29, graph TPOT ms, 128 steps at contexts
+// 129-256, two rounds, classes against one class): SmolLM2-135M b1 0.437 / 0.438 against 0.447 /
+// 0.445, b2 0.479 / 0.483 against 0.491 / 0.488, b4 0.488 / 0.492 against 0.528 / 0.531, but b8
+// 0.551 / 0.554 against 0.535 / 0.532; Llama-3.2-1B b1 0.824 against 0.842, b8 0.964 against
+// 0.968; Llama-3-8B b1 3.930 against 3.934. RTGEN_DECODE_CONTEXT_CLASSES=0: one class at every
+// batch size, =all: classes at every batch size (A/B).
+constexpr int32_t kContextClassRows = 4;
+std::vector<int32_t> ModelForward::DecodeContextBounds(int32_t rows) const {
+  static const bool off = kernels::EnvIs("RTGEN_DECODE_CONTEXT_CLASSES", "0");
+  static const bool all = kernels::EnvIs("RTGEN_DECODE_CONTEXT_CLASSES", "all");
+  if (off || (!all && rows > kContextClassRows)) return {max_context_};
+  return kernels::DecodeContextBounds(rows, config_.num_kv_heads, max_context_, num_sms_,
+                                      DecodeMinPartition());
+}
+
 kernels::DecodeAttentionParams ModelForward::DecodeParams(int layer, const ForwardShape& shape,
                                                          const StepArrays& step,
                                                          const KvPool& kv) const {
   const ModelConfig& c = config_;
   const int32_t hd = c.head_dim;
+  const int32_t bound =
+      shape.context_bound > 0 ? std::min(shape.context_bound, max_context_) : max_context_;
   const kernels::DecodeSplitPlan plan = kernels::PlanDecodeSplits(
-      shape.num_seqs, c.num_kv_heads, max_context_, num_sms_, DecodeMinPartition());
+      shape.num_seqs, c.num_kv_heads, bound, num_sms_, DecodeMinPartition());
   kernels::DecodeAttentionParams a;
   a.q = At<__nv_bfloat16>(qkv_);
   a.q_stride = (c.num_heads + 2 * c.num_kv_heads) * hd;

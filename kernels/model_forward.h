@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
@@ -41,8 +42,15 @@ struct ForwardShape {
   int32_t num_samples = 0;    // rows of logits (StepArrays::sample_rows)
   bool decode_only = false;   // one token per sequence, token i of sequence i
   bool sample = false;        // run the sampling kernel after the LM head
+  // Decode: at least every sequence's context length, the class whose split plan decode
+  // attention takes (ModelForward::DecodeContextBounds); 0: the longest context any step may
+  // have. Any bound gives correct results; one near the step's longest context, fewer empty
+  // key partitions.
+  int32_t context_bound = 0;
   // A decode step of `rows` sequences, each sampled (a graph bucket's shape).
-  static ForwardShape Decode(int32_t rows) { return {rows, rows, rows, true, true}; }
+  static ForwardShape Decode(int32_t rows, int32_t context_bound = 0) {
+    return {rows, rows, rows, true, true, context_bound};
+  }
 };
 
 class ModelForward {
@@ -54,6 +62,10 @@ class ModelForward {
   static absl::StatusOr<std::unique_ptr<ModelForward>> Create(
       const ModelConfig& config, const DeviceWeights* weights, const StepCapacity& capacity,
       int32_t max_context, int32_t num_sms, bool use_gemv, bool persistent_decode);
+
+  // Context classes of decode steps of `rows` sequences (decode_attention.h
+  // DecodeContextBounds): the values ForwardShape::context_bound takes for them.
+  std::vector<int32_t> DecodeContextBounds(int32_t rows) const;
 
   // True when a decode step of one sequence runs as the persistent kernel.
   bool persistent_decode() const { return persistent_ != nullptr; }

@@ -381,12 +381,13 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
                               {"graph_capture_s", backend->graph_capture_seconds()},
                               {"graph_capture_bytes", backend->graph_capture_bytes()},
                               {"graph_buckets", backend->graph_buckets()},
+                              {"graph_count", backend->graph_count()},
                               {"persistent_decode_batch1", backend->persistent_decode()}};
     std::printf("%s %s: backend %.2f s, kv+capture %.2f s, capture %.2f s / %.1f MiB, "
-                "%zu buckets, batch 1 %s\n", name.c_str(), mode, create_s, kv_s,
+                "%zu buckets (%zu graphs), batch 1 %s\n", name.c_str(), mode, create_s, kv_s,
                 backend->graph_capture_seconds(),
                 static_cast<double>(backend->graph_capture_bytes()) / (1 << 20),
-                backend->graph_buckets().size(),
+                backend->graph_buckets().size(), backend->graph_count(),
                 backend->persistent_decode() ? "persistent kernel" : "layered kernels");
     std::fflush(stdout);
     for (size_t i = 0; i < o.batches.size(); ++i) {

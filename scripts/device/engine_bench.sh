@@ -104,7 +104,7 @@ for name, m in models.items():
     if su:
         print(f"{name:<14} start-up: backend {su['create_backend_s']:.2f} s, graph capture "
               f"{su['graph_capture_s']:.2f} s, {su['graph_capture_bytes'] / 2**20:.1f} MiB, "
-              f"{len(su['graph_buckets'])} buckets")
+              f"{len(su['graph_buckets'])} buckets, {su.get('graph_count', '?')} graphs")
 if rt:
     print(f"copy bandwidth: {rt.get('copy_bandwidth_gbs', 0):.1f} GB/s; device: {rt.get('device', {}).get('name')}")
 PY

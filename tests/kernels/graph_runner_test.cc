@@ -1,6 +1,7 @@
 // Decode CUDA graphs: replay is bitwise equal to eager execution of the same batch, a padded
 // bucket yields the same greedy tokens as the exact batch, and seeded sampling reproduces.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -55,6 +56,36 @@ std::vector<TestSeq> Prefill(std::vector<Backend*> backends, const ModelConfig& 
   return seqs;
 }
 
+// `steps` greedy decode steps of `seqs` (already in both backends' caches, at the same blocks:
+// next[0] == next[1]) on a graph-replaying and an eager backend, each sequence fed the step's
+// random token plus its index: the logits are bitwise equal at every step.
+void ExpectDecodeStepsEqual(Backend* graph, Backend* eager, const ModelConfig& c, int steps,
+                            std::mt19937_64& rng, std::vector<TestSeq>* seqs,
+                            std::vector<int32_t>* next) {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  for (int step = 0; step < steps; ++step) {
+    std::vector<TestSeq> g = *seqs, e = *seqs;
+    StepBuilder bg(16, &(*next)[0]), be(16, &(*next)[1]);
+    const int32_t t = tok(rng);
+    for (size_t i = 0; i < seqs->size(); ++i) {
+      g[i].tokens.push_back(t + static_cast<int32_t>(i));
+      e[i].tokens.push_back(t + static_cast<int32_t>(i));
+      bg.Add(g[i], 1, &greedy);
+      be.Add(e[i], 1, &greedy);
+    }
+    auto lg = graph->ComputeLogits(bg.Build(true));
+    auto le = eager->ComputeLogits(be.Build(true));
+    ASSERT_TRUE(lg.ok() && le.ok());
+    ASSERT_EQ(lg->size(), le->size());
+    EXPECT_EQ(std::memcmp(lg->data(), le->data(), lg->size() * sizeof(float)), 0)
+        << c.name << " step " << step;
+    for (float v : *lg) ASSERT_TRUE(std::isfinite(v));
+    *seqs = g;
+  }
+}
+
 // `steps` decode steps of `num_seqs` sequences on a graph-replaying and an eager backend: the
 // logits are bitwise equal at every step. `linked`: whether these steps link their norms through
 // the GEMVs (one sequence of a model whose one-token steps do; checked, so the test covers the
@@ -74,28 +105,7 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
   ASSERT_EQ(graph->folds_norms_at(num_seqs), folded);
   std::vector<int32_t> next = {0, 0};
   std::vector<TestSeq> seqs = Prefill({graph.get(), eager.get()}, c, num_seqs, rng, &next);
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-  for (int step = 0; step < steps; ++step) {
-    std::vector<TestSeq> g = seqs, e = seqs;
-    StepBuilder bg(16, &next[0]), be(16, &next[1]);
-    const int32_t t = tok(rng);
-    for (size_t i = 0; i < seqs.size(); ++i) {
-      g[i].tokens.push_back(t + static_cast<int32_t>(i));
-      e[i].tokens.push_back(t + static_cast<int32_t>(i));
-      bg.Add(g[i], 1, &greedy);
-      be.Add(e[i], 1, &greedy);
-    }
-    auto lg = graph->ComputeLogits(bg.Build(true));
-    auto le = eager->ComputeLogits(be.Build(true));
-    ASSERT_TRUE(lg.ok() && le.ok());
-    ASSERT_EQ(lg->size(), le->size());
-    EXPECT_EQ(std::memcmp(lg->data(), le->data(), lg->size() * sizeof(float)), 0)
-        << c.name << " step " << step;
-    for (float v : *lg) ASSERT_TRUE(std::isfinite(v));
-    seqs = g;
-  }
+  ExpectDecodeStepsEqual(graph.get(), eager.get(), c, steps, rng, &seqs, &next);
 }
 
 TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
@@ -116,6 +126,50 @@ TEST(GraphRunnerTest, LinkedNormsReplayIsBitwiseEqualToEager) {
 // adding to the bf16 residual in place, replayed.
 TEST(GraphRunnerTest, FoldedNormsReplayIsBitwiseEqualToEager) {
   ExpectReplayEqualsEager(AllRowsConfig(), 16, 3, false, true);
+}
+
+// Decode graphs per context class (graph_runner.h): the test backends take contexts up to 1024,
+// so one- and two-sequence buckets get classes 256, 512 and 1024 (1, 2 and 4 key partitions);
+// buckets past four sequences one class (model_forward.cc kContextClassRows). Steps whose longest
+// context falls in each class replay that class's graph, bitwise equal to the eager step planned
+// for the same class.
+TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
+  const ModelConfig c = SmolLm2Config();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const std::vector<int32_t> buckets = {1, 2, 8};
+  auto graph = Make(c, seed, true, buckets);
+  auto eager = Make(c, seed, false);
+  ASSERT_TRUE(graph && eager);
+  ASSERT_EQ(graph->graph_buckets(), buckets);
+  EXPECT_EQ(graph->graph_count(), 7u) << "three context classes for buckets 1 and 2, one for 8";
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<int32_t> next = {0, 0};
+  // Batches by their sequences' prompt lengths: one class each, then two sequences whose
+  // longest context sets the class.
+  for (const std::vector<int>& prompts : std::vector<std::vector<int>>{
+           {20}, {300}, {700}, {40, 600}}) {
+    SCOPED_TRACE(::testing::Message() << "prompts " << prompts.front() << ".." << prompts.back());
+    std::vector<TestSeq> seqs(prompts.size());
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      seqs[i].tokens.resize(prompts[i]);
+      for (int32_t& t : seqs[i].tokens) t = tok(rng);
+    }
+    for (size_t i = 0; i < seqs.size(); ++i) {  // prefill in steps of at most 512 tokens
+      for (int done = 0; done < prompts[i];) {
+        const int count = std::min(512, prompts[i] - done);
+        TestSeq copy = seqs[i];
+        StepBuilder bg(16, &next[0]), be(16, &next[1]);
+        bg.Add(seqs[i], count, nullptr);
+        be.Add(copy, count, nullptr);
+        ASSERT_TRUE(graph->ComputeLogits(bg.Build(false)).ok());
+        ASSERT_TRUE(eager->ComputeLogits(be.Build(false)).ok());
+        done += count;
+      }
+    }
+    ExpectDecodeStepsEqual(graph.get(), eager.get(), c, 2, rng, &seqs, &next);
+  }
 }
 
 TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
