@@ -60,6 +60,7 @@ struct StepOutput {
   std::vector<SampledToken> sampled;   // one per StepInput::samples, same order
   bool graph_replayed = false;         // CUDA: the step ran as a captured graph
   int32_t graph_bucket = 0;            // CUDA: the bucket replayed
+  int32_t context_bound = 0;           // CUDA decode: the context class it was planned for
 };
 
 struct KvCacheShape {

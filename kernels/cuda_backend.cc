@@ -45,6 +45,7 @@ kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
 
 struct CudaBackend::StepPlan {
   int32_t bucket = 0;                 // graph replayed, 0: eager
+  int32_t context_bound = 0;          // decode: its context class (ForwardShape::context_bound)
   std::vector<int32_t> sample_row;    // logits row of each StepInput::samples entry
   StepArrays host;                    // the step's pinned arrays (sampled tokens come back here)
   int32_t slot = 0;                   // its host slot (StepBuffers) and done event
@@ -386,7 +387,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   if (impl.graphs && in.is_decode_only) plan.bucket = impl.graphs->BucketFor(s);
   // A decode step's context class (ForwardShape::context_bound): the graph's of its bucket, or
   // for an eager step the class of its own batch size, chosen the same way.
-  int32_t context_bound = 0;
+  int32_t& context_bound = plan.context_bound;
   if (in.is_decode_only) {
     const int32_t longest =
         s > 0 ? *std::max_element(in.context_lens.begin(), in.context_lens.begin() + s) : 0;
@@ -509,6 +510,7 @@ absl::StatusOr<StepOutput> CudaBackend::Collect() {
   StepOutput out;
   out.graph_replayed = plan.bucket > 0;
   out.graph_bucket = plan.bucket;
+  out.context_bound = plan.context_bound;
   out.sampled.reserve(input.samples.size());
   std::vector<float> row;
   for (size_t i = 0; i < input.samples.size(); ++i) {

@@ -402,7 +402,10 @@ constexpr int32_t kContextClassRows = 4;
 std::vector<int32_t> ModelForward::DecodeContextBounds(int32_t rows) const {
   static const bool off = kernels::EnvIs("RTGEN_DECODE_CONTEXT_CLASSES", "0");
   static const bool all = kernels::EnvIs("RTGEN_DECODE_CONTEXT_CLASSES", "all");
-  if (off || (!all && rows > kContextClassRows)) return {max_context_};
+  // The persistent kernel (batch 1) plans no key partitions: one class.
+  if (off || (!all && rows > kContextClassRows) || (rows == 1 && persistent_decode())) {
+    return {max_context_};
+  }
   return kernels::DecodeContextBounds(rows, config_.num_kv_heads, max_context_, num_sms_,
                                       DecodeMinPartition());
 }

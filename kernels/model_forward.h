@@ -56,7 +56,8 @@ struct ForwardShape {
 class ModelForward {
  public:
   // max_context: the longest sequence (tokens) any step may attend to; decode attention's split
-  // plan is derived from it (and the batch size) alone. persistent_decode: run decode steps of
+  // plan is derived from it and the batch size, or from a step's ForwardShape::context_bound
+  // (at most max_context) where that is set. persistent_decode: run decode steps of
   // one sequence as one persistent kernel where the shapes allow (persistent_decoder.h; the
   // environment may override it).
   static absl::StatusOr<std::unique_ptr<ModelForward>> Create(

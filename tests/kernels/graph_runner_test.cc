@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -132,24 +133,35 @@ TEST(GraphRunnerTest, FoldedNormsReplayIsBitwiseEqualToEager) {
 // so one- and two-sequence buckets get classes 256, 512 and 1024 (1, 2 and 4 key partitions);
 // buckets past four sequences one class (model_forward.cc kContextClassRows). Steps whose longest
 // context falls in each class replay that class's graph, bitwise equal to the eager step planned
-// for the same class.
+// for the same class, and report that class. (With the plan's A/B switches set, the classes
+// differ: then only the bitwise checks run.)
 TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
   const ModelConfig c = SmolLm2Config();
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
   const std::vector<int32_t> buckets = {1, 2, 8};
-  auto graph = Make(c, seed, true, buckets);
-  auto eager = Make(c, seed, false);
+  auto graph = MakeCudaBackend(c, seed, {.graphs = true, .num_blocks = 256,
+                                         .graph_batch_sizes = buckets});
+  auto eager = MakeCudaBackend(c, seed, {.graphs = false, .num_blocks = 256});
   ASSERT_TRUE(graph && eager);
   ASSERT_EQ(graph->graph_buckets(), buckets);
-  EXPECT_EQ(graph->graph_count(), 7u) << "three context classes for buckets 1 and 2, one for 8";
+  bool default_plans = true;
+  for (const char* name : {"RTGEN_DECODE_CONTEXT_CLASSES", "RTGEN_DECODE_SPLITS",
+                           "RTGEN_DECODE_MIN_PARTITION", "RTGEN_PERSISTENT_DECODE"}) {
+    default_plans = default_plans && std::getenv(name) == nullptr;
+  }
+  if (default_plans) {
+    EXPECT_EQ(graph->graph_count(), 7u) << "three context classes for buckets 1 and 2, one for 8";
+  }
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   std::vector<int32_t> next = {0, 0};
-  // Batches by their sequences' prompt lengths: one class each, then two sequences whose
-  // longest context sets the class.
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  // Batches by their sequences' prompt lengths, the longest setting the class: every class of
+  // bucket 1, then of bucket 2.
   for (const std::vector<int>& prompts : std::vector<std::vector<int>>{
-           {20}, {300}, {700}, {40, 600}}) {
+           {20}, {300}, {700}, {30, 200}, {100, 400}, {40, 600}}) {
     SCOPED_TRACE(::testing::Message() << "prompts " << prompts.front() << ".." << prompts.back());
     std::vector<TestSeq> seqs(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -169,6 +181,31 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
       }
     }
     ExpectDecodeStepsEqual(graph.get(), eager.get(), c, 2, rng, &seqs, &next);
+    // One more step on both: the same greedy tokens, and the class of its longest context
+    // (the prompt, the two steps above and this one's token).
+    const int longest = *std::max_element(prompts.begin(), prompts.end()) + 3;
+    const int32_t want = longest <= 256 ? 256 : longest <= 512 ? 512 : 1024;
+    std::vector<TestSeq> e = seqs;
+    StepBuilder bg(16, &next[0]), be(16, &next[1]);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      seqs[i].tokens.push_back(7);
+      e[i].tokens.push_back(7);
+      bg.Add(seqs[i], 1, &greedy);
+      be.Add(e[i], 1, &greedy);
+    }
+    auto og = graph->Execute(bg.Build(true));
+    auto oe = eager->Execute(be.Build(true));
+    ASSERT_TRUE(og.ok() && oe.ok());
+    EXPECT_TRUE(og->graph_replayed);
+    EXPECT_EQ(og->graph_bucket, static_cast<int32_t>(seqs.size()));
+    ASSERT_EQ(og->sampled.size(), oe->sampled.size());
+    for (size_t i = 0; i < og->sampled.size(); ++i) {
+      EXPECT_EQ(og->sampled[i].token_id, oe->sampled[i].token_id) << "seq " << i;
+    }
+    EXPECT_EQ(og->context_bound, oe->context_bound);
+    if (default_plans) {
+      EXPECT_EQ(og->context_bound, want) << "longest context " << longest;
+    }
   }
 }
 
