@@ -4,6 +4,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/cpu/cpu_backend.h"
 #ifdef RTGEN_HAVE_CUDA
 #include "kernels/cuda_backend.h"
@@ -65,6 +66,21 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
 #else
   return absl::UnimplementedError(absl::StrCat("backend: '", *kind, "' is not built in"));
 #endif
+}
+
+std::string GraphCaptureSummary(const Backend& backend) {
+#ifdef RTGEN_HAVE_CUDA
+  const auto* cuda = dynamic_cast<const CudaBackend*>(&backend);
+  if (cuda != nullptr && cuda->graph_count() > 0) {
+    return absl::StrFormat("CUDA graphs: %d buckets, %d graphs, captured in %.2f s, %.1f MiB",
+                           cuda->graph_buckets().size(), cuda->graph_count(),
+                           cuda->graph_capture_seconds(),
+                           static_cast<double>(cuda->graph_capture_bytes()) / (1 << 20));
+  }
+#else
+  (void)backend;
+#endif
+  return "";
 }
 
 std::vector<int32_t> GraphBuckets(const Backend& backend) {

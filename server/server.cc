@@ -48,6 +48,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
                    StartWithEngine(config, *std::move(model), backend_name, make_engine));
   // Known label values exist from the start, at zero (dashboards and alerts see the series).
   server->metrics().PreRegisterGraphBuckets(GraphBuckets(*backend_view));
+  if (const std::string graphs = GraphCaptureSummary(*backend_view); !graphs.empty()) {
+    spdlog::info("{}", graphs);
+  }
   return server;
 }
 
