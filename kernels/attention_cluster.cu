@@ -441,11 +441,7 @@ bool ShapesFit(const AttentionClusterParams& p) {
       !Aligned16(p.v_cache)) {
     return false;
   }
-  const GemvNormLink& out = p.producer;
-  if (out.residual == nullptr || out.weight == nullptr || out.normed == nullptr ||
-      out.sum_sq == nullptr) {
-    return false;
-  }
+  if (!p.producer.producer_complete()) return false;
   const GemvNormLink& in = p.consumer;
   return in.zero_after == nullptr || in.zero_after != in.scale_by;
 }

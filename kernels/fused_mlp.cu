@@ -152,9 +152,8 @@ __global__ void __launch_bounds__(kThreads) FusedMlpKernel(FusedMlpParams p) {
   for (int i = 0; i < kRowsPerThread; ++i) {
     const int j = threadIdx.x + i * kThreads;
     if (j >= hidden) continue;
-    const double fixed = static_cast<double>(static_cast<long long>(total[i]));
     sq += NormLinkJoin(p.producer, j, res[i], norm_weight[i],
-                       static_cast<float>(fixed / kPendingScale));
+                       PendingProduct(static_cast<long long>(total[i])));
   }
   const float sum_sq = BlockSum(sq, s_scratch);  // a fixed tree: deterministic
   if (threadIdx.x == 0) {
@@ -189,17 +188,13 @@ bool FusedMlpSupported(const FusedMlpParams& p) {
   const int f = FeaturesOf(p);
   const GemvNormLink& in = p.consumer;
   const GemvNormLink& out = p.producer;
-  const bool producer = out.residual != nullptr || out.weight != nullptr ||
-                        out.normed != nullptr || out.sum_sq != nullptr;
-  const bool producer_complete = out.residual != nullptr && out.weight != nullptr &&
-                                 out.normed != nullptr && out.sum_sq != nullptr &&
-                                 p.arrivals != nullptr;
+  const bool producer_complete = out.producer_complete() && p.arrivals != nullptr;
   return (f == 8 || f == 16) && p.hidden > 0 && p.hidden % 8 == 0 &&
          p.hidden <= kFusedMlpMaxHidden && p.inter > 0 && p.inter % f == 0 &&
          p.x != nullptr && p.w_gate_up != nullptr && p.w_down != nullptr &&
          Aligned16(p.x) && Aligned16(p.w_gate_up) && Aligned16(p.w_down) &&
          in.scale_by != nullptr && in.zero_after != nullptr && in.zero_after != in.scale_by &&
-         (!producer || producer_complete) && p.pending != nullptr;
+         (!out.has_producer() || producer_complete) && p.pending != nullptr;
 }
 
 cudaError_t FusedMlp(FusedMlpParams p, cudaStream_t stream) {

@@ -142,7 +142,7 @@ __device__ __forceinline__ uint4 LoadX(const uint4* p) {
 // A pending product (gemv.h GemvPendingRow) as the residual's update, rounded to bf16 as a
 // GEMV stores it.
 __device__ __forceinline__ float PendingUpdate(long long pending) {
-  return RoundBf16(static_cast<float>(static_cast<double>(pending) / kPendingScale));
+  return RoundBf16(PendingProduct(pending));
 }
 
 // A producer's pending product of `feature` (0 without pending products), zeroed for the next
@@ -547,12 +547,8 @@ bool GemvStreamsRows(const GemvParams& p) {
 
 bool GemvSupported(const GemvParams& p) {
   const GemvNormLink& l = p.link;
-  const bool producer = l.residual != nullptr || l.weight != nullptr || l.normed != nullptr ||
-                        l.sum_sq != nullptr;
-  if (producer && (l.residual == nullptr || l.weight == nullptr || l.normed == nullptr ||
-                   l.sum_sq == nullptr)) {
-    return false;
-  }
+  const bool producer = l.has_producer();
+  if (producer && !l.producer_complete()) return false;
   // A consumer zeroes a slot other than the ones this launch reads or adds to.
   const GemvPendingRow& rb = l.rebuild;
   if (l.zero_after != nullptr && ((l.scale_by == nullptr && !rb.on()) ||

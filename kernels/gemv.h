@@ -30,9 +30,9 @@ constexpr double kNormSumScale = 1048576.0;  // 2^20 per unit of h^2
 // in kPendingScale units. A consumer that rebuilds its input from them (`rebuild`: m = 1, no
 // scale_by, no producer side; the launch's x is not read) forms h = residual + bf16(pending),
 // x = bf16(h * weight) and 1 / rms from sum(h^2) over the row, in every block in a fixed order;
-// it writes nothing back. The next producer (`pending` set) adds bf16(pending) to the residual before its own
-// join, as that residual's first update, and zeroes the pending products it owns. Tensor-core
-// kernel only (not the row-streaming one).
+// it writes nothing back. The next producer (`pending` set) adds bf16(pending) to the residual
+// before its own join, as that residual's first update, and zeroes the pending products it owns.
+// Tensor-core kernel only (not the row-streaming one).
 constexpr double kPendingScale = 4294967296.0;  // 2^32 per unit of a pending product
 constexpr int kGemvMaxRebuildK = 2048;          // the longest rebuilt row
 struct GemvPendingRow {
@@ -54,6 +54,13 @@ struct GemvNormLink {
   GemvPendingRow rebuild;                  // instead of x and scale_by
   float eps = 0.0f;
 
+  // Any of the producer's buffers is set, and all four are.
+  constexpr bool has_producer() const {
+    return residual != nullptr || weight != nullptr || normed != nullptr || sum_sq != nullptr;
+  }
+  constexpr bool producer_complete() const {
+    return residual != nullptr && weight != nullptr && normed != nullptr && sum_sq != nullptr;
+  }
   // Either side is set (a link without one is refused by GemvSupported).
   constexpr bool any() const {
     return sum_sq != nullptr || scale_by != nullptr || zero_after != nullptr || rebuild.on();

@@ -17,6 +17,11 @@ __device__ __forceinline__ float NormLinkInvRms(unsigned long long sum, float ep
   return rsqrtf(static_cast<float>(sum_sq / k) + eps);
 }
 
+// A pending product (gemv.h kPendingScale fixed point) as fp32.
+__device__ __forceinline__ float PendingProduct(long long fixed) {
+  return static_cast<float>(static_cast<double>(fixed) / kPendingScale);
+}
+
 // A producer's join of one output feature: h = residual + the product rounded to bf16 (what a
 // plain GEMV stores), residual = h, normed = bf16(h * weight). Returns h^2. `residual` is the
 // feature's residual value, read by the caller (after its PDL wait).
