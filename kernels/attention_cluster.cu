@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(kThreads, 1) AttentionClusterKernel(AttentionC
   if (tid == 0 && o_rows > 0) {
     float total = 0.0f;
     for (int w = 0; w < kWarps; ++w) total += scratch[32 + w];
-    NormLinkAddSquares(p.producer, total);
+    NormLinkAddSquares(p.producer, 0, total);
   }
   ClusterWait();
 #else

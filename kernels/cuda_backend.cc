@@ -166,8 +166,8 @@ int64_t CudaBackend::weight_bytes() const { return impl_->weights.bytes; }
 
 bool CudaBackend::persistent_decode() const { return impl_->forward->persistent_decode(); }
 
-bool CudaBackend::links_norms_at_one_token() const {
-  return impl_->forward->LinksNorms(ForwardShape::Decode(1));
+bool CudaBackend::links_norms_at(int32_t rows) const {
+  return impl_->forward->LinksNorms(ForwardShape::Decode(rows));
 }
 
 bool CudaBackend::folds_norms_at(int32_t rows) const {
@@ -451,7 +451,11 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     if (plan.bucket > 0) {
       RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream));
     } else {
-      const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample, context_bound};
+      ForwardShape shape{n, s, num_rows, in.is_decode_only, sample, context_bound};
+      shape.samples_in_token_order = true;
+      for (int32_t i = 0; i < num_rows; ++i) {
+        shape.samples_in_token_order = shape.samples_in_token_order && h.sample_rows[i] == i;
+      }
       RETURN_IF_ERROR(
           impl.forward->Run(shape, impl.step->device(rows, seqs), impl.kv, impl.stream));
     }

@@ -75,9 +75,9 @@ class CudaBackend : public Backend {
   int64_t weight_bytes() const;
   // True when batch-1 decode steps run as the persistent kernel (options and shapes allow it).
   bool persistent_decode() const;
-  // True when a decode step of one sequence links its norms through the GEMVs
+  // True when a decode step of `rows` sequences links its norms through the GEMVs
   // (ModelForward::LinksNorms).
-  bool links_norms_at_one_token() const;
+  bool links_norms_at(int32_t rows) const;
   // True when a decode step of `rows` sequences runs with folded norms (ModelForward::FoldsNorms).
   bool folds_norms_at(int32_t rows) const;
   int32_t max_model_len() const { return max_model_len_; }

@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(kThreads) FusedMlpKernel(FusedMlpParams p) {
   }
   const float sum_sq = BlockSum(sq, s_scratch);  // a fixed tree: deterministic
   if (threadIdx.x == 0) {
-    NormLinkAddSquares(p.producer, sum_sq);
+    NormLinkAddSquares(p.producer, 0, sum_sq);
     *p.arrivals = 0;  // every block has counted: ready for the next launch
   }
 }

@@ -129,6 +129,16 @@ __device__ __forceinline__ float ScaledBy(float sum, float inv_rms) {
   }
 }
 
+// Row `row`'s 1 / rms where kLink (inv_rms: one per input row), else 1 (inv_rms unread).
+template <bool kLink>
+__device__ __forceinline__ float RowScale(const float* inv_rms, int row) {
+  if constexpr (kLink) {
+    return inv_rms[row];
+  } else {
+    return 1.0f;
+  }
+}
+
 // A shared-memory (kShared: a rebuilt row) or read-only global 16-byte load of x.
 template <bool kShared>
 __device__ __forceinline__ uint4 LoadX(const uint4* p) {
@@ -185,19 +195,20 @@ __device__ __forceinline__ float RebuildRow(const GemvPendingRow& rb, int k, __n
 }
 
 // The RoPE block's epilogue: sums of the W warps' partial tiles in warp order (as the plain
-// epilogue), scaled by inv_rms where kLink, rounded to bf16; q/k pairs rotated, k and v also
-// stored to row r's cache slot.
+// epilogue), scaled by the row's inv_rms where kLink, rounded to bf16; q/k pairs rotated, k and
+// v also stored to row r's cache slot.
 template <int W, bool kLink>
 __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRopeParams& r,
                                              const RopeTile& tile,
                                              const float (&partial)[W][16][kTileRows],
                                              const float* s_cos, const float* s_sin,
-                                             const int32_t* s_slot, float inv_rms) {
+                                             const int32_t* s_slot, const float* inv_rms) {
   __nv_bfloat16* y = static_cast<__nv_bfloat16*>(p.y);
   const int half = r.head_dim >> 1;
   const int q_dim = r.num_heads * r.head_dim, kv_dim = r.num_kv_heads * r.head_dim;
   const auto sum = [&](int row, int j) {
-    return RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j), inv_rms));  // what Gemv stores
+    // what Gemv stores
+    return RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j), RowScale<kLink>(inv_rms, row)));
   };
   if (tile.rope_pair0 >= 0) {
     for (int idx = threadIdx.x; idx < p.m * 4; idx += W * 32) {
@@ -227,8 +238,8 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
 }
 
 // kHi: m > 8 (input rows 8..15 feed the mma's upper half; otherwise it is zero).
-// kLink: the launch has a norm link (gemv.h GemvNormLink; m = 1 only); without one none of the
-// link's code is compiled in, so an unlinked launch runs the plain kernel.
+// kLink: the launch has a norm link (gemv.h GemvNormLink; m <= kGemvMaxLinkRows); without one
+// none of the link's code is compiled in, so an unlinked launch runs the plain kernel.
 // kRebuild: the link's consumer rebuilds x from pending products (GemvPendingRow; with kLink,
 // m = 1): every block forms the row in shared memory after the wait and reads x from there.
 // rope_early: the RoPE variant releases its dependent before its main loop (TcRopeEarlyDependents).
@@ -306,12 +317,21 @@ __global__ void __launch_bounds__(W * 32)
       if (j == 0) s_slot[row] = r.slot_mapping[row];
     }
   }
-  // A norm producer (gemv.h GemvNormLink; m = 1): lanes 0-7 of warp 0 join the tile's features to
-  // the residual in the epilogue; the norm's weights are read here, before the wait.
+  // A norm producer (gemv.h GemvNormLink): thread i < m * kTileRows (in slot i / (32 W), with one
+  // or two slots a thread) joins feature i % kTileRows of row i / kTileRows to the residual in the
+  // epilogue, each row's features in eight consecutive lanes; the norm's weights are read here,
+  // before the wait.
   const GemvNormLink& link = p.link;
-  const bool joins = kLink && kEpi == Epilogue::kStore && link.sum_sq != nullptr && warp == 0 &&
-                     lane < kTileRows && n0 + lane < p.n;
-  const float join_weight = joins ? __ldg(link.weight + n0 + lane) : 0.0f;
+  constexpr int kJoinSlots = (kGemvMaxLinkRows * kTileRows + W * 32 - 1) / (W * 32);
+  const bool producer = kLink && kEpi == Epilogue::kStore && link.sum_sq != nullptr;
+  bool joins[kJoinSlots];
+  float join_weight[kJoinSlots], join_residual[kJoinSlots];
+#pragma unroll
+  for (int s = 0; s < kJoinSlots; ++s) {
+    const int i = threadIdx.x + s * W * 32, j = i % kTileRows;
+    joins[s] = producer && i / kTileRows < p.m && n0 + j < p.n;
+    join_weight[s] = joins[s] ? __ldg(link.weight + n0 + j) : 0.0f;
+  }
   // Launched as a programmatic dependent (see Launch): the weights above do not depend on the
   // previous kernel, so their loads overlap its tail; the input rows are read only after it has
   // completed and its writes are visible. A no-op for an ordinary launch.
@@ -326,11 +346,20 @@ __global__ void __launch_bounds__(W * 32)
   // the producer's residual values, and a consumer's sum of squares (its 1 / rms scales the sums
   // in the epilogue; used only there, so the load does not hold up the loop). A consumer also
   // zeroes the slot of the norm before, whose consumer is done.
-  const float join_residual =
-      joins ? __ldcg(link.residual + n0 + lane) + JoinPending(link, n0 + lane) : 0.0f;
-  const unsigned long long link_sum = kLink && link.scale_by != nullptr ? __ldcg(link.scale_by) : 0;
-  if (kLink && link.zero_after != nullptr && blockIdx.x == 0 && threadIdx.x == 0) {
-    *link.zero_after = 0;
+#pragma unroll
+  for (int s = 0; s < kJoinSlots; ++s) {  // pending products: one row (GemvSupported)
+    const int i = threadIdx.x + s * W * 32, row = i / kTileRows, j = i % kTileRows;
+    join_residual[s] = joins[s] ? __ldcg(link.residual + static_cast<int64_t>(row) * p.n + n0 + j) +
+                                      JoinPending(link, n0 + j)
+                                : 0.0f;
+  }
+  // A consumer: thread r < m reads row r's sum (used only in the epilogue).
+  const unsigned long long link_sum =
+      kLink && link.scale_by != nullptr && threadIdx.x < p.m
+          ? __ldcg(link.scale_by + threadIdx.x * kNormSumRowStride)
+          : 0;
+  if (kLink && link.zero_after != nullptr && blockIdx.x == 0 && threadIdx.x < p.m) {
+    link.zero_after[threadIdx.x * kNormSumRowStride] = 0;
   }
   float rebuilt_sum_sq = 0.0f;  // kRebuild: sum(h^2) over the rebuilt row
   if constexpr (kRebuild) rebuilt_sum_sq = RebuildRow(link.rebuild, p.k, s_x);
@@ -373,10 +402,14 @@ __global__ void __launch_bounds__(W * 32)
   }
   RTGEN_TRACE_MARK(0);  // warp 0's multiplies done
   if (kRope && !rope_early) PdlLaunchDependents();
-  const float inv_rms =
-      kRebuild                            ? rsqrtf(rebuilt_sum_sq / p.k + link.eps)
-      : kLink && link.scale_by != nullptr ? NormLinkInvRms(link_sum, link.eps, p.k)
-                                          : 1.0f;
+  // Each input row's 1 / rms (kLink), for the epilogue; published by the barrier below.
+  __shared__ float s_inv_rms[kLink ? kGemvMaxLinkRows : 1];
+  if (kLink && threadIdx.x < p.m) {
+    s_inv_rms[threadIdx.x] = kRebuild ? rsqrtf(rebuilt_sum_sq / p.k + link.eps)
+                             : link.scale_by != nullptr
+                                 ? NormLinkInvRms(link_sum, link.eps, p.k)
+                                 : 1.0f;
+  }
   // d[0], d[1]: y[g][n0 + 2t + {0, 1}]; d[2], d[3]: y[g + 8][same].
   // One warp without a link stores its sums from registers; otherwise the warps' partial tiles
   // meet in shared memory.
@@ -397,27 +430,35 @@ __global__ void __launch_bounds__(W * 32)
       for (int idx = threadIdx.x; idx < p.m * kHalf; idx += W * 32) {
         const int row = idx / kHalf, j = idx % kHalf;
         if (f0 + j >= inter) continue;
-        const float gate = RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j), inv_rms));
-        const float up = RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j + kHalf), inv_rms));
+        const float scale = RowScale<kLink>(s_inv_rms, row);
+        const float gate = RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j), scale));
+        const float up = RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j + kHalf), scale));
         static_cast<__nv_bfloat16*>(p.y)[static_cast<int64_t>(row) * inter + f0 + j] =
             SiluTimes(gate, up);
       }
     } else if constexpr (kRope) {
-      RopeEpilogue<W, kLink>(p, r, rope_tile, partial, s_cos, s_sin, s_slot, inv_rms);
-    } else if (kLink && link.sum_sq != nullptr) {  // a norm producer: y is not written
-      if (warp == 0) {
-        const float sq =
-            joins ? NormLinkJoin(link, n0 + lane, join_residual, join_weight,
-                                 ScaledBy<kLink>(TileSum<W>(partial, 0, lane), inv_rms))
-                  : 0.0f;
-        const float tile_sq = WarpSum(sq);  // lanes 0-7, in a fixed order
-        if (lane == 0) NormLinkAddSquares(link, tile_sq);
+      RopeEpilogue<W, kLink>(p, r, rope_tile, partial, s_cos, s_sin, s_slot, s_inv_rms);
+    } else if (producer) {  // a norm producer: y is not written
+#pragma unroll
+      for (int s = 0; s < kJoinSlots; ++s) {
+        const int i = threadIdx.x + s * W * 32, row = i / kTileRows, j = i % kTileRows;
+        float sq = joins[s] ? NormLinkJoin(link, static_cast<int64_t>(row) * p.n + n0 + j,
+                                           join_residual[s], join_weight[s],
+                                           ScaledBy<kLink>(TileSum<W>(partial, row, j),
+                                                           RowScale<kLink>(s_inv_rms, row)))
+                            : 0.0f;
+        // The row's eight lanes, in a fixed order (at one row what a warp sum over lanes 0-7
+        // and zeros gives).
+        static_assert(kTileRows == 8);
+        for (int o = 4; o > 0; o >>= 1) sq += __shfl_xor_sync(kFullMask, sq, o);
+        if (j == 0 && row < p.m) NormLinkAddSquares(link, row, sq);
       }
     } else {
       for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
         const int row = idx / kTileRows, j = idx % kTileRows;
         if (n0 + j >= p.n) continue;
-        Store(p, row, n0 + j, ScaledBy<kLink>(TileSum<W>(partial, row, j), inv_rms));
+        Store(p, row, n0 + j,
+              ScaledBy<kLink>(TileSum<W>(partial, row, j), RowScale<kLink>(s_inv_rms, row)));
       }
     }
   }
@@ -563,7 +604,8 @@ bool GemvSupported(const GemvParams& p) {
     return false;
   }
   if ((l.pending != nullptr || rb.on()) && GemvStreamsRows(p)) return false;
-  if ((producer || l.scale_by != nullptr || rb.on()) && p.m != 1) return false;
+  if ((l.pending != nullptr || rb.on()) && p.m != 1) return false;
+  if ((producer || l.scale_by != nullptr) && p.m > kGemvMaxLinkRows) return false;
   return p.m >= 1 && p.m <= kGemvMaxRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
          Aligned16(p.x) && Aligned16(p.w);
 }

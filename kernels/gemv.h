@@ -15,15 +15,23 @@ namespace rtgen::kernels {
 
 constexpr int kGemvMaxRows = 16;
 
-// An RMSNorm between two GEMVs at one row (m = 1; either kernel), done without a norm launch.
-// The producer (plain epilogue; p.y is not written) joins its products, rounded to bf16 as Gemv
-// would store them, to the residual: h = residual + y, residual = h, normed = bf16(h * weight),
-// and adds sum(h^2) in fixed point (kNormSumScale units, integer atomics: the total does not
-// depend on the order of the warps) to *sum_sq. The consumer (any epilogue, x = normed) scales
-// its sums by 1 / sqrt(*sum_sq / k + eps), and zeroes *zero_after (the slot of the norm before,
-// whose consumer has completed) for its next use. Not bit for bit RmsNorm + Gemv, which applies
-// the scale before rounding the normed row to bf16: the same up to that rounding.
+// An RMSNorm between two GEMVs, done without a norm launch: at one row on either kernel, at up
+// to kGemvMaxLinkRows rows on the tensor-core one. The producer (plain epilogue; p.y is not
+// written) joins its products, rounded to bf16 as Gemv would store them, to the residual: for
+// row r, h = residual[r] + y[r], residual[r] = h, normed[r] = bf16(h * weight) (residual and
+// normed: [m, n] row-major), and adds sum(h^2) over the row in fixed point (kNormSumScale units,
+// integer atomics: the total does not depend on the order of the warps) to sum_sq[r]. The
+// consumer (any epilogue, x = normed) scales row r's sums by 1 / sqrt(scale_by[r] / k + eps),
+// and zeroes rows 0 .. m - 1 of zero_after (the slot of the norm before, whose consumer has
+// completed) for their next use. A slot holds kGemvMaxLinkRows sums, row r's at
+// r * kNormSumRowStride. Not bit for bit RmsNorm + Gemv, which applies the scale before rounding
+// the normed row to bf16: the same up to that rounding.
 constexpr double kNormSumScale = 1048576.0;  // 2^20 per unit of h^2
+constexpr int kGemvMaxLinkRows = 8;          // the rows of a linked launch, and of a slot
+// Row sums 128 bytes apart: every block of a producer adds to each row's sum, and atomics on one
+// L2 line queue behind each other, so rows sharing a line would queue m times as long.
+constexpr int kNormSumRowStride = 16;
+constexpr int kNormSlotSize = kGemvMaxLinkRows * kNormSumRowStride;  // u64 per slot
 //
 // Pending products (the fused MLP, fused_mlp.h, where its down products are summed across
 // blocks in fixed point and nobody forms the residual at its end): `pending` [hidden] holds them
@@ -32,7 +40,7 @@ constexpr double kNormSumScale = 1048576.0;  // 2^20 per unit of h^2
 // x = bf16(h * weight) and 1 / rms from sum(h^2) over the row, in every block in a fixed order;
 // it writes nothing back. The next producer (`pending` set) adds bf16(pending) to the residual
 // before its own join, as that residual's first update, and zeroes the pending products it owns.
-// Tensor-core kernel only (not the row-streaming one).
+// Tensor-core kernel only (not the row-streaming one), and one row (m = 1).
 constexpr double kPendingScale = 4294967296.0;  // 2^32 per unit of a pending product
 constexpr int kGemvMaxRebuildK = 2048;          // the longest rebuilt row
 struct GemvPendingRow {
@@ -43,14 +51,14 @@ struct GemvPendingRow {
 };
 struct GemvNormLink {
   // Producer.
-  float* residual = nullptr;               // [n] fp32, updated in place
+  float* residual = nullptr;               // [m, n] fp32, updated in place
   const float* weight = nullptr;           // [n] the next norm's weight
-  __nv_bfloat16* normed = nullptr;         // [n] the consumer's input
-  unsigned long long* sum_sq = nullptr;    // fixed-point sum of h^2 (zero before the producer)
+  __nv_bfloat16* normed = nullptr;         // [m, n] the consumer's input
+  unsigned long long* sum_sq = nullptr;    // fixed-point sums of h^2 (zero before); a slot
   long long* pending = nullptr;            // [n] pending products joined first, then zeroed
   // Consumer.
-  const unsigned long long* scale_by = nullptr;
-  unsigned long long* zero_after = nullptr;
+  const unsigned long long* scale_by = nullptr;  // a slot (kNormSumRowStride apart)
+  unsigned long long* zero_after = nullptr;      // a slot
   GemvPendingRow rebuild;                  // instead of x and scale_by
   float eps = 0.0f;
 
@@ -75,7 +83,7 @@ struct GemvParams {
   int32_t m = 0;                     // 1..kGemvMaxRows
   int32_t n = 0;
   int32_t k = 0;                     // multiple of 8
-  GemvNormLink link{};               // set: m = 1 only (GemvSupported)
+  GemvNormLink link{};               // set: m <= kGemvMaxLinkRows (GemvSupported)
 };
 
 // Launch shape: `warps` per block (1, 2, 4 or 8) split k; each thread keeps `unroll` (2, 4 or 8)
@@ -107,8 +115,8 @@ int64_t GemvRowsMinBytes();
 bool GemvStreamsRows(const GemvParams& p);
 
 // True when `p`'s shape and alignment suit the kernel. With a norm link (either side), also that
-// m = 1, that a producer names all four of its buffers and that a consumer's zero_after is a
-// slot it does not read. A producer link is taken only by Gemv / GemvTuned (the plain
+// m <= kGemvMaxLinkRows (m = 1 with pending products or a rebuilt row), that a producer names all
+// four of its buffers and that a consumer's zero_after is a slot it does not read. A producer link is taken only by Gemv / GemvTuned (the plain
 // epilogue): GemvSiluMul* and GemvRopeKvStore* refuse one (cudaErrorInvalidValue).
 bool GemvSupported(const GemvParams& p);
 // The tuning Gemv() uses for `p`.

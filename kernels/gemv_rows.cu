@@ -79,7 +79,7 @@ __device__ __forceinline__ void StoreUnit(const GemvParams& p, const GemvRopePar
       };
       float sq = join(u.row0, sum0);
       if (2 * unit + 1 < p.n) sq += join(u.row1, sum1);
-      NormLinkAddSquares(l, sq);
+      NormLinkAddSquares(l, 0, sq);
       return;
     }
     const auto store = [&](int row, float v) {

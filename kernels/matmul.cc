@@ -498,7 +498,8 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
 }
 
 bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p) {
-  return p.m == 1 && GemvTakes(ctx, {p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k});
+  return p.m >= 1 && p.m <= kGemvMaxLinkRows &&
+         GemvTakes(ctx, {p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k});
 }
 
 bool MatmulRunsOnCublas(const MatmulContext& ctx, const MatmulParams& p) {
@@ -516,7 +517,8 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
   }
   if (p.link.any()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "Matmul: a norm link needs the GEMV at one row (m=", p.m, " n=", p.n, " k=", p.k, ")"));
+        "Matmul: a norm link needs the GEMV at 1..", kGemvMaxLinkRows, " rows (m=", p.m,
+        " n=", p.n, " k=", p.k, ")"));
   }
   if (!p.accumulate) {
     ASSIGN_OR_RETURN(const bool ran, RanOnHopper(ctx, p, p.y, false, stream));

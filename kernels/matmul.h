@@ -148,8 +148,8 @@ bool MatmulRunsOnCublas(const MatmulContext& ctx, const MatmulParams& p);
 // choices of the wide search and of the heuristic's list are kept apart.
 const char* MatmulTuneModeName();
 
-// True when Matmul (and MatmulSiluMul, MatmulRopeKvStore) runs p's shape on the GEMV at one row
-// (either kernel), which is what takes a norm link.
+// True when Matmul (and MatmulSiluMul, MatmulRopeKvStore) runs p's shape on the GEMV at
+// 1..kGemvMaxLinkRows rows (gemv.h), which is what takes a norm link.
 bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p);
 // True when Matmul (rope: MatmulRopeKvStore, as its one fused launch) runs p on the GEMV with
 // p's link as given: what a link with pending products (gemv.h GemvPendingRow) must check. With

@@ -11,6 +11,7 @@
 #include "kernels/diag_skip.h"
 #include "kernels/embedding.h"
 #include "kernels/env_switch.h"
+#include "kernels/gemv.h"
 #include "kernels/kv_store.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rms_norm.h"
@@ -117,7 +118,8 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
                                                               kernels::kSampleSplitStateBytes));
   ASSIGN_OR_RETURN(f->sample_counters_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->sample_counters_.get(), 0, s * sizeof(int32_t)));
-  const size_t sums = size_t{2} * config.num_layers * sizeof(unsigned long long);
+  const size_t sums =
+      size_t{2} * config.num_layers * kernels::kNormSlotSize * sizeof(unsigned long long);
   ASSIGN_OR_RETURN(f->norm_sums_, DeviceBuffer::Allocate(sums));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->norm_sums_.get(), 0, sums));
   ASSIGN_OR_RETURN(f->mlp_pending_, DeviceBuffer::Allocate(h * sizeof(long long)));
@@ -348,7 +350,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   }
   prefetch_kv_ = PrefetchesKv(shape);
   attention_cluster_ = AttentionInCluster(shape, step, kv);
-  fused_mlp_ = link_norms_ && !attention_cluster_ && FusesMlp();
+  fused_mlp_ = link_norms_ && shape.num_tokens == 1 && !attention_cluster_ && FusesMlp();
   for (int layer = 0; layer < c.num_layers; ++layer) {
     RETURN_IF_ERROR(fold_step_ ? FoldedLayer(layer, shape, step, kv, stream)
                                : Layer(layer, shape, step, kv, stream));
@@ -375,20 +377,33 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
 
 bool ModelForward::LinksNorms(const ForwardShape& shape) const {
   static const bool enabled = kernels::EnvOnUnlessZero("RTGEN_NORM_LINK");
-  if (!enabled || shape.num_tokens != 1 || shape.num_samples != 1) return false;
+  static const bool one_row = kernels::EnvIs("RTGEN_NORM_LINK", "1");
+  const int32_t m = shape.num_tokens;
+  if (!enabled || m < 1 || m > (one_row ? 1 : kernels::kGemvMaxLinkRows) ||
+      shape.num_samples != m || (m > 1 && (!shape.decode_only || !shape.samples_in_token_order))) {
+    return false;
+  }
   const ModelConfig& c = config_;
   const int32_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim;
   const int32_t qkv_dim = q_dim + 2 * c.num_kv_heads * c.head_dim;
   const int32_t inter = c.intermediate_size;
   const DeviceLayer& w = weights_->layers[0];  // every layer has the same shapes
+  // Several rows: only where each layer weight (the LM head aside) is under the size the
+  // row-streaming kernel takes at one row. Measured on the H200 (session 30, graph TPOT ms, 128
+  // steps, two rounds, one row linked against every row): SmolLM2-135M (weights <= 3.5 MB) b2 0.476-0.481 -> 0.430-0.439,
+  // b4 0.483-0.489 -> 0.437-0.442; Llama-3.2-1B b2 0.899-0.915 -> 0.935-0.956, b4 0.923-0.936 ->
+  // 0.954-0.961, its 64 MB gate/up GEMV the part that lost (without it linked was 0.014 ms the
+  // faster; why the linked variant of that GEMV loses at 2-4 rows is not known).
   const auto takes = [&](const DeviceBuffer& weight, int32_t n, int32_t k, bool f32) {
-    return kernels::MatmulTakesNormLink(
-        *matmul_, {nullptr, weight.as<__nv_bfloat16>(), nullptr, f32, 1, n, k});
+    const bool small = int64_t{n} * k * 2 < kernels::GemvRowsMinBytes();
+    return (m == 1 || small) &&
+           kernels::MatmulTakesNormLink(
+               *matmul_, {nullptr, weight.as<__nv_bfloat16>(), nullptr, f32, m, n, k});
   };
   return takes(w.wqkv, qkv_dim, h, false) && takes(w.wo, h, q_dim, false) &&
          takes(w.w_gate_up, 2 * inter, h, false) && takes(w.w_down, h, inter, false) &&
          kernels::MatmulTakesNormLink(
-             *matmul_, {nullptr, weights_->output_matrix(), nullptr, true, 1, c.vocab_size, h});
+             *matmul_, {nullptr, weights_->output_matrix(), nullptr, true, m, c.vocab_size, h});
 }
 
 // Context classes for decode steps of at most kContextClassRows sequences; larger ones keep one
@@ -538,15 +553,16 @@ kernels::GemvNormLink ModelForward::ProducerLink(int32_t slot, const float* weig
   link.residual = At<float>(residual_);
   link.weight = weight;
   link.normed = normed;
-  link.sum_sq = At<unsigned long long>(norm_sums_, slot);
+  link.sum_sq = At<unsigned long long>(norm_sums_, slot * kernels::kNormSlotSize);
   return link;
 }
 
 kernels::GemvNormLink ModelForward::ConsumerLink(int32_t slot) const {
   const int32_t slots = 2 * config_.num_layers;
   kernels::GemvNormLink link;
-  link.scale_by = At<unsigned long long>(norm_sums_, slot);
-  link.zero_after = At<unsigned long long>(norm_sums_, (slot + slots - 1) % slots);
+  link.scale_by = At<unsigned long long>(norm_sums_, slot * kernels::kNormSlotSize);
+  link.zero_after =
+      At<unsigned long long>(norm_sums_, (slot + slots - 1) % slots * kernels::kNormSlotSize);
   link.eps = config_.rms_norm_eps;
   return link;
 }

@@ -47,9 +47,13 @@ struct ForwardShape {
   // have. Any bound gives correct results; one near the step's longest context, fewer empty
   // key partitions.
   int32_t context_bound = 0;
+  // Logits row i is token i's (StepArrays::sample_rows holds 0, 1, ...): what a step linking its
+  // norms over several rows needs (its last down projection writes the final norm's rows in token
+  // order).
+  bool samples_in_token_order = false;
   // A decode step of `rows` sequences, each sampled (a graph bucket's shape).
   static ForwardShape Decode(int32_t rows, int32_t context_bound = 0) {
-    return {rows, rows, rows, true, true, context_bound};
+    return {rows, rows, rows, true, true, context_bound, true};
   }
 };
 
@@ -71,11 +75,13 @@ class ModelForward {
   // True when a decode step of one sequence runs as the persistent kernel.
   bool persistent_decode() const { return persistent_ != nullptr; }
 
-  // Linked norms (gemv.h GemvNormLink): in a step of one token where every projection runs on the
-  // GEMV (each model shape at batch 1), the o and down projections do the next norm's residual add
-  // and scaling in their epilogue and the consumer applies 1/rms, so only the first layer's
-  // attention norm is a launch. Norm slot 2 * layer: the FFN norm; 2 * layer + 1: the next
-  // layer's attention norm (the final norm after the last layer). RTGEN_NORM_LINK=0: never (A/B).
+  // Linked norms (gemv.h GemvNormLink): in a decode step of one token per sequence, every token
+  // sampled in token order, at most kGemvMaxLinkRows of them, where every projection runs on the
+  // GEMV (SmolLM2-135M and Llama-3.2-1B shapes at batch 1-4, Llama-3-8B at 1), the o and down
+  // projections do the next norm's residual add and scaling in their epilogue and the consumer
+  // applies 1/rms, so only the first layer's attention norm is a launch. Norm slot 2 * layer: the
+  // FFN norm; 2 * layer + 1: the next layer's attention norm (the final norm after the last
+  // layer); a slot holds one sum per row. RTGEN_NORM_LINK=0: never; =1: one row only (A/B).
   // True when a step of this shape links its norms.
   bool LinksNorms(const ForwardShape& shape) const;
   // Folded norms: at creation, where a decode step of max_seqs rows would take this path (its

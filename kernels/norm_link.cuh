@@ -22,10 +22,11 @@ __device__ __forceinline__ float PendingProduct(long long fixed) {
   return static_cast<float>(static_cast<double>(fixed) / kPendingScale);
 }
 
-// A producer's join of one output feature: h = residual + the product rounded to bf16 (what a
-// plain GEMV stores), residual = h, normed = bf16(h * weight). Returns h^2. `residual` is the
-// feature's residual value, read by the caller (after its PDL wait).
-__device__ __forceinline__ float NormLinkJoin(const GemvNormLink& link, int feature,
+// A producer's join of one output feature (`feature`: its index in residual and normed, row
+// included): h = residual + the product rounded to bf16 (what a plain GEMV stores), residual = h,
+// normed = bf16(h * weight). Returns h^2. `residual` is the feature's residual value, read by the
+// caller (after its PDL wait).
+__device__ __forceinline__ float NormLinkJoin(const GemvNormLink& link, int64_t feature,
                                               float residual, float weight, float product) {
   const float h = residual + RoundBf16(product);
   link.residual[feature] = h;
@@ -33,10 +34,11 @@ __device__ __forceinline__ float NormLinkJoin(const GemvNormLink& link, int feat
   return h * h;
 }
 
-// Adds a group of features' sum of squares to the producer's slot in fixed point (integer
-// atomics: the total does not depend on the order in which groups arrive).
-__device__ __forceinline__ void NormLinkAddSquares(const GemvNormLink& link, float sum_sq) {
-  atomicAdd(link.sum_sq,
+// Adds a group of row `row`'s features' sum of squares to the producer's slot in fixed point
+// (integer atomics: the total does not depend on the order in which groups arrive).
+__device__ __forceinline__ void NormLinkAddSquares(const GemvNormLink& link, int row,
+                                                   float sum_sq) {
+  atomicAdd(link.sum_sq + row * kNormSumRowStride,
             static_cast<unsigned long long>(__double2ll_rn(double{sum_sq} * kNormSumScale)));
 }
 

@@ -84,7 +84,7 @@ void RunOneSequence(const ModelConfig& c, bool linked) {
   auto cpu = MakeCpuBackend(c, seed, num_blocks);
   auto gpu = MakeCuda(c, seed, num_blocks);
   ASSERT_TRUE(cpu && gpu);
-  ASSERT_EQ(gpu->links_norms_at_one_token(), linked) << "the path this test means to cover";
+  ASSERT_EQ(gpu->links_norms_at(1), linked) << "the path this test means to cover";
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   TestSeq seq;
   seq.tokens.resize(37);
@@ -178,6 +178,50 @@ TEST(CudaBackendTest, SmolLm2ShapedOneSequenceLogitsMatchCpu) {
 }
 
 TEST(CudaBackendTest, SmolLm2ShapedLogitsMatchCpu) { RunScenario(SmolLm2Config()); }
+
+// Decode steps of several sequences link their norms too (each row its own sums): steps of 3, 1,
+// 4 and 2 sequences in turn, with a prefill (not linked) in between, so every slot's sums must
+// start from zero whatever the rows of the step before (a consumer zeroes the rows it reads).
+TEST(CudaBackendTest, LinkedNormsSeveralSequencesLogitsMatchCpu) {
+  const ModelConfig c = SmolLm2Config();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int num_blocks = 64;
+  auto cpu = MakeCpuBackend(c, seed, num_blocks);
+  auto gpu = MakeCuda(c, seed, num_blocks);
+  ASSERT_TRUE(cpu && gpu);
+  for (const int32_t rows : {1, 2, 3, 4}) {
+    ASSERT_TRUE(gpu->links_norms_at(rows)) << rows << ": the path this test means to cover";
+  }
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<TestSeq> seqs(4);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].tokens.resize(20 + 13 * i);
+    for (int32_t& t : seqs[i].tokens) t = tok(rng);
+  }
+  const SamplingParams greedy = Greedy();
+  int32_t next_block = 0;
+  StepBuilder b(16, &next_block);
+  for (size_t i = 0; i < 3; ++i) {
+    b.Add(seqs[i], static_cast<int32_t>(seqs[i].tokens.size()), &greedy);
+  }
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill of three");
+  const auto decode = [&](size_t count, const std::string& what) {
+    for (size_t i = 0; i < count; ++i) {
+      seqs[i].tokens.push_back(tok(rng));
+      b.Add(seqs[i], 1, &greedy);
+    }
+    ExpectSameLogits(*cpu, *gpu, b.Build(true), what);
+  };
+  for (int step = 0; step < 3; ++step) decode(3, "decode of three " + std::to_string(step));
+  decode(1, "decode of one");
+  b.Add(seqs[3], static_cast<int32_t>(seqs[3].tokens.size()), &greedy);
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill of the fourth");
+  for (int step = 0; step < 2; ++step) decode(4, "decode of four " + std::to_string(step));
+  decode(2, "decode of two");
+  decode(4, "decode of four again");
+}
 
 TEST(CudaBackendTest, Llama3RopeScalingLogitsMatchCpu) {
   ModelConfig c = TinyConfig();

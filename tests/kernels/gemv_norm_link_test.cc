@@ -1,5 +1,5 @@
-// A norm linked between two GEMVs at one row, on the row-streaming and the tensor-core kernel
-// (kernels/gemv.h GemvNormLink). The producer's residual, normed row and fixed-point sum of
+// A norm linked between two GEMVs at one row, on the row-streaming and the tensor-core kernel,
+// and over several rows on the tensor-core kernel (kernels/gemv.h GemvNormLink). The producer's residual, normed row and fixed-point sum of
 // squares against the host's arithmetic on the products the plain GEMV stores (residual and
 // normed row bit for bit); the consumer's sums scaled by 1 / rms of that sum against the plain
 // GEMV's (fp32 out) and the slot it names zeroed; its SwiGLU and RoPE variants bit for bit the
@@ -138,25 +138,33 @@ struct VariantCase {
   bool rows = false;
   int swiglu_n = 0, swiglu_k = 0;
   int heads = 0, kv_heads = 0, head_dim = 0, qkv_k = 0;
+  int m = 1;  // input rows (each with its own sum)
 };
 
 void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
   SCOPED_TRACE(vc.rows ? "rows" : "tensor cores");
-  const unsigned long long fixed = std::llround(2.5 * 4096 * kernels::kNormSumScale);
-  DeviceArray<unsigned long long> d_sums(std::vector<unsigned long long>{fixed, 1});
+  SCOPED_TRACE(vc.m);
+  const int m = vc.m;
+  std::vector<unsigned long long> sums(2 * kernels::kNormSlotSize);
+  for (int r = 0; r < m; ++r) {
+    sums[r * kernels::kNormSumRowStride] =
+        std::llround((2.5 + 0.75 * r) * 4096 * kernels::kNormSumScale);
+  }
+  DeviceArray<unsigned long long> d_sums(sums);
   kernels::GemvNormLink consumer;
   consumer.scale_by = d_sums.get();
-  consumer.zero_after = d_sums.get() + 1;
+  consumer.zero_after = d_sums.get() + kernels::kNormSlotSize;
   consumer.eps = kEps;
   {  // SwiGLU: [gate; up]
     const int n = vc.swiglu_n, k = vc.swiglu_k, inter = n / 2;
-    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
+    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
     DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
-    DeviceArray<uint16_t> d_plain(n), d_act(inter), d_fused(inter);
-    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, 1, n, k, consumer};
+    DeviceArray<uint16_t> d_plain(size_t{1} * m * n), d_act(size_t{1} * m * inter),
+        d_fused(size_t{1} * m * inter);
+    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, m, n, k, consumer};
     ASSERT_EQ(kernels::GemvDefaultTuning(p).rows, vc.rows);
     ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
-    ASSERT_EQ(kernels::SiluMul({d_plain.bf16(), d_act.bf16(), 1, inter}, nullptr), cudaSuccess);
+    ASSERT_EQ(kernels::SiluMul({d_plain.bf16(), d_act.bf16(), m, inter}, nullptr), cudaSuccess);
     p.y = d_fused.get();
     ASSERT_EQ(kernels::GemvSiluMul(p, nullptr), cudaSuccess);
     EXPECT_EQ(d_fused.ToHost(), d_act.ToHost());
@@ -164,20 +172,24 @@ void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
   {  // RoPE and the KV store
     const int heads = vc.heads, kv_heads = vc.kv_heads, head_dim = vc.head_dim;
     const int q_dim = heads * head_dim, kv_dim = kv_heads * head_dim, n = q_dim + 2 * kv_dim;
-    const int k = vc.qkv_k, slots = 4;
-    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
+    const int k = vc.qkv_k, slots = m + 3;
+    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
     DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
     DeviceArray<float> d_freq(TinyRopeInvFreq(head_dim));
-    DeviceArray<int32_t> d_pos(std::vector<int32_t>{1234}), d_slot(std::vector<int32_t>{2});
-    DeviceArray<uint16_t> plain_y(n), plain_k(slots * kv_dim), plain_v(slots * kv_dim);
-    DeviceArray<uint16_t> fused_y(n), fused_k(slots * kv_dim), fused_v(slots * kv_dim);
-    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), plain_y.get(), false, 1, n, k, consumer};
+    std::vector<int32_t> pos(m), slot(m);
+    for (int r = 0; r < m; ++r) pos[r] = 1234 + 97 * r, slot[r] = slots - 1 - r;
+    DeviceArray<int32_t> d_pos(pos), d_slot(slot);
+    DeviceArray<uint16_t> plain_y(size_t{1} * m * n), plain_k(slots * kv_dim),
+        plain_v(slots * kv_dim);
+    DeviceArray<uint16_t> fused_y(size_t{1} * m * n), fused_k(slots * kv_dim),
+        fused_v(slots * kv_dim);
+    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), plain_y.get(), false, m, n, k, consumer};
     ASSERT_EQ(kernels::GemvDefaultTuning(p).rows, vc.rows);
     ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
     const kernels::RopeParams rope{plain_y.bf16(), plain_y.bf16() + q_dim, n, d_pos.get(),
-                                   d_freq.get(), 1, heads, kv_heads, head_dim};
+                                   d_freq.get(), m, heads, kv_heads, head_dim};
     const kernels::KvStoreParams store{plain_y.bf16() + q_dim, plain_y.bf16() + q_dim + kv_dim, n,
-                                       plain_k.bf16(), plain_v.bf16(), d_slot.get(), 1, kv_dim};
+                                       plain_k.bf16(), plain_v.bf16(), d_slot.get(), m, kv_dim};
     ASSERT_EQ(kernels::RopeKvStore(rope, store, nullptr), cudaSuccess);
     p.y = fused_y.get();
     const kernels::GemvRopeParams r{d_pos.get(),    d_freq.get(), d_slot.get(), fused_k.bf16(),
@@ -196,6 +208,101 @@ TEST(GemvNormLinkTest, ConsumerVariantsMatchPlainConsumerThenElementwise) {
   const int llama8b_qkv = (32 + 2 * 8) * 128;
   ExpectConsumerVariantsMatch({true, 4096, RowsK(4096), 32, 8, 128, RowsK(llama8b_qkv)}, rng);
   ExpectConsumerVariantsMatch({false, 2 * 1536, 576, 9, 3, 64, 576}, rng);
+  // Several rows, each scaled by its own sum (the tensor-core kernel): SmolLM2-135M's shapes and
+  // Llama-3.2-1B's.
+  for (const int m : {2, 4, kernels::kGemvMaxLinkRows}) {
+    ExpectConsumerVariantsMatch({false, 2 * 1536, 576, 9, 3, 64, 576, m}, rng);
+    ExpectConsumerVariantsMatch({false, 2 * 8192, 2048, 32, 8, 64, 2048, m}, rng);
+  }
+}
+
+// The link over several input rows (m = 2 .. kGemvMaxLinkRows, the tensor-core kernel at the
+// shapes above): the producer joins each row to its own residual row and adds that row's sum of
+// squares to its own entry of the slot (the entries past m untouched); the consumer scales each
+// row by its own entry and zeroes the first m entries of the slot before.
+TEST(GemvNormLinkTest, SeveralRowsEachTheirOwnSum) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  constexpr int kSlot = kernels::kNormSlotSize, kStride = kernels::kNormSumRowStride;
+  constexpr unsigned long long kUntouched = 7;
+  for (const int m : {2, 3, kernels::kGemvMaxLinkRows}) {
+    SCOPED_TRACE(m);
+    for (const LinkCase& c : LinkCases(4096)) {
+      if (c.tuning.rows) continue;  // one row only
+      SCOPED_TRACE(c.name);
+      const int n = c.n, k = c.k;
+      DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
+      DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+      // Producer.
+      const std::vector<float> residual = RandomNormal(size_t{1} * m * n, 2.0f, rng);
+      const std::vector<float> weight = RandomUniform(n, 0.5f, 1.5f, rng);
+      DeviceArray<float> d_res(residual), d_weight(weight);
+      DeviceArray<uint16_t> d_plain(size_t{1} * m * n), d_normed(size_t{1} * m * n + 8),
+          d_y(size_t{1} * m * n);
+      std::vector<unsigned long long> zeros(kSlot, kUntouched);
+      for (int r = 0; r < m; ++r) zeros[r * kStride] = 0;
+      DeviceArray<unsigned long long> d_sum(zeros);
+      kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, m, n, k};
+      ASSERT_EQ(RunCase(c, p), cudaSuccess);
+      p.y = d_y.get();
+      p.link.residual = d_res.get();
+      p.link.weight = d_weight.get();
+      p.link.normed = d_normed.bf16();
+      p.link.sum_sq = d_sum.get();
+      ASSERT_TRUE(kernels::GemvSupported(p));
+      ASSERT_EQ(RunCase(c, p), cudaSuccess);
+      const std::vector<float> y = FromBf16(d_plain.ToHost()), res = d_res.ToHost();
+      const std::vector<uint16_t> normed = d_normed.ToHost();
+      const std::vector<unsigned long long> sum = d_sum.ToHost();
+      for (int r = 0; r < m; ++r) {
+        double want_sq = 0.0;
+        for (int j = 0; j < n; ++j) {
+          const size_t i = size_t{1} * r * n + j;
+          const float h = residual[i] + y[i];
+          ASSERT_EQ(std::memcmp(&res[i], &h, 4), 0) << r << " " << j;
+          ASSERT_EQ(normed[i], ToBf16(h * weight[j])) << r << " " << j;
+          want_sq += double{h} * h;
+        }
+        EXPECT_NEAR(static_cast<double>(sum[r * kStride]) / kernels::kNormSumScale, want_sq,
+                    1e-5 * want_sq) << r;
+      }
+      for (int i = 0; i < kSlot; ++i) {  // only the m rows' sums are added to
+        if (i % kStride != 0 || i / kStride >= m) {
+          EXPECT_EQ(sum[i], kUntouched) << i;
+        }
+      }
+      for (size_t i = size_t{1} * m * n; i < normed.size(); ++i) ASSERT_EQ(normed[i], 0xffff);
+      for (const uint16_t v : d_y.ToHost()) ASSERT_EQ(v, 0xffff);
+      // Consumer: row r's mean square 1 + r.
+      std::vector<unsigned long long> sums(2 * kSlot, kUntouched);
+      for (int r = 0; r < m; ++r) {
+        sums[r * kStride] = std::llround((1.0 + r) * k * kernels::kNormSumScale);
+      }
+      DeviceArray<unsigned long long> d_sums(sums);
+      DeviceArray<float> d_f32(size_t{1} * m * n), d_scaled(size_t{1} * m * n);
+      kernels::GemvParams q{d_x.bf16(), d_w.bf16(), d_f32.get(), true, m, n, k};
+      ASSERT_EQ(RunCase(c, q), cudaSuccess);
+      q.y = d_scaled.get();
+      q.link.scale_by = d_sums.get();
+      q.link.zero_after = d_sums.get() + kSlot;
+      q.link.eps = kEps;
+      ASSERT_EQ(RunCase(c, q), cudaSuccess);
+      const std::vector<float> plain = d_f32.ToHost(), scaled = d_scaled.ToHost();
+      std::vector<double> want(plain.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        want[i] = plain[i] / std::sqrt(1.0 + static_cast<double>(i / n) + kEps);
+      }
+      EXPECT_LE(RelL2(scaled, want), 1e-6);
+      const std::vector<unsigned long long> after = d_sums.ToHost();
+      for (int i = 0; i < kSlot; ++i) {
+        EXPECT_EQ(after[i], sums[i]) << i;  // read, not changed
+        // The slot before: its m rows' sums zeroed, nothing else written.
+        const bool zeroed = i % kStride == 0 && i / kStride < m;
+        EXPECT_EQ(after[kSlot + i], zeroed ? 0u : kUntouched) << i;
+      }
+    }
+  }
 }
 
 TEST(GemvNormLinkTest, RefusesLinksTheKernelCannotTake) {
@@ -213,11 +320,16 @@ TEST(GemvNormLinkTest, RefusesLinksTheKernelCannotTake) {
   q.link.weight = nullptr;  // a producer needs all four
   EXPECT_FALSE(kernels::GemvSupported(q));
   q = p;
-  q.m = 2;  // a link needs one input row
+  q.m = kernels::kGemvMaxLinkRows + 1;  // past the rows a link takes
   EXPECT_FALSE(kernels::GemvSupported(q));
   EXPECT_EQ(kernels::Gemv(q, nullptr), cudaErrorInvalidValue);
   const kernels::GemvTuning tensor_cores{2, 4};
   EXPECT_EQ(kernels::GemvTuned(q, tensor_cores, nullptr), cudaErrorInvalidValue);
+  q.m = 2;  // several rows: the tensor-core kernel, not the row-streaming one
+  EXPECT_TRUE(kernels::GemvSupported(q));
+  EXPECT_EQ(kernels::GemvTuned(q, {0, 0, -1, true}, nullptr), cudaErrorInvalidValue);
+  q.link.pending = reinterpret_cast<long long*>(sums.get());  // pending products: one row
+  EXPECT_FALSE(kernels::GemvSupported(q));
   // A complete producer link, but through an epilogue other than the plain one.
   q = p;
   q.y = act.get();
