@@ -116,8 +116,9 @@ bool GemvStreamsRows(const GemvParams& p);
 
 // True when `p`'s shape and alignment suit the kernel. With a norm link (either side), also that
 // m <= kGemvMaxLinkRows (m = 1 with pending products or a rebuilt row), that a producer names all
-// four of its buffers and that a consumer's zero_after is a slot it does not read. A producer link is taken only by Gemv / GemvTuned (the plain
-// epilogue): GemvSiluMul* and GemvRopeKvStore* refuse one (cudaErrorInvalidValue).
+// four of its buffers and that a consumer's zero_after is a slot it does not read. A producer
+// link is taken only by Gemv / GemvTuned (the plain epilogue): GemvSiluMul* and
+// GemvRopeKvStore* refuse one (cudaErrorInvalidValue).
 bool GemvSupported(const GemvParams& p);
 // The tuning Gemv() uses for `p`.
 GemvTuning GemvDefaultTuning(const GemvParams& p);

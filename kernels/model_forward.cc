@@ -390,10 +390,10 @@ bool ModelForward::LinksNorms(const ForwardShape& shape) const {
   const DeviceLayer& w = weights_->layers[0];  // every layer has the same shapes
   // Several rows: only where each layer weight (the LM head aside) is under the size the
   // row-streaming kernel takes at one row. Measured on the H200 (session 30, graph TPOT ms, 128
-  // steps, two rounds, one row linked against every row): SmolLM2-135M (weights <= 3.5 MB) b2 0.476-0.481 -> 0.430-0.439,
-  // b4 0.483-0.489 -> 0.437-0.442; Llama-3.2-1B b2 0.899-0.915 -> 0.935-0.956, b4 0.923-0.936 ->
-  // 0.954-0.961, its 64 MB gate/up GEMV the part that lost (without it linked was 0.014 ms the
-  // faster; why the linked variant of that GEMV loses at 2-4 rows is not known).
+  // steps, two rounds, one row linked against every row): SmolLM2-135M (weights <= 3.5 MB) b2
+  // 0.476-0.481 -> 0.430-0.439, b4 0.483-0.489 -> 0.437-0.442; Llama-3.2-1B b2 0.899-0.915 ->
+  // 0.935-0.956, b4 0.923-0.936 -> 0.954-0.961, its 64 MB gate/up GEMV the part that lost
+  // (without it, linked steps were 0.014 ms the faster; why is not known).
   const auto takes = [&](const DeviceBuffer& weight, int32_t n, int32_t k, bool f32) {
     const bool small = int64_t{n} * k * 2 < kernels::GemvRowsMinBytes();
     return (m == 1 || small) &&

@@ -1,10 +1,10 @@
 // A norm linked between two GEMVs at one row, on the row-streaming and the tensor-core kernel,
-// and over several rows on the tensor-core kernel (kernels/gemv.h GemvNormLink). The producer's residual, normed row and fixed-point sum of
-// squares against the host's arithmetic on the products the plain GEMV stores (residual and
-// normed row bit for bit); the consumer's sums scaled by 1 / rms of that sum against the plain
-// GEMV's (fp32 out) and the slot it names zeroed; its SwiGLU and RoPE variants bit for bit the
-// plain consumer followed by SiluMul / RopeKvStore; links refused where the kernel cannot take
-// them.
+// and over several rows on the tensor-core kernel (kernels/gemv.h GemvNormLink). The producer's
+// residual, normed rows and fixed-point sums of squares against the host's arithmetic on the
+// products the plain GEMV stores (residual and normed rows bit for bit); the consumer's sums
+// scaled by 1 / rms of each row's sum against the plain GEMV's (fp32 out) and the slot it names
+// zeroed; its SwiGLU and RoPE variants bit for bit the plain consumer followed by SiluMul /
+// RopeKvStore; links refused where the kernel cannot take them.
 
 #include <cmath>
 #include <cstring>
@@ -58,77 +58,111 @@ cudaError_t RunCase(const LinkCase& c, const kernels::GemvParams& p) {
   return kernels::GemvTuned(p, c.tuning, nullptr);
 }
 
+constexpr int kSlot = kernels::kNormSlotSize, kStride = kernels::kNormSumRowStride;
+constexpr unsigned long long kUntouched = 7;
+
+// A producer of m rows: each row joined to its own residual row (bit for bit the host's
+// arithmetic on the products the plain launch stores) and its sum of squares added to its own
+// entry of the slot (within 1e-5); the slot's other entries, y and the normed rows' guard cells
+// untouched.
+void ExpectProducerJoins(const LinkCase& c, int m, std::mt19937_64& rng) {
+  SCOPED_TRACE(c.name);
+  SCOPED_TRACE(m);
+  const int n = c.n, k = c.k;
+  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
+  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+  const std::vector<float> residual = RandomNormal(size_t{1} * m * n, 2.0f, rng);
+  const std::vector<float> weight = RandomUniform(n, 0.5f, 1.5f, rng);
+  DeviceArray<float> d_res(residual), d_weight(weight);
+  DeviceArray<uint16_t> d_plain(size_t{1} * m * n), d_normed(size_t{1} * m * n + 8),
+      d_y(size_t{1} * m * n);
+  std::vector<unsigned long long> zeros(kSlot, kUntouched);
+  for (int r = 0; r < m; ++r) zeros[r * kStride] = 0;
+  DeviceArray<unsigned long long> d_sum(zeros);
+  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, m, n, k};
+  ASSERT_EQ(RunCase(c, p), cudaSuccess);  // the products as the same launch stores them
+  p.y = d_y.get();
+  p.link.residual = d_res.get();
+  p.link.weight = d_weight.get();
+  p.link.normed = d_normed.bf16();
+  p.link.sum_sq = d_sum.get();
+  ASSERT_TRUE(kernels::GemvSupported(p));
+  ASSERT_EQ(RunCase(c, p), cudaSuccess);
+  const std::vector<float> y = FromBf16(d_plain.ToHost()), res = d_res.ToHost();
+  const std::vector<uint16_t> normed = d_normed.ToHost();
+  const std::vector<unsigned long long> sum = d_sum.ToHost();
+  for (int r = 0; r < m; ++r) {
+    double want_sq = 0.0;
+    for (int j = 0; j < n; ++j) {
+      const size_t i = size_t{1} * r * n + j;
+      const float h = residual[i] + y[i];
+      ASSERT_EQ(std::memcmp(&res[i], &h, 4), 0) << r << " " << j;
+      ASSERT_EQ(normed[i], ToBf16(h * weight[j])) << r << " " << j;
+      want_sq += double{h} * h;
+    }
+    EXPECT_NEAR(static_cast<double>(sum[r * kStride]) / kernels::kNormSumScale, want_sq,
+                1e-5 * want_sq)
+        << r;
+  }
+  for (int i = 0; i < kSlot; ++i) {  // only the m rows' sums are added to
+    if (i % kStride != 0 || i / kStride >= m) {
+      EXPECT_EQ(sum[i], kUntouched) << i;
+    }
+  }
+  for (size_t i = size_t{1} * m * n; i < normed.size(); ++i) ASSERT_EQ(normed[i], 0xffff) << i;
+  // y itself is not written by a producer.
+  for (const uint16_t v : d_y.ToHost()) ASSERT_EQ(v, 0xffff);
+}
+
+// A consumer of m rows (row r's mean square 1 + r): each row's sums (fp32 out) the plain
+// launch's times its own 1 / rms; the slot read, not changed; the slot before zeroed in its m
+// rows' entries only.
+void ExpectConsumerScales(const LinkCase& c, int m, std::mt19937_64& rng) {
+  SCOPED_TRACE(c.name);
+  SCOPED_TRACE(m);
+  const int n = c.n, k = c.k;
+  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
+  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+  std::vector<unsigned long long> sums(2 * kSlot, kUntouched);
+  for (int r = 0; r < m; ++r) {
+    sums[r * kStride] = std::llround((1.0 + r) * k * kernels::kNormSumScale);
+  }
+  DeviceArray<unsigned long long> d_sums(sums);
+  DeviceArray<float> d_plain(size_t{1} * m * n), d_scaled(size_t{1} * m * n);
+  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), true, m, n, k};
+  ASSERT_EQ(RunCase(c, p), cudaSuccess);
+  p.y = d_scaled.get();
+  p.link.scale_by = d_sums.get();
+  p.link.zero_after = d_sums.get() + kSlot;
+  p.link.eps = kEps;
+  ASSERT_EQ(RunCase(c, p), cudaSuccess);
+  const std::vector<float> plain = d_plain.ToHost(), scaled = d_scaled.ToHost();
+  std::vector<double> want(plain.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    want[i] = plain[i] / std::sqrt(1.0 + static_cast<double>(i / n) + kEps);
+  }
+  EXPECT_LE(RelL2(scaled, want), 1e-6);
+  const std::vector<unsigned long long> after = d_sums.ToHost();
+  for (int i = 0; i < kSlot; ++i) {
+    EXPECT_EQ(after[i], sums[i]) << i;  // read, not changed
+    const bool zeroed = i % kStride == 0 && i / kStride < m;
+    EXPECT_EQ(after[kSlot + i], zeroed ? 0u : kUntouched) << i;
+  }
+}
+
 TEST(GemvNormLinkTest, ProducerJoinsTheResidualAndSumsSquares) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  for (const LinkCase& c : LinkCases(4097)) {  // odd rows n: a last unit with one row
-    SCOPED_TRACE(c.name);
-    const int n = c.n, k = c.k;
-    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
-    DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
-    const std::vector<float> residual = RandomNormal(n, 2.0f, rng);
-    const std::vector<float> weight = RandomUniform(n, 0.5f, 1.5f, rng);
-    DeviceArray<float> d_res(residual), d_weight(weight);
-    DeviceArray<uint16_t> d_plain(n), d_normed(n + 8), d_y(n);
-    DeviceArray<unsigned long long> d_sum(std::vector<unsigned long long>{0, 7});
-    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, 1, n, k};
-    ASSERT_EQ(RunCase(c, p), cudaSuccess);  // the products as the same launch stores them
-    p.y = d_y.get();
-    p.link.residual = d_res.get();
-    p.link.weight = d_weight.get();
-    p.link.normed = d_normed.bf16();
-    p.link.sum_sq = d_sum.get();
-    ASSERT_TRUE(kernels::GemvSupported(p));
-    ASSERT_EQ(RunCase(c, p), cudaSuccess);
-    const std::vector<float> y = FromBf16(d_plain.ToHost());
-    const std::vector<float> res = d_res.ToHost();
-    const std::vector<uint16_t> normed = d_normed.ToHost();
-    double want_sq = 0.0;
-    for (int j = 0; j < n; ++j) {
-      const float h = residual[j] + y[j];
-      ASSERT_EQ(std::memcmp(&res[j], &h, 4), 0) << j;
-      ASSERT_EQ(normed[j], ToBf16(h * weight[j])) << j;
-      want_sq += double{h} * h;
-    }
-    for (size_t j = n; j < normed.size(); ++j) ASSERT_EQ(normed[j], 0xffff) << j;
-    const std::vector<unsigned long long> sum = d_sum.ToHost();
-    EXPECT_NEAR(static_cast<double>(sum[0]) / kernels::kNormSumScale, want_sq, 1e-5 * want_sq);
-    EXPECT_EQ(sum[1], 7u);  // the next slot untouched
-    // y itself is not written by a producer.
-    for (const uint16_t v : d_y.ToHost()) ASSERT_EQ(v, 0xffff);
-  }
+  // odd rows n: a last unit with one row
+  for (const LinkCase& c : LinkCases(4097)) ExpectProducerJoins(c, 1, rng);
 }
 
 TEST(GemvNormLinkTest, ConsumerScalesByTheSumAndZeroesThePreviousSlot) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  for (const LinkCase& c : LinkCases(4096)) {
-    SCOPED_TRACE(c.name);
-    const int n = c.n, k = c.k;
-    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(k, 1.0f, rng)));
-    DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
-    const double sum_sq = 3.25 * k;  // mean square 3.25
-    const unsigned long long fixed = std::llround(sum_sq * kernels::kNormSumScale);
-    DeviceArray<unsigned long long> d_sums(std::vector<unsigned long long>{fixed, 12345});
-    DeviceArray<float> d_plain(n), d_scaled(n);
-    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), true, 1, n, k};
-    ASSERT_EQ(RunCase(c, p), cudaSuccess);
-    p.y = d_scaled.get();
-    p.link.scale_by = d_sums.get();
-    p.link.zero_after = d_sums.get() + 1;
-    p.link.eps = kEps;
-    ASSERT_EQ(RunCase(c, p), cudaSuccess);
-    const std::vector<float> plain = d_plain.ToHost(), scaled = d_scaled.ToHost();
-    const double inv = 1.0 / std::sqrt(3.25 + kEps);
-    std::vector<double> want(n);
-    for (int j = 0; j < n; ++j) want[j] = plain[j] * inv;
-    EXPECT_LE(RelL2(scaled, want), 1e-6);
-    const std::vector<unsigned long long> sums = d_sums.ToHost();
-    EXPECT_EQ(sums[0], fixed);  // read, not changed
-    EXPECT_EQ(sums[1], 0u);     // zeroed for its next producer
-  }
+  for (const LinkCase& c : LinkCases(4096)) ExpectConsumerScales(c, 1, rng);
 }
 
 // A consumer's SwiGLU and RoPE variants: bit for bit the plain consumer (bf16 out) followed by
@@ -217,90 +251,16 @@ TEST(GemvNormLinkTest, ConsumerVariantsMatchPlainConsumerThenElementwise) {
 }
 
 // The link over several input rows (m = 2 .. kGemvMaxLinkRows, the tensor-core kernel at the
-// shapes above): the producer joins each row to its own residual row and adds that row's sum of
-// squares to its own entry of the slot (the entries past m untouched); the consumer scales each
-// row by its own entry and zeroes the first m entries of the slot before.
+// shapes above): each row its own residual row, its own sum and its own scale.
 TEST(GemvNormLinkTest, SeveralRowsEachTheirOwnSum) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  constexpr int kSlot = kernels::kNormSlotSize, kStride = kernels::kNormSumRowStride;
-  constexpr unsigned long long kUntouched = 7;
   for (const int m : {2, 3, kernels::kGemvMaxLinkRows}) {
-    SCOPED_TRACE(m);
     for (const LinkCase& c : LinkCases(4096)) {
       if (c.tuning.rows) continue;  // one row only
-      SCOPED_TRACE(c.name);
-      const int n = c.n, k = c.k;
-      DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
-      DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
-      // Producer.
-      const std::vector<float> residual = RandomNormal(size_t{1} * m * n, 2.0f, rng);
-      const std::vector<float> weight = RandomUniform(n, 0.5f, 1.5f, rng);
-      DeviceArray<float> d_res(residual), d_weight(weight);
-      DeviceArray<uint16_t> d_plain(size_t{1} * m * n), d_normed(size_t{1} * m * n + 8),
-          d_y(size_t{1} * m * n);
-      std::vector<unsigned long long> zeros(kSlot, kUntouched);
-      for (int r = 0; r < m; ++r) zeros[r * kStride] = 0;
-      DeviceArray<unsigned long long> d_sum(zeros);
-      kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, m, n, k};
-      ASSERT_EQ(RunCase(c, p), cudaSuccess);
-      p.y = d_y.get();
-      p.link.residual = d_res.get();
-      p.link.weight = d_weight.get();
-      p.link.normed = d_normed.bf16();
-      p.link.sum_sq = d_sum.get();
-      ASSERT_TRUE(kernels::GemvSupported(p));
-      ASSERT_EQ(RunCase(c, p), cudaSuccess);
-      const std::vector<float> y = FromBf16(d_plain.ToHost()), res = d_res.ToHost();
-      const std::vector<uint16_t> normed = d_normed.ToHost();
-      const std::vector<unsigned long long> sum = d_sum.ToHost();
-      for (int r = 0; r < m; ++r) {
-        double want_sq = 0.0;
-        for (int j = 0; j < n; ++j) {
-          const size_t i = size_t{1} * r * n + j;
-          const float h = residual[i] + y[i];
-          ASSERT_EQ(std::memcmp(&res[i], &h, 4), 0) << r << " " << j;
-          ASSERT_EQ(normed[i], ToBf16(h * weight[j])) << r << " " << j;
-          want_sq += double{h} * h;
-        }
-        EXPECT_NEAR(static_cast<double>(sum[r * kStride]) / kernels::kNormSumScale, want_sq,
-                    1e-5 * want_sq) << r;
-      }
-      for (int i = 0; i < kSlot; ++i) {  // only the m rows' sums are added to
-        if (i % kStride != 0 || i / kStride >= m) {
-          EXPECT_EQ(sum[i], kUntouched) << i;
-        }
-      }
-      for (size_t i = size_t{1} * m * n; i < normed.size(); ++i) ASSERT_EQ(normed[i], 0xffff);
-      for (const uint16_t v : d_y.ToHost()) ASSERT_EQ(v, 0xffff);
-      // Consumer: row r's mean square 1 + r.
-      std::vector<unsigned long long> sums(2 * kSlot, kUntouched);
-      for (int r = 0; r < m; ++r) {
-        sums[r * kStride] = std::llround((1.0 + r) * k * kernels::kNormSumScale);
-      }
-      DeviceArray<unsigned long long> d_sums(sums);
-      DeviceArray<float> d_f32(size_t{1} * m * n), d_scaled(size_t{1} * m * n);
-      kernels::GemvParams q{d_x.bf16(), d_w.bf16(), d_f32.get(), true, m, n, k};
-      ASSERT_EQ(RunCase(c, q), cudaSuccess);
-      q.y = d_scaled.get();
-      q.link.scale_by = d_sums.get();
-      q.link.zero_after = d_sums.get() + kSlot;
-      q.link.eps = kEps;
-      ASSERT_EQ(RunCase(c, q), cudaSuccess);
-      const std::vector<float> plain = d_f32.ToHost(), scaled = d_scaled.ToHost();
-      std::vector<double> want(plain.size());
-      for (size_t i = 0; i < want.size(); ++i) {
-        want[i] = plain[i] / std::sqrt(1.0 + static_cast<double>(i / n) + kEps);
-      }
-      EXPECT_LE(RelL2(scaled, want), 1e-6);
-      const std::vector<unsigned long long> after = d_sums.ToHost();
-      for (int i = 0; i < kSlot; ++i) {
-        EXPECT_EQ(after[i], sums[i]) << i;  // read, not changed
-        // The slot before: its m rows' sums zeroed, nothing else written.
-        const bool zeroed = i % kStride == 0 && i / kStride < m;
-        EXPECT_EQ(after[kSlot + i], zeroed ? 0u : kUntouched) << i;
-      }
+      ExpectProducerJoins(c, m, rng);
+      ExpectConsumerScales(c, m, rng);
     }
   }
 }
