@@ -509,8 +509,8 @@ cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuni
 template <int W, int U, bool kHi, Epilogue kEpi>
 cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
                    cudaStream_t stream) {
-  // Links take one input row (GemvSupported), so only the kernels without the upper half have a
-  // linked variant.
+  // Links take at most kGemvMaxLinkRows = 8 input rows (GemvSupported), so only the kernels
+  // without the upper half have a linked variant.
   if constexpr (!kHi) {
     // A rebuilt input row: the RoPE epilogue only (the qkv projection after a fused MLP).
     if constexpr (kEpi == Epilogue::kRope) {

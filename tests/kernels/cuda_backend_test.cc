@@ -100,8 +100,9 @@ void RunOneSequence(const ModelConfig& c, bool linked) {
     ExpectSameLogits(*cpu, *gpu, b.Build(true), what);
   };
   for (int step = 0; step < 5; ++step) decode_alone("decode " + std::to_string(step));
-  // Steps that do not link their norms in between (a prefill, a decode of two sequences), then
-  // one-token steps again: the linked norms' sums must still start from zero.
+  // Other steps in between (a prefill, which does not link its norms, and a decode of two
+  // sequences, linked over two rows where the shapes allow), then one-token steps again: the
+  // linked norms' sums must still start from zero.
   TestSeq other;
   other.tokens.resize(20);
   for (int32_t& t : other.tokens) t = tok(rng);
@@ -181,7 +182,8 @@ TEST(CudaBackendTest, SmolLm2ShapedLogitsMatchCpu) { RunScenario(SmolLm2Config()
 
 // Decode steps of several sequences link their norms too (each row its own sums): steps of 3, 1,
 // 4 and 2 sequences in turn, with a prefill (not linked) in between, so every slot's sums must
-// start from zero whatever the rows of the step before (a consumer zeroes the rows it reads).
+// start from zero whatever the rows of the step before (each consumer zeroes the previous slot's
+// entries of its m rows).
 TEST(CudaBackendTest, LinkedNormsSeveralSequencesLogitsMatchCpu) {
   const ModelConfig c = SmolLm2Config();
   const uint64_t seed = FreshSeed();

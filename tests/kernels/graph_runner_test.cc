@@ -103,6 +103,10 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
   ASSERT_TRUE(graph && eager);
   ASSERT_EQ(graph->graph_buckets(), buckets);
   ASSERT_EQ(graph->links_norms_at(num_seqs), linked);
+  if (num_seqs <= buckets.back()) {  // the bucket whose graph replays these steps
+    ASSERT_EQ(graph->links_norms_at(*std::lower_bound(buckets.begin(), buckets.end(), num_seqs)),
+              linked);
+  }
   ASSERT_EQ(graph->folds_norms_at(num_seqs), folded);
   std::vector<int32_t> next = {0, 0};
   std::vector<TestSeq> seqs = Prefill({graph.get(), eager.get()}, c, num_seqs, rng, &next);
