@@ -427,6 +427,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   for (int32_t q = s; q < seqs; ++q) h.context_lens[q] = 0;
 
   int32_t num_rows = 0;
+  bool samples_in_token_order = true;  // logits row i is token i's (a graph bucket's always are)
   plan.sample_row.resize(in.samples.size());
   if (plan.bucket > 0) {
     num_rows = plan.bucket;  // every row of the graph computes logits and samples
@@ -439,6 +440,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     num_rows = static_cast<int32_t>(in.samples.size());
     for (int32_t i = 0; i < num_rows; ++i) {
       h.sample_rows[i] = in.query_start[in.samples[i].seq_index + 1] - 1;
+      samples_in_token_order = samples_in_token_order && h.sample_rows[i] == i;
       plan.sample_row[i] = i;
     }
   }
@@ -451,11 +453,8 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     if (plan.bucket > 0) {
       RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream));
     } else {
-      ForwardShape shape{n, s, num_rows, in.is_decode_only, sample, context_bound};
-      shape.samples_in_token_order = true;
-      for (int32_t i = 0; i < num_rows; ++i) {
-        shape.samples_in_token_order = shape.samples_in_token_order && h.sample_rows[i] == i;
-      }
+      const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample, context_bound,
+                               samples_in_token_order};
       RETURN_IF_ERROR(
           impl.forward->Run(shape, impl.step->device(rows, seqs), impl.kv, impl.stream));
     }

@@ -119,23 +119,14 @@ __device__ __forceinline__ float TileSum(const float (&partial)[W][16][kTileRows
   return s;
 }
 
-// A tile sum scaled by a norm consumer's 1 / rms (kLink), or as it is.
+// A tile sum of input row `row` scaled by a norm consumer's 1 / rms of that row (kLink;
+// inv_rms: one per input row), or as it is (inv_rms unread).
 template <bool kLink>
-__device__ __forceinline__ float ScaledBy(float sum, float inv_rms) {
+__device__ __forceinline__ float ScaledBy(float sum, const float* inv_rms, int row) {
   if constexpr (kLink) {
-    return sum * inv_rms;
+    return sum * inv_rms[row];
   } else {
     return sum;
-  }
-}
-
-// Row `row`'s 1 / rms where kLink (inv_rms: one per input row), else 1 (inv_rms unread).
-template <bool kLink>
-__device__ __forceinline__ float RowScale(const float* inv_rms, int row) {
-  if constexpr (kLink) {
-    return inv_rms[row];
-  } else {
-    return 1.0f;
   }
 }
 
@@ -207,8 +198,7 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
   const int half = r.head_dim >> 1;
   const int q_dim = r.num_heads * r.head_dim, kv_dim = r.num_kv_heads * r.head_dim;
   const auto sum = [&](int row, int j) {
-    // what Gemv stores
-    return RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j), RowScale<kLink>(inv_rms, row)));
+    return RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j), inv_rms, row));  // as Gemv
   };
   if (tile.rope_pair0 >= 0) {
     for (int idx = threadIdx.x; idx < p.m * 4; idx += W * 32) {
@@ -430,9 +420,9 @@ __global__ void __launch_bounds__(W * 32)
       for (int idx = threadIdx.x; idx < p.m * kHalf; idx += W * 32) {
         const int row = idx / kHalf, j = idx % kHalf;
         if (f0 + j >= inter) continue;
-        const float scale = RowScale<kLink>(s_inv_rms, row);
-        const float gate = RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j), scale));
-        const float up = RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j + kHalf), scale));
+        const float gate = RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j), s_inv_rms, row));
+        const float up =
+            RoundBf16(ScaledBy<kLink>(TileSum<W>(partial, row, j + kHalf), s_inv_rms, row));
         static_cast<__nv_bfloat16*>(p.y)[static_cast<int64_t>(row) * inter + f0 + j] =
             SiluTimes(gate, up);
       }
@@ -445,7 +435,7 @@ __global__ void __launch_bounds__(W * 32)
         float sq = joins[s] ? NormLinkJoin(link, static_cast<int64_t>(row) * p.n + n0 + j,
                                            join_residual[s], join_weight[s],
                                            ScaledBy<kLink>(TileSum<W>(partial, row, j),
-                                                           RowScale<kLink>(s_inv_rms, row)))
+                                                           s_inv_rms, row))
                             : 0.0f;
         // The row's eight lanes, in a fixed order (at one row what a warp sum over lanes 0-7
         // and zeros gives).
@@ -457,8 +447,7 @@ __global__ void __launch_bounds__(W * 32)
       for (int idx = threadIdx.x; idx < p.m * kTileRows; idx += W * 32) {
         const int row = idx / kTileRows, j = idx % kTileRows;
         if (n0 + j >= p.n) continue;
-        Store(p, row, n0 + j,
-              ScaledBy<kLink>(TileSum<W>(partial, row, j), RowScale<kLink>(s_inv_rms, row)));
+        Store(p, row, n0 + j, ScaledBy<kLink>(TileSum<W>(partial, row, j), s_inv_rms, row));
       }
     }
   }
