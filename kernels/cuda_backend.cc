@@ -170,6 +170,10 @@ bool CudaBackend::links_norms_at(int32_t rows) const {
   return impl_->forward->LinksNorms(ForwardShape::Decode(rows));
 }
 
+bool CudaBackend::links_final_norm_at(int32_t rows) const {
+  return impl_->forward->LinksFinalNorm(ForwardShape::Decode(rows));
+}
+
 bool CudaBackend::folds_norms_at(int32_t rows) const {
   return impl_->forward->FoldsNorms(ForwardShape::Decode(rows));
 }

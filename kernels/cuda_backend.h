@@ -78,6 +78,8 @@ class CudaBackend : public Backend {
   // True when a decode step of `rows` sequences links its norms through the GEMVs
   // (ModelForward::LinksNorms).
   bool links_norms_at(int32_t rows) const;
+  // And its final norm too (ModelForward::LinksFinalNorm; otherwise the final norm is a launch).
+  bool links_final_norm_at(int32_t rows) const;
   // True when a decode step of `rows` sequences runs with folded norms (ModelForward::FoldsNorms).
   bool folds_norms_at(int32_t rows) const;
   int32_t max_model_len() const { return max_model_len_; }

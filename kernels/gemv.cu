@@ -579,10 +579,10 @@ bool GemvSupported(const GemvParams& p) {
   const GemvNormLink& l = p.link;
   const bool producer = l.has_producer();
   if (producer && !l.producer_complete()) return false;
-  // A consumer zeroes a slot other than the ones this launch reads or adds to.
+  // A consumer zeroes a slot other than the ones this launch reads or adds to (alone, with no
+  // scale_by: a launch that only zeroes it).
   const GemvPendingRow& rb = l.rebuild;
-  if (l.zero_after != nullptr && ((l.scale_by == nullptr && !rb.on()) ||
-                                  l.zero_after == l.scale_by || l.zero_after == l.sum_sq)) {
+  if (l.zero_after != nullptr && (l.zero_after == l.scale_by || l.zero_after == l.sum_sq)) {
     return false;
   }
   // Pending products: a producer's, or a consumer's rebuilt row of its three arrays (instead of
@@ -594,7 +594,9 @@ bool GemvSupported(const GemvParams& p) {
   }
   if ((l.pending != nullptr || rb.on()) && GemvStreamsRows(p)) return false;
   if ((l.pending != nullptr || rb.on()) && p.m != 1) return false;
-  if ((producer || l.scale_by != nullptr) && p.m > kGemvMaxLinkRows) return false;
+  if ((producer || l.scale_by != nullptr || l.zero_after != nullptr) && p.m > kGemvMaxLinkRows) {
+    return false;
+  }
   return p.m >= 1 && p.m <= kGemvMaxRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
          Aligned16(p.x) && Aligned16(p.w);
 }

@@ -23,9 +23,10 @@ constexpr int kGemvMaxRows = 16;
 // integer atomics: the total does not depend on the order of the warps) to sum_sq[r]. The
 // consumer (any epilogue, x = normed) scales row r's sums by 1 / sqrt(scale_by[r] / k + eps),
 // and zeroes rows 0 .. m - 1 of zero_after (the slot of the norm before, whose consumer has
-// completed) for their next use. A slot holds kGemvMaxLinkRows sums, row r's at
-// r * kNormSumRowStride. Not bit for bit RmsNorm + Gemv, which applies the scale before rounding
-// the normed row to bf16: the same up to that rounding.
+// completed) for their next use; zero_after alone (no scale_by) zeroes and scales nothing (the
+// projection before a norm that is launched, model_forward.h LinksFinalNorm). A slot holds
+// kGemvMaxLinkRows sums, row r's at r * kNormSumRowStride. Not bit for bit RmsNorm + Gemv, which
+// applies the scale before rounding the normed row to bf16: the same up to that rounding.
 constexpr double kNormSumScale = 1048576.0;  // 2^20 per unit of h^2
 constexpr int kGemvMaxLinkRows = 8;          // the rows of a linked launch, and of a slot
 // Row sums 128 bytes apart: every block of a producer adds to each row's sum, and atomics on one

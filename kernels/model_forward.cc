@@ -210,12 +210,15 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
   if (!kernels::DiagSkips(kernels::StepPart::kDown)) {
     kernels::MatmulParams down{At<__nv_bfloat16>(act_), w.w_down.as<__nv_bfloat16>(),
                                At<__nv_bfloat16>(proj_), false, n, h, inter};
-    if (link_norms_) {  // the next layer's attention norm, or the final norm
-      const bool last = layer + 1 == c.num_layers;
+    const bool last = layer + 1 == c.num_layers;
+    if (link_norms_ && (!last || link_final_norm_)) {  // the next attention norm, or the final
       const DeviceBuffer& next_norm =
           last ? weights_->final_norm : weights_->layers[layer + 1].attn_norm;
       down.link = ProducerLink(2 * layer + 1, next_norm.as<float>(),
                                At<__nv_bfloat16>(last ? final_normed_ : normed_));
+    } else if (link_norms_) {  // the final norm is launched: only the last FFN norm's zeroing
+      down.link = ConsumerLink(2 * layer + 1);
+      down.link.scale_by = nullptr;
     }
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, down, stream));
   }
@@ -336,6 +339,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   const bool persistent_step = persistent_ && shape.decode_only && shape.num_seqs == 1 &&
                                shape.num_tokens == 1 && shape.num_samples <= 1;
   link_norms_ = LinksNorms(shape);
+  link_final_norm_ = LinksFinalNorm(shape);
   fold_step_ = !persistent_step && FoldsNorms(shape);
   kernels::EmbeddingParams embed{weights_->embedding.as<__nv_bfloat16>(), step.token_ids,
                                  At<float>(residual_), shape.num_tokens, c.hidden_size,
@@ -350,7 +354,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   }
   prefetch_kv_ = PrefetchesKv(shape);
   attention_cluster_ = AttentionInCluster(shape, step, kv);
-  fused_mlp_ = link_norms_ && shape.num_tokens == 1 && !attention_cluster_ && FusesMlp();
+  fused_mlp_ = link_final_norm_ && shape.num_tokens == 1 && !attention_cluster_ && FusesMlp();
   for (int layer = 0; layer < c.num_layers; ++layer) {
     RETURN_IF_ERROR(fold_step_ ? FoldedLayer(layer, shape, step, kv, stream)
                                : Layer(layer, shape, step, kv, stream));
@@ -365,11 +369,11 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
     norm.residual16 = At<__nv_bfloat16>(normed_);
   }
   if (!kernels::DiagSkips(kernels::StepPart::kLmHead)) {
-    if (!link_norms_) RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
+    if (!link_final_norm_) RTGEN_CUDA_RETURN_IF_ERROR(kernels::RmsNorm(norm, stream));
     kernels::MatmulParams lm_head{At<__nv_bfloat16>(final_normed_), weights_->output_matrix(),
                                   At<float>(logits_), true, shape.num_samples, c.vocab_size,
                                   c.hidden_size};
-    if (link_norms_) lm_head.link = ConsumerLink(2 * c.num_layers - 1);
+    if (link_final_norm_) lm_head.link = ConsumerLink(2 * c.num_layers - 1);
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, lm_head, stream));
   }
   return shape.sample ? Sample(shape, step, stream) : absl::OkStatus();
@@ -378,6 +382,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
 bool ModelForward::LinksNorms(const ForwardShape& shape) const {
   static const bool enabled = kernels::EnvOnUnlessZero("RTGEN_NORM_LINK");
   static const bool one_row = kernels::EnvIs("RTGEN_NORM_LINK", "1");
+  static const bool with_final = kernels::EnvIs("RTGEN_NORM_LINK", "final");
   const int32_t m = shape.num_tokens;
   if (!enabled || m < 1 || m > (one_row ? 1 : kernels::kGemvMaxLinkRows) ||
       shape.num_samples != m || (m > 1 && (!shape.decode_only || !shape.samples_in_token_order))) {
@@ -402,8 +407,18 @@ bool ModelForward::LinksNorms(const ForwardShape& shape) const {
   };
   return takes(w.wqkv, qkv_dim, h, false) && takes(w.wo, h, q_dim, false) &&
          takes(w.w_gate_up, 2 * inter, h, false) && takes(w.w_down, h, inter, false) &&
-         kernels::MatmulTakesNormLink(
-             *matmul_, {nullptr, weights_->output_matrix(), nullptr, true, m, c.vocab_size, h});
+         (!with_final || LmHeadTakesLink(m));
+}
+
+bool ModelForward::LinksFinalNorm(const ForwardShape& shape) const {
+  return LinksNorms(shape) && LmHeadTakesLink(shape.num_tokens);
+}
+
+bool ModelForward::LmHeadTakesLink(int32_t rows) const {
+  const ModelConfig& c = config_;
+  return kernels::MatmulTakesNormLink(
+      *matmul_, {nullptr, weights_->output_matrix(), nullptr, true, rows, c.vocab_size,
+                 c.hidden_size});
 }
 
 // Context classes for decode steps of at most kContextClassRows sequences; larger ones keep one

@@ -76,15 +76,21 @@ class ModelForward {
   bool persistent_decode() const { return persistent_ != nullptr; }
 
   // Linked norms (gemv.h GemvNormLink): in a decode step of one token per sequence, every token
-  // sampled in token order, at most kGemvMaxLinkRows of them, where every projection runs on the
-  // GEMV and, past one row, each layer weight is under 24 MiB (SmolLM2-135M at batch 1-4, the
-  // Llama-3.2-1B and Llama-3-8B shapes at 1; model_forward.cc says why), the o and down
+  // sampled in token order, at most kGemvMaxLinkRows of them, where every layer projection runs
+  // on the GEMV and, past one row, each layer weight is under 24 MiB (SmolLM2-135M at batch 1-8,
+  // the Llama-3.2-1B and Llama-3-8B shapes at 1; model_forward.cc says why), the o and down
   // projections do the next norm's residual add and scaling in their epilogue and the consumer
   // applies 1/rms, so only the first layer's attention norm is a launch. Norm slot 2 * layer: the
   // FFN norm; 2 * layer + 1: the next layer's attention norm (the final norm after the last
-  // layer); a slot holds one sum per row. RTGEN_NORM_LINK=0: never; =1: one row only (A/B).
-  // True when a step of this shape links its norms.
+  // layer); a slot holds one sum per row. The final norm is linked too where the LM head runs on
+  // the GEMV (LinksFinalNorm: SmolLM2-135M at 1-4 rows, the others at 1); elsewhere it is a
+  // launch, as without links, and the last down projection only zeroes the last FFN norm's slot.
+  // RTGEN_NORM_LINK=0: never; =1: one row only; =final: only where the final norm links (A/B).
+  // True when a step of this shape links its layers' norms.
   bool LinksNorms(const ForwardShape& shape) const;
+  // True when a step of this shape links its norms and the final one too (the LM head consumes
+  // it).
+  bool LinksFinalNorm(const ForwardShape& shape) const;
   // Folded norms: at creation, where a decode step of max_seqs rows would take this path (its
   // qkv projection on cuBLASLt: Llama-3-8B's shapes from 9 rows), each layer's attention and FFN
   // norm weights are folded into the qkv and gate/up weights (norm_fold.h; the norms' weights
@@ -186,6 +192,8 @@ class ModelForward {
   kernels::GemvNormLink ProducerLink(int32_t slot, const float* weight,
                                      __nv_bfloat16* normed) const;
   kernels::GemvNormLink ConsumerLink(int32_t slot) const;
+  // True when the LM head at `rows` rows takes a norm link (runs on the GEMV).
+  bool LmHeadTakesLink(int32_t rows) const;
   // On-device sampling of the first shape.num_samples logits rows.
   absl::Status Sample(const ForwardShape& shape, const StepArrays& step, cudaStream_t stream);
 
@@ -216,7 +224,8 @@ class ModelForward {
   DeviceBuffer chain_tokens_;
   // u64 [2 * layers]: the linked norms' fixed-point sums of squares (zero between uses).
   DeviceBuffer norm_sums_;
-  bool link_norms_ = false;  // this step links its norms (set by Run)
+  bool link_norms_ = false;       // this step links its norms (set by Run)
+  bool link_final_norm_ = false;  // and its final norm (set by Run)
   bool fold_norms_ = false;  // the weights' norms are folded (set at creation)
   bool fold_step_ = false;   // this step folds its norms (set by Run)
   bool prefetch_kv_ = false;  // this step's decode attention prefetches (set by Run)

@@ -181,9 +181,10 @@ TEST(CudaBackendTest, SmolLm2ShapedOneSequenceLogitsMatchCpu) {
 TEST(CudaBackendTest, SmolLm2ShapedLogitsMatchCpu) { RunScenario(SmolLm2Config()); }
 
 // Decode steps of several sequences link their norms too (each row its own sums): steps of 3, 1,
-// 4 and 2 sequences in turn, with a prefill (not linked) in between, so every slot's sums must
-// start from zero whatever the rows of the step before (each consumer zeroes the previous slot's
-// entries of its m rows).
+// 4 and 2 sequences in turn, with prefills (not linked) in between, then 8, 6 and 4: past 4 rows
+// the LM head runs on cuBLASLt, so the final norm is a launch and the last down projection only
+// zeroes the last FFN norm's slot. Every slot's sums must start from zero whatever the rows of
+// the step before (each consumer zeroes the previous slot's entries of its m rows).
 TEST(CudaBackendTest, LinkedNormsSeveralSequencesLogitsMatchCpu) {
   const ModelConfig c = SmolLm2Config();
   const uint64_t seed = FreshSeed();
@@ -193,11 +194,12 @@ TEST(CudaBackendTest, LinkedNormsSeveralSequencesLogitsMatchCpu) {
   auto cpu = MakeCpuBackend(c, seed, num_blocks);
   auto gpu = MakeCuda(c, seed, num_blocks);
   ASSERT_TRUE(cpu && gpu);
-  for (const int32_t rows : {1, 2, 3, 4}) {
+  for (const int32_t rows : {1, 2, 3, 4, 6, 8}) {
     ASSERT_TRUE(gpu->links_norms_at(rows)) << rows << ": the path this test means to cover";
+    ASSERT_EQ(gpu->links_final_norm_at(rows), rows <= 4) << rows;
   }
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-  std::vector<TestSeq> seqs(4);
+  std::vector<TestSeq> seqs(8);
   for (size_t i = 0; i < seqs.size(); ++i) {
     seqs[i].tokens.resize(20 + 13 * i);
     for (int32_t& t : seqs[i].tokens) t = tok(rng);
@@ -223,6 +225,14 @@ TEST(CudaBackendTest, LinkedNormsSeveralSequencesLogitsMatchCpu) {
   for (int step = 0; step < 2; ++step) decode(4, "decode of four " + std::to_string(step));
   decode(2, "decode of two");
   decode(4, "decode of four again");
+  for (size_t i = 4; i < seqs.size(); ++i) {
+    b.Add(seqs[i], static_cast<int32_t>(seqs[i].tokens.size()), &greedy);
+  }
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill of four more");
+  for (int step = 0; step < 2; ++step) decode(8, "decode of eight " + std::to_string(step));
+  decode(6, "decode of six");
+  decode(4, "decode of four after eight");
+  decode(8, "decode of eight again");
 }
 
 TEST(CudaBackendTest, Llama3RopeScalingLogitsMatchCpu) {

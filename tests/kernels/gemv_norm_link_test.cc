@@ -3,7 +3,7 @@
 // residual, normed rows and fixed-point sums of squares against the host's arithmetic on the
 // products the plain GEMV stores (residual and normed rows bit for bit); the consumer's sums
 // scaled by 1 / rms of each row's sum against the plain GEMV's (fp32 out) and the slot it names
-// zeroed; its SwiGLU and RoPE variants bit for bit the plain consumer followed by SiluMul /
+// zeroed; a link that only zeroes a slot storing the plain products; its SwiGLU and RoPE variants bit for bit the plain consumer followed by SiluMul /
 // RopeKvStore; links refused where the kernel cannot take them.
 
 #include <cmath>
@@ -147,6 +147,41 @@ void ExpectConsumerScales(const LinkCase& c, int m, std::mt19937_64& rng) {
     EXPECT_EQ(after[i], sums[i]) << i;  // read, not changed
     const bool zeroed = i % kStride == 0 && i / kStride < m;
     EXPECT_EQ(after[kSlot + i], zeroed ? 0u : kUntouched) << i;
+  }
+}
+
+// A link of zero_after alone (the last projection before a launched norm): the products (bf16
+// out) bit for bit the plain launch's, and the slot zeroed in its m rows' entries only.
+void ExpectZeroingOnly(const LinkCase& c, int m, std::mt19937_64& rng) {
+  SCOPED_TRACE(c.name);
+  SCOPED_TRACE(m);
+  const int n = c.n, k = c.k;
+  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
+  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+  DeviceArray<unsigned long long> d_sums(std::vector<unsigned long long>(kSlot, kUntouched));
+  DeviceArray<uint16_t> d_plain(size_t{1} * m * n), d_linked(size_t{1} * m * n);
+  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, m, n, k};
+  ASSERT_EQ(RunCase(c, p), cudaSuccess);
+  p.y = d_linked.get();
+  p.link.zero_after = d_sums.get();
+  ASSERT_TRUE(kernels::GemvSupported(p));
+  ASSERT_EQ(RunCase(c, p), cudaSuccess);
+  EXPECT_EQ(d_linked.ToHost(), d_plain.ToHost());
+  const std::vector<unsigned long long> after = d_sums.ToHost();
+  for (int i = 0; i < kSlot; ++i) {
+    const bool zeroed = i % kStride == 0 && i / kStride < m;
+    EXPECT_EQ(after[i], zeroed ? 0u : kUntouched) << i;
+  }
+}
+
+TEST(GemvNormLinkTest, ZeroingOnlyLinkStoresThePlainProducts) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  for (const LinkCase& c : LinkCases(4096)) {
+    ExpectZeroingOnly(c, 1, rng);
+    if (c.tuning.rows) continue;  // one row only
+    for (const int m : {5, kernels::kGemvMaxLinkRows}) ExpectZeroingOnly(c, m, rng);
   }
 }
 
@@ -294,10 +329,14 @@ TEST(GemvNormLinkTest, RefusesLinksTheKernelCannotTake) {
   q = p;
   q.y = act.get();
   EXPECT_EQ(kernels::GemvSiluMul(q, nullptr), cudaErrorInvalidValue);
-  // A consumer's zero_after: only with scale_by, and never a slot the launch reads or adds to.
+  // A consumer's zero_after: never a slot the launch reads or adds to, and alone (zeroing only)
+  // at most kGemvMaxLinkRows rows, as every link.
   q = {x.bf16(), w.bf16(), y.get(), false, 1, n, k};
   q.link.zero_after = sums.get() + 1;
+  EXPECT_TRUE(kernels::GemvSupported(q));
+  q.m = kernels::kGemvMaxLinkRows + 1;
   EXPECT_FALSE(kernels::GemvSupported(q));
+  q.m = 1;
   q.link.scale_by = sums.get();
   EXPECT_TRUE(kernels::GemvSupported(q));
   q.link.zero_after = sums.get();

@@ -113,13 +113,15 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
   ExpectDecodeStepsEqual(graph.get(), eager.get(), c, steps, rng, &seqs, &next);
 }
 
-// Several sequences: linked norms where every projection takes the link at that many rows (the
-// tiny model at 4; SmolLM2-135M at 3, replayed in bucket 4's graph), separate norm launches where
-// one does not (SmolLM2-135M at 8: its LM head runs on cuBLASLt).
+// Several sequences: linked norms where every layer projection takes the link at that many rows
+// (the tiny model at 4; SmolLM2-135M at 3, replayed in bucket 4's graph, and at 7 in bucket 8's,
+// its final norm a launch there: the LM head runs on cuBLASLt), separate norm launches past
+// kGemvMaxLinkRows rows (SmolLM2-135M at 12).
 TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
   ExpectReplayEqualsEager(TinyConfig(), 4, 3, true);
   ExpectReplayEqualsEager(SmolLm2Config(), 3, 3, true);
-  ExpectReplayEqualsEager(SmolLm2Config(), 8, 3, false);
+  ExpectReplayEqualsEager(SmolLm2Config(), 7, 3, true);
+  ExpectReplayEqualsEager(SmolLm2Config(), 12, 3, false);
 }
 
 // One sequence where the step links its norms through the GEMVs (norm sums in fixed point,
