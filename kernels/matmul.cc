@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -559,12 +560,21 @@ absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* ac
 namespace {
 
 // Whether the qkv projection p may take the fused RoPE GEMV (MatmulRopeKvStore). Where one launch
-// instead of two measured faster on the H200 (docs/perf/gpu_notes.md, session 4): SmolLM2-135M
-// (k = 576) and Llama-3.2-1B (k = 2048) gain 20-40 us per step at 1-4 rows, SmolLM2 lost 13 us
-// at 8; Llama-3-8B (k = 4096) gained 0-50 us at 1-2 rows and lost up to 0.14 ms at 4.
+// instead of two measured faster on the H200 (docs/perf/gpu_notes.md): SmolLM2-135M (k = 576)
+// and Llama-3.2-1B (k = 2048) gained 20-40 us per step at 1-4 rows (session 4), and at 6-8 rows
+// since the norms are linked there (session 31, graph TPOT ms, 128 steps: SmolLM2 b8 0.518 ->
+// 0.478-0.489, b6 0.515 -> 0.476-0.487; 1B b8 0.972-0.982 -> 0.959-0.965); Llama-3-8B
+// (k = 4096) gained 0-50 us at 1-2 rows and lost up to 0.14 ms at 4 (session 4).
+// RTGEN_QKV_ROPE_GEMV=N (a number): up to N rows at k <= 2048 (A/B).
+int32_t FusedRopeSmallKRows() {
+  const int n = std::atoi(EnvValue("RTGEN_QKV_ROPE_GEMV", "8"));
+  return n >= 1 ? std::min(n, kGemvMaxRows) : 8;
+}
+
 bool FusedRopeShape(const MatmulContext& ctx, const MatmulParams& p) {
   static const bool fuse = EnvOnUnlessZero("RTGEN_QKV_ROPE_GEMV");
-  const int32_t fused_max_rows = p.k <= 2048 ? 4 : 2;
+  static const int32_t small_k_rows = FusedRopeSmallKRows();
+  const int32_t fused_max_rows = p.k <= 2048 ? small_k_rows : 2;
   return ctx.use_gemv() && fuse && p.m <= fused_max_rows && GemvShape(p, false);
 }
 
