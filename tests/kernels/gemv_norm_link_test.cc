@@ -3,8 +3,9 @@
 // residual, normed rows and fixed-point sums of squares against the host's arithmetic on the
 // products the plain GEMV stores (residual and normed rows bit for bit); the consumer's sums
 // scaled by 1 / rms of each row's sum against the plain GEMV's (fp32 out) and the slot it names
-// zeroed; a link that only zeroes a slot storing the plain products; its SwiGLU and RoPE variants bit for bit the plain consumer followed by SiluMul /
-// RopeKvStore; links refused where the kernel cannot take them.
+// zeroed; a link that only zeroes a slot storing the plain products; the consumer's SwiGLU and
+// RoPE variants bit for bit the plain consumer followed by SiluMul / RopeKvStore; links refused
+// where the kernel cannot take them.
 
 #include <cmath>
 #include <cstring>
@@ -61,6 +62,23 @@ cudaError_t RunCase(const LinkCase& c, const kernels::GemvParams& p) {
 constexpr int kSlot = kernels::kNormSlotSize, kStride = kernels::kNormSumRowStride;
 constexpr unsigned long long kUntouched = 7;
 
+// Random bf16 operands of an m-row launch: x [m, k] ~ N(0, 1), w [n, k] ~ N(0, 0.05).
+struct Operands {
+  Operands(int m, int n, int k, std::mt19937_64& rng)
+      : x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng))),
+        w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng))) {}
+  DeviceArray<uint16_t> x, w;
+};
+
+// A slot (kUntouched in every entry before) after a consumer of m rows zeroed it: rows 0 .. m - 1
+// zero, every other entry untouched.
+void ExpectZeroedRows(const unsigned long long* slot, int m) {
+  for (int i = 0; i < kSlot; ++i) {
+    const bool zeroed = i % kStride == 0 && i / kStride < m;
+    EXPECT_EQ(slot[i], zeroed ? 0u : kUntouched) << i;
+  }
+}
+
 // A producer of m rows: each row joined to its own residual row (bit for bit the host's
 // arithmetic on the products the plain launch stores) and its sum of squares added to its own
 // entry of the slot (within 1e-5); the slot's other entries, y and the normed rows' guard cells
@@ -69,8 +87,7 @@ void ExpectProducerJoins(const LinkCase& c, int m, std::mt19937_64& rng) {
   SCOPED_TRACE(c.name);
   SCOPED_TRACE(m);
   const int n = c.n, k = c.k;
-  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
-  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+  const Operands ops(m, n, k, rng);
   const std::vector<float> residual = RandomNormal(size_t{1} * m * n, 2.0f, rng);
   const std::vector<float> weight = RandomUniform(n, 0.5f, 1.5f, rng);
   DeviceArray<float> d_res(residual), d_weight(weight);
@@ -79,7 +96,7 @@ void ExpectProducerJoins(const LinkCase& c, int m, std::mt19937_64& rng) {
   std::vector<unsigned long long> zeros(kSlot, kUntouched);
   for (int r = 0; r < m; ++r) zeros[r * kStride] = 0;
   DeviceArray<unsigned long long> d_sum(zeros);
-  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, m, n, k};
+  kernels::GemvParams p{ops.x.bf16(), ops.w.bf16(), d_plain.get(), false, m, n, k};
   ASSERT_EQ(RunCase(c, p), cudaSuccess);  // the products as the same launch stores them
   p.y = d_y.get();
   p.link.residual = d_res.get();
@@ -121,15 +138,14 @@ void ExpectConsumerScales(const LinkCase& c, int m, std::mt19937_64& rng) {
   SCOPED_TRACE(c.name);
   SCOPED_TRACE(m);
   const int n = c.n, k = c.k;
-  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
-  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+  const Operands ops(m, n, k, rng);
   std::vector<unsigned long long> sums(2 * kSlot, kUntouched);
   for (int r = 0; r < m; ++r) {
     sums[r * kStride] = std::llround((1.0 + r) * k * kernels::kNormSumScale);
   }
   DeviceArray<unsigned long long> d_sums(sums);
   DeviceArray<float> d_plain(size_t{1} * m * n), d_scaled(size_t{1} * m * n);
-  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), true, m, n, k};
+  kernels::GemvParams p{ops.x.bf16(), ops.w.bf16(), d_plain.get(), true, m, n, k};
   ASSERT_EQ(RunCase(c, p), cudaSuccess);
   p.y = d_scaled.get();
   p.link.scale_by = d_sums.get();
@@ -143,11 +159,8 @@ void ExpectConsumerScales(const LinkCase& c, int m, std::mt19937_64& rng) {
   }
   EXPECT_LE(RelL2(scaled, want), 1e-6);
   const std::vector<unsigned long long> after = d_sums.ToHost();
-  for (int i = 0; i < kSlot; ++i) {
-    EXPECT_EQ(after[i], sums[i]) << i;  // read, not changed
-    const bool zeroed = i % kStride == 0 && i / kStride < m;
-    EXPECT_EQ(after[kSlot + i], zeroed ? 0u : kUntouched) << i;
-  }
+  for (int i = 0; i < kSlot; ++i) EXPECT_EQ(after[i], sums[i]) << i;  // read, not changed
+  ExpectZeroedRows(after.data() + kSlot, m);
 }
 
 // A link of zero_after alone (the last projection before a launched norm): the products (bf16
@@ -156,22 +169,17 @@ void ExpectZeroingOnly(const LinkCase& c, int m, std::mt19937_64& rng) {
   SCOPED_TRACE(c.name);
   SCOPED_TRACE(m);
   const int n = c.n, k = c.k;
-  DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
-  DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+  const Operands ops(m, n, k, rng);
   DeviceArray<unsigned long long> d_sums(std::vector<unsigned long long>(kSlot, kUntouched));
   DeviceArray<uint16_t> d_plain(size_t{1} * m * n), d_linked(size_t{1} * m * n);
-  kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, m, n, k};
+  kernels::GemvParams p{ops.x.bf16(), ops.w.bf16(), d_plain.get(), false, m, n, k};
   ASSERT_EQ(RunCase(c, p), cudaSuccess);
   p.y = d_linked.get();
   p.link.zero_after = d_sums.get();
   ASSERT_TRUE(kernels::GemvSupported(p));
   ASSERT_EQ(RunCase(c, p), cudaSuccess);
   EXPECT_EQ(d_linked.ToHost(), d_plain.ToHost());
-  const std::vector<unsigned long long> after = d_sums.ToHost();
-  for (int i = 0; i < kSlot; ++i) {
-    const bool zeroed = i % kStride == 0 && i / kStride < m;
-    EXPECT_EQ(after[i], zeroed ? 0u : kUntouched) << i;
-  }
+  ExpectZeroedRows(d_sums.ToHost().data(), m);
 }
 
 TEST(GemvNormLinkTest, ZeroingOnlyLinkStoresThePlainProducts) {
@@ -226,11 +234,10 @@ void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
   consumer.eps = kEps;
   {  // SwiGLU: [gate; up]
     const int n = vc.swiglu_n, k = vc.swiglu_k, inter = n / 2;
-    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
-    DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+    const Operands ops(m, n, k, rng);
     DeviceArray<uint16_t> d_plain(size_t{1} * m * n), d_act(size_t{1} * m * inter),
         d_fused(size_t{1} * m * inter);
-    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), d_plain.get(), false, m, n, k, consumer};
+    kernels::GemvParams p{ops.x.bf16(), ops.w.bf16(), d_plain.get(), false, m, n, k, consumer};
     ASSERT_EQ(kernels::GemvDefaultTuning(p).rows, vc.rows);
     ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
     ASSERT_EQ(kernels::SiluMul({d_plain.bf16(), d_act.bf16(), m, inter}, nullptr), cudaSuccess);
@@ -242,8 +249,7 @@ void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
     const int heads = vc.heads, kv_heads = vc.kv_heads, head_dim = vc.head_dim;
     const int q_dim = heads * head_dim, kv_dim = kv_heads * head_dim, n = q_dim + 2 * kv_dim;
     const int k = vc.qkv_k, slots = m + 3;
-    DeviceArray<uint16_t> d_x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng)));
-    DeviceArray<uint16_t> d_w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng)));
+    const Operands ops(m, n, k, rng);
     DeviceArray<float> d_freq(TinyRopeInvFreq(head_dim));
     std::vector<int32_t> pos(m), slot(m);
     for (int r = 0; r < m; ++r) pos[r] = 1234 + 97 * r, slot[r] = slots - 1 - r;
@@ -252,7 +258,7 @@ void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
         plain_v(slots * kv_dim);
     DeviceArray<uint16_t> fused_y(size_t{1} * m * n), fused_k(slots * kv_dim),
         fused_v(slots * kv_dim);
-    kernels::GemvParams p{d_x.bf16(), d_w.bf16(), plain_y.get(), false, m, n, k, consumer};
+    kernels::GemvParams p{ops.x.bf16(), ops.w.bf16(), plain_y.get(), false, m, n, k, consumer};
     ASSERT_EQ(kernels::GemvDefaultTuning(p).rows, vc.rows);
     ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
     const kernels::RopeParams rope{plain_y.bf16(), plain_y.bf16() + q_dim, n, d_pos.get(),
