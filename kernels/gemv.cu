@@ -579,12 +579,15 @@ bool GemvSupported(const GemvParams& p) {
   const GemvNormLink& l = p.link;
   const bool producer = l.has_producer();
   if (producer && !l.producer_complete()) return false;
-  // A consumer zeroes a slot other than the ones this launch reads or adds to (alone, with no
-  // scale_by: a launch that only zeroes it).
+  // A consumer zeroes a slot other than the ones this launch reads or adds to; alone (no
+  // scale_by, no rebuilt row) only when zero_only says so.
   const GemvPendingRow& rb = l.rebuild;
-  if (l.zero_after != nullptr && (l.zero_after == l.scale_by || l.zero_after == l.sum_sq)) {
+  if (l.zero_after != nullptr &&
+      ((l.scale_by == nullptr && !rb.on() && !l.zero_only) || l.zero_after == l.scale_by ||
+       l.zero_after == l.sum_sq)) {
     return false;
   }
+  if (l.zero_only && (l.zero_after == nullptr || l.scale_by != nullptr || rb.on())) return false;
   // Pending products: a producer's, or a consumer's rebuilt row of its three arrays (instead of
   // scale_by, at most kGemvMaxRebuildK long); neither on the row-streaming kernel.
   if (l.pending != nullptr && !producer) return false;

@@ -23,8 +23,9 @@ constexpr int kGemvMaxRows = 16;
 // integer atomics: the total does not depend on the order of the warps) to sum_sq[r]. The
 // consumer (any epilogue, x = normed) scales row r's sums by 1 / sqrt(scale_by[r] / k + eps),
 // and zeroes rows 0 .. m - 1 of zero_after (the slot of the norm before, whose consumer has
-// completed) for their next use; zero_after alone (no scale_by) zeroes and scales nothing (the
-// projection before a norm that is launched, model_forward.h LinksFinalNorm). A slot holds
+// completed) for their next use; with zero_only, zero_after alone (no scale_by) zeroes and scales
+// nothing (the projection before a norm that is launched, model_forward.h LinksFinalNorm; without
+// the flag a consumer without scale_by is refused, as a link missing its sums). A slot holds
 // kGemvMaxLinkRows sums, row r's at r * kNormSumRowStride. Not bit for bit RmsNorm + Gemv, which
 // applies the scale before rounding the normed row to bf16: the same up to that rounding.
 constexpr double kNormSumScale = 1048576.0;  // 2^20 per unit of h^2
@@ -61,6 +62,7 @@ struct GemvNormLink {
   const unsigned long long* scale_by = nullptr;  // a slot (kNormSumRowStride apart)
   unsigned long long* zero_after = nullptr;      // a slot
   GemvPendingRow rebuild;                  // instead of x and scale_by
+  bool zero_only = false;                  // zero_after alone, on purpose (no scale_by)
   float eps = 0.0f;
 
   // Any of the producer's buffers is set, and all four are.

@@ -219,6 +219,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
     } else if (link_norms_) {  // the final norm is launched: only the last FFN norm's zeroing
       down.link = ConsumerLink(2 * layer + 1);
       down.link.scale_by = nullptr;
+      down.link.zero_only = true;
     }
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, down, stream));
   }

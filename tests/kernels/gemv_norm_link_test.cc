@@ -176,6 +176,7 @@ void ExpectZeroingOnly(const LinkCase& c, int m, std::mt19937_64& rng) {
   ASSERT_EQ(RunCase(c, p), cudaSuccess);
   p.y = d_linked.get();
   p.link.zero_after = d_sums.get();
+  p.link.zero_only = true;
   ASSERT_TRUE(kernels::GemvSupported(p));
   ASSERT_EQ(RunCase(c, p), cudaSuccess);
   EXPECT_EQ(d_linked.ToHost(), d_plain.ToHost());
@@ -335,17 +336,31 @@ TEST(GemvNormLinkTest, RefusesLinksTheKernelCannotTake) {
   q = p;
   q.y = act.get();
   EXPECT_EQ(kernels::GemvSiluMul(q, nullptr), cudaErrorInvalidValue);
-  // A consumer's zero_after: never a slot the launch reads or adds to, and alone (zeroing only)
-  // at most kGemvMaxLinkRows rows, as every link.
+  // A consumer's zero_after: never a slot the launch reads or adds to; alone only with
+  // zero_only (a consumer missing its scale_by is refused), and then at most kGemvMaxLinkRows
+  // rows, as every link.
+  q = p;
+  q.link.zero_only = true;
+  q.link.zero_after = sums.get() + 1;
+  EXPECT_TRUE(kernels::GemvSupported(q));
+  q.link.zero_after = q.link.sum_sq;
+  EXPECT_FALSE(kernels::GemvSupported(q));
   q = {x.bf16(), w.bf16(), y.get(), false, 1, n, k};
   q.link.zero_after = sums.get() + 1;
+  EXPECT_FALSE(kernels::GemvSupported(q));
+  q.link.zero_only = true;
   EXPECT_TRUE(kernels::GemvSupported(q));
   q.m = kernels::kGemvMaxLinkRows + 1;
   EXPECT_FALSE(kernels::GemvSupported(q));
   q.m = 1;
-  q.link.scale_by = sums.get();
+  q.link.scale_by = sums.get();  // zero_only with sums to scale by
+  EXPECT_FALSE(kernels::GemvSupported(q));
+  q.link.zero_only = false;
   EXPECT_TRUE(kernels::GemvSupported(q));
   q.link.zero_after = sums.get();
+  EXPECT_FALSE(kernels::GemvSupported(q));
+  q = {x.bf16(), w.bf16(), y.get(), false, 1, n, k};
+  q.link.zero_only = true;  // with nothing to zero
   EXPECT_FALSE(kernels::GemvSupported(q));
 }
 

@@ -90,9 +90,10 @@ void ExpectDecodeStepsEqual(Backend* graph, Backend* eager, const ModelConfig& c
 // `steps` decode steps of `num_seqs` sequences on a graph-replaying and an eager backend: the
 // logits are bitwise equal at every step. `linked`: whether these steps link their norms through
 // the GEMVs (checked, so the test covers the path it means to; a padded bucket's graph links
-// when its rows do); `folded`: whether they fold their norms (model_forward.h FoldsNorms).
+// when its rows do), `final_linked` whether the final norm too (the LM head on the GEMV);
+// `folded`: whether they fold their norms (model_forward.h FoldsNorms).
 void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool linked,
-                             bool folded = false) {
+                             bool final_linked, bool folded = false) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
@@ -103,9 +104,11 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
   ASSERT_TRUE(graph && eager);
   ASSERT_EQ(graph->graph_buckets(), buckets);
   ASSERT_EQ(graph->links_norms_at(num_seqs), linked);
+  ASSERT_EQ(graph->links_final_norm_at(num_seqs), final_linked);
   if (num_seqs <= buckets.back()) {  // the bucket whose graph replays these steps
-    ASSERT_EQ(graph->links_norms_at(*std::lower_bound(buckets.begin(), buckets.end(), num_seqs)),
-              linked);
+    const int32_t bucket = *std::lower_bound(buckets.begin(), buckets.end(), num_seqs);
+    ASSERT_EQ(graph->links_norms_at(bucket), linked);
+    ASSERT_EQ(graph->links_final_norm_at(bucket), final_linked);
   }
   ASSERT_EQ(graph->folds_norms_at(num_seqs), folded);
   std::vector<int32_t> next = {0, 0};
@@ -118,24 +121,24 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
 // its final norm a launch there: the LM head runs on cuBLASLt), separate norm launches past
 // kGemvMaxLinkRows rows (SmolLM2-135M at 12).
 TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
-  ExpectReplayEqualsEager(TinyConfig(), 4, 3, true);
-  ExpectReplayEqualsEager(SmolLm2Config(), 3, 3, true);
-  ExpectReplayEqualsEager(SmolLm2Config(), 7, 3, true);
-  ExpectReplayEqualsEager(SmolLm2Config(), 12, 3, false);
+  ExpectReplayEqualsEager(TinyConfig(), 4, 3, true, true);
+  ExpectReplayEqualsEager(SmolLm2Config(), 3, 3, true, true);
+  ExpectReplayEqualsEager(SmolLm2Config(), 7, 3, true, false);
+  ExpectReplayEqualsEager(SmolLm2Config(), 12, 3, false, false);
 }
 
 // One sequence where the step links its norms through the GEMVs (norm sums in fixed point,
 // integer atomics; each step also zeroes the sums for the next): through the row-streaming
 // kernel, and through the tensor-core one.
 TEST(GraphRunnerTest, LinkedNormsReplayIsBitwiseEqualToEager) {
-  ExpectReplayEqualsEager(AllRowsConfig(), 1, 4, true);
-  ExpectReplayEqualsEager(SmolLm2Config(), 1, 4, true);
+  ExpectReplayEqualsEager(AllRowsConfig(), 1, 4, true, true);
+  ExpectReplayEqualsEager(SmolLm2Config(), 1, 4, true, true);
 }
 
 // Sixteen sequences at Llama-3-8B's hidden size fold their norms: tuned cuBLASLt algorithms
 // adding to the bf16 residual in place, replayed.
 TEST(GraphRunnerTest, FoldedNormsReplayIsBitwiseEqualToEager) {
-  ExpectReplayEqualsEager(AllRowsConfig(), 16, 3, false, true);
+  ExpectReplayEqualsEager(AllRowsConfig(), 16, 3, false, false, true);
 }
 
 // Decode graphs per context class (graph_runner.h): the test backends take contexts up to 1024,
