@@ -229,7 +229,9 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
 
 // kHi: m > 8 (input rows 8..15 feed the mma's upper half; otherwise it is zero).
 // kLink: the launch has a norm link (gemv.h GemvNormLink; m <= kGemvMaxLinkRows); without one
-// none of the link's code is compiled in, so an unlinked launch runs the plain kernel.
+// none of the link's code is compiled in, so an unlinked launch runs the plain kernel. A linked
+// launch of at most 8 rows (!kHi) keeps the join slots and scales of 8 rows (kLinkRows), so rows
+// 9..16 cost registers only in the kernels that take them.
 // kRebuild: the link's consumer rebuilds x from pending products (GemvPendingRow; with kLink,
 // m = 1): every block forms the row in shared memory after the wait and reads x from there.
 // rope_early: the RoPE variant releases its dependent before its main loop (TcRopeEarlyDependents).
@@ -312,7 +314,8 @@ __global__ void __launch_bounds__(W * 32)
   // epilogue, each row's features in eight consecutive lanes; the norm's weights are read here,
   // before the wait.
   const GemvNormLink& link = p.link;
-  constexpr int kJoinSlots = (kGemvMaxLinkRows * kTileRows + W * 32 - 1) / (W * 32);
+  constexpr int kLinkRows = kHi ? kGemvMaxLinkRows : 8;
+  constexpr int kJoinSlots = (kLinkRows * kTileRows + W * 32 - 1) / (W * 32);
   const bool producer = kLink && kEpi == Epilogue::kStore && link.sum_sq != nullptr;
   bool joins[kJoinSlots];
   float join_weight[kJoinSlots], join_residual[kJoinSlots];
@@ -393,7 +396,7 @@ __global__ void __launch_bounds__(W * 32)
   RTGEN_TRACE_MARK(0);  // warp 0's multiplies done
   if (kRope && !rope_early) PdlLaunchDependents();
   // Each input row's 1 / rms (kLink), for the epilogue; published by the barrier below.
-  __shared__ float s_inv_rms[kLink ? kGemvMaxLinkRows : 1];
+  __shared__ float s_inv_rms[kLink ? kLinkRows : 1];
   if (kLink && threadIdx.x < p.m) {
     s_inv_rms[threadIdx.x] = kRebuild ? rsqrtf(rebuilt_sum_sq / p.k + link.eps)
                              : link.scale_by != nullptr
@@ -498,17 +501,14 @@ cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuni
 template <int W, int U, bool kHi, Epilogue kEpi>
 cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
                    cudaStream_t stream) {
-  // Links take at most kGemvMaxLinkRows = 8 input rows (GemvSupported), so only the kernels
-  // without the upper half have a linked variant.
-  if constexpr (!kHi) {
-    // A rebuilt input row: the RoPE epilogue only (the qkv projection after a fused MLP).
-    if constexpr (kEpi == Epilogue::kRope) {
-      if (p.link.rebuild.on()) {
-        return LaunchVariant<W, U, kHi, kEpi, true, true>(p, r, tuning, stream);
-      }
+  // A rebuilt input row: one row (GemvSupported), so only the kernels without the upper half
+  // have that variant; the RoPE epilogue only (the qkv projection after a fused MLP).
+  if constexpr (!kHi && kEpi == Epilogue::kRope) {
+    if (p.link.rebuild.on()) {
+      return LaunchVariant<W, U, kHi, kEpi, true, true>(p, r, tuning, stream);
     }
-    if (p.link.any()) return LaunchVariant<W, U, kHi, kEpi, true>(p, r, tuning, stream);
   }
+  if (p.link.any()) return LaunchVariant<W, U, kHi, kEpi, true>(p, r, tuning, stream);
   return LaunchVariant<W, U, kHi, kEpi, false>(p, r, tuning, stream);
 }
 

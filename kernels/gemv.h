@@ -29,7 +29,7 @@ constexpr int kGemvMaxRows = 16;
 // kGemvMaxLinkRows sums, row r's at r * kNormSumRowStride. Not bit for bit RmsNorm + Gemv, which
 // applies the scale before rounding the normed row to bf16: the same up to that rounding.
 constexpr double kNormSumScale = 1048576.0;  // 2^20 per unit of h^2
-constexpr int kGemvMaxLinkRows = 8;          // the rows of a linked launch, and of a slot
+constexpr int kGemvMaxLinkRows = 16;         // the rows of a linked launch, and of a slot
 // Row sums 128 bytes apart: every block of a producer adds to each row's sum, and atomics on one
 // L2 line queue behind each other, so rows sharing a line would queue m times as long.
 constexpr int kNormSumRowStride = 16;

@@ -70,6 +70,18 @@ int32_t DecodeMinPartition() {
   return keys;
 }
 
+// The most rows a decode step links its norms at (ModelForward::LinksNorms): 8, measured;
+// RTGEN_NORM_LINK_ROWS=N up to the kernels' kGemvMaxLinkRows (16; 9-16 rows not yet measured in
+// a step, A/B), RTGEN_NORM_LINK=1 one.
+int32_t MaxLinkRows() {
+  static const int32_t rows = [] {
+    if (kernels::EnvIs("RTGEN_NORM_LINK", "1")) return 1;
+    const int n = std::atoi(kernels::EnvValue("RTGEN_NORM_LINK_ROWS", "8"));
+    return n >= 1 ? std::min(n, kernels::kGemvMaxLinkRows) : 8;
+  }();
+  return rows;
+}
+
 template <typename T>
 T* At(const DeviceBuffer& b, int64_t offset = 0) {
   return b.as<T>() + offset;
@@ -382,10 +394,9 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
 
 bool ModelForward::LinksNorms(const ForwardShape& shape) const {
   static const bool enabled = kernels::EnvOnUnlessZero("RTGEN_NORM_LINK");
-  static const bool one_row = kernels::EnvIs("RTGEN_NORM_LINK", "1");
   static const bool with_final = kernels::EnvIs("RTGEN_NORM_LINK", "final");
   const int32_t m = shape.num_tokens;
-  if (!enabled || m < 1 || m > (one_row ? 1 : kernels::kGemvMaxLinkRows) ||
+  if (!enabled || m < 1 || m > MaxLinkRows() ||
       shape.num_samples != m || (m > 1 && (!shape.decode_only || !shape.samples_in_token_order))) {
     return false;
   }

@@ -76,9 +76,10 @@ class ModelForward {
   bool persistent_decode() const { return persistent_ != nullptr; }
 
   // Linked norms (gemv.h GemvNormLink): in a decode step of one token per sequence, every token
-  // sampled in token order, at most kGemvMaxLinkRows of them, where every layer projection runs
-  // on the GEMV and, past one row, each layer weight is under 24 MiB (SmolLM2-135M at batch 1-8,
-  // the Llama-3.2-1B and Llama-3-8B shapes at 1; model_forward.cc says why), the o and down
+  // sampled in token order, at most 8 of them (RTGEN_NORM_LINK_ROWS: up to the kernels'
+  // kGemvMaxLinkRows, 16, for A/B; model_forward.cc MaxLinkRows), where every layer projection
+  // runs on the GEMV and, past one row, each layer weight is under 24 MiB (SmolLM2-135M at batch
+  // 1-8, the Llama-3.2-1B and Llama-3-8B shapes at 1; model_forward.cc says why), the o and down
   // projections do the next norm's residual add and scaling in their epilogue and the consumer
   // applies 1/rms, so only the first layer's attention norm is a launch. Norm slot 2 * layer: the
   // FFN norm; 2 * layer + 1: the next layer's attention norm (the final norm after the last

@@ -190,7 +190,7 @@ TEST(GemvNormLinkTest, ZeroingOnlyLinkStoresThePlainProducts) {
   for (const LinkCase& c : LinkCases(4096)) {
     ExpectZeroingOnly(c, 1, rng);
     if (c.tuning.rows) continue;  // one row only
-    for (const int m : {5, kernels::kGemvMaxLinkRows}) ExpectZeroingOnly(c, m, rng);
+    for (const int m : {5, 8, kernels::kGemvMaxLinkRows}) ExpectZeroingOnly(c, m, rng);
   }
 }
 
@@ -286,19 +286,20 @@ TEST(GemvNormLinkTest, ConsumerVariantsMatchPlainConsumerThenElementwise) {
   ExpectConsumerVariantsMatch({false, 2 * 1536, 576, 9, 3, 64, 576}, rng);
   // Several rows, each scaled by its own sum (the tensor-core kernel): SmolLM2-135M's shapes and
   // Llama-3.2-1B's.
-  for (const int m : {2, 4, kernels::kGemvMaxLinkRows}) {
+  for (const int m : {2, 4, 8, kernels::kGemvMaxLinkRows}) {
     ExpectConsumerVariantsMatch({false, 2 * 1536, 576, 9, 3, 64, 576, m}, rng);
     ExpectConsumerVariantsMatch({false, 2 * 8192, 2048, 32, 8, 64, 2048, m}, rng);
   }
 }
 
 // The link over several input rows (m = 2 .. kGemvMaxLinkRows, the tensor-core kernel at the
-// shapes above): each row its own residual row, its own sum and its own scale.
+// shapes above; past 8 rows the kernels with the mma's upper half): each row its own residual
+// row, its own sum and its own scale.
 TEST(GemvNormLinkTest, SeveralRowsEachTheirOwnSum) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  for (const int m : {2, 3, kernels::kGemvMaxLinkRows}) {
+  for (const int m : {2, 3, 8, 12, kernels::kGemvMaxLinkRows}) {
     for (const LinkCase& c : LinkCases(4096)) {
       if (c.tuning.rows) continue;  // one row only
       ExpectProducerJoins(c, m, rng);

@@ -118,8 +118,8 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
 
 // Several sequences: linked norms where every layer projection takes the link at that many rows
 // (the tiny model at 4; SmolLM2-135M at 3, replayed in bucket 4's graph, and at 7 in bucket 8's,
-// its final norm a launch there: the LM head runs on cuBLASLt), separate norm launches past
-// kGemvMaxLinkRows rows (SmolLM2-135M at 12).
+// its final norm a launch there: the LM head runs on cuBLASLt), separate norm launches past the
+// 8 rows a step links by default (SmolLM2-135M at 12).
 TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
   ExpectReplayEqualsEager(TinyConfig(), 4, 3, true, true);
   ExpectReplayEqualsEager(SmolLm2Config(), 3, 3, true, true);
