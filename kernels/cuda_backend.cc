@@ -153,7 +153,8 @@ absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::CreateWithDeviceWeight
   ASSIGN_OR_RETURN(impl.forward, ModelForward::Create(config, &impl.weights, capacity,
                                                       b->max_model_len_, impl.num_sms,
                                                       options.use_gemv,
-                                                      options.persistent_decode));
+                                                      options.persistent_decode,
+                                                      options.max_norm_link_rows));
   return b;
 }
 

@@ -33,6 +33,10 @@ struct CudaBackendOptions {
   // Batch-1 decode as one persistent kernel where the shapes allow (opt-in: slower than the
   // layered kernels on the H200 so far; RTGEN_PERSISTENT_DECODE=1/0 overrides).
   bool persistent_decode = false;
+  // Decode steps of up to this many sequences link their norms through the GEMVs
+  // (ModelForward::LinksNorms; the kernels take up to 16 rows, steps of 9-16 are not yet measured
+  // faster; RTGEN_NORM_LINK_ROWS overrides).
+  int32_t max_norm_link_rows = 8;
 };
 
 // True when the CUDA runtime sees at least one device.

@@ -70,16 +70,14 @@ int32_t DecodeMinPartition() {
   return keys;
 }
 
-// The most rows a decode step links its norms at (ModelForward::LinksNorms): 8, measured;
-// RTGEN_NORM_LINK_ROWS=N up to the kernels' kGemvMaxLinkRows (16; 9-16 rows not yet measured in
-// a step, A/B), RTGEN_NORM_LINK=1 one.
-int32_t MaxLinkRows() {
-  static const int32_t rows = [] {
-    if (kernels::EnvIs("RTGEN_NORM_LINK", "1")) return 1;
-    const int n = std::atoi(kernels::EnvValue("RTGEN_NORM_LINK_ROWS", "8"));
-    return n >= 1 ? std::min(n, kernels::kGemvMaxLinkRows) : 8;
-  }();
-  return rows;
+// The most rows a decode step links its norms at (ModelForward::LinksNorms): `wanted` (the
+// backend's option, 8 by default: measured), or RTGEN_NORM_LINK_ROWS=N (A/B), at most the
+// kernels' kGemvMaxLinkRows (16); RTGEN_NORM_LINK=1: one.
+int32_t LinkRows(int32_t wanted) {
+  if (kernels::EnvIs("RTGEN_NORM_LINK", "1")) return 1;
+  const int from_env = std::atoi(kernels::EnvValue("RTGEN_NORM_LINK_ROWS"));
+  const int rows = from_env >= 1 ? from_env : wanted;
+  return std::clamp(rows, 1, kernels::kGemvMaxLinkRows);
 }
 
 template <typename T>
@@ -91,13 +89,15 @@ T* At(const DeviceBuffer& b, int64_t offset = 0) {
 
 absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
     const ModelConfig& config, const DeviceWeights* weights, const StepCapacity& capacity,
-    int32_t max_context, int32_t num_sms, bool use_gemv, bool persistent_decode) {
+    int32_t max_context, int32_t num_sms, bool use_gemv, bool persistent_decode,
+    int32_t max_link_rows) {
   std::unique_ptr<ModelForward> f(new ModelForward());
   f->config_ = config;
   f->weights_ = weights;
   f->capacity_ = capacity;
   f->max_context_ = max_context;
   f->num_sms_ = num_sms;
+  f->max_link_rows_ = LinkRows(max_link_rows);
   ASSIGN_OR_RETURN(f->matmul_, kernels::MatmulContext::Create(use_gemv));
   const size_t t = capacity.max_tokens, s = capacity.max_seqs;
   const size_t h = config.hidden_size, q = size_t{1} * config.num_heads * config.head_dim;
@@ -396,7 +396,7 @@ bool ModelForward::LinksNorms(const ForwardShape& shape) const {
   static const bool enabled = kernels::EnvOnUnlessZero("RTGEN_NORM_LINK");
   static const bool with_final = kernels::EnvIs("RTGEN_NORM_LINK", "final");
   const int32_t m = shape.num_tokens;
-  if (!enabled || m < 1 || m > MaxLinkRows() ||
+  if (!enabled || m < 1 || m > max_link_rows_ ||
       shape.num_samples != m || (m > 1 && (!shape.decode_only || !shape.samples_in_token_order))) {
     return false;
   }

@@ -63,10 +63,12 @@ class ModelForward {
   // plan is derived from it and the batch size, or from a step's ForwardShape::context_bound
   // (at most max_context) where that is set. persistent_decode: run decode steps of
   // one sequence as one persistent kernel where the shapes allow (persistent_decoder.h; the
-  // environment may override it).
+  // environment may override it). max_link_rows: the most sequences a decode step links its
+  // norms at (LinksNorms; the environment may override it).
   static absl::StatusOr<std::unique_ptr<ModelForward>> Create(
       const ModelConfig& config, const DeviceWeights* weights, const StepCapacity& capacity,
-      int32_t max_context, int32_t num_sms, bool use_gemv, bool persistent_decode);
+      int32_t max_context, int32_t num_sms, bool use_gemv, bool persistent_decode,
+      int32_t max_link_rows);
 
   // Context classes of decode steps of `rows` sequences (decode_attention.h
   // DecodeContextBounds): the values ForwardShape::context_bound takes for them.
@@ -76,8 +78,8 @@ class ModelForward {
   bool persistent_decode() const { return persistent_ != nullptr; }
 
   // Linked norms (gemv.h GemvNormLink): in a decode step of one token per sequence, every token
-  // sampled in token order, at most 8 of them (RTGEN_NORM_LINK_ROWS: up to the kernels'
-  // kGemvMaxLinkRows, 16, for A/B; model_forward.cc MaxLinkRows), where every layer projection
+  // sampled in token order, at most max_link_rows of them (Create; 8 by default, up to the
+  // kernels' kGemvMaxLinkRows, 16; model_forward.cc LinkRows), where every layer projection
   // runs on the GEMV and, past one row, each layer weight is under 24 MiB (SmolLM2-135M at batch
   // 1-8, the Llama-3.2-1B and Llama-3-8B shapes at 1; model_forward.cc says why), the o and down
   // projections do the next norm's residual add and scaling in their epilogue and the consumer
@@ -203,6 +205,7 @@ class ModelForward {
   StepCapacity capacity_;
   int32_t max_context_ = 0;
   int32_t num_sms_ = 0;
+  int32_t max_link_rows_ = 1;  // LinksNorms' most rows (set at creation)
   std::unique_ptr<kernels::MatmulContext> matmul_;
   std::unique_ptr<PersistentDecoder> persistent_;  // null: layered path only
   // Activations, sized for capacity_.max_tokens rows (logits: max_seqs rows).

@@ -235,6 +235,48 @@ TEST(CudaBackendTest, LinkedNormsSeveralSequencesLogitsMatchCpu) {
   decode(8, "decode of eight again");
 }
 
+// With the backend's norm links raised to 16 rows (not the default: steps of 9-16 are not yet
+// measured faster), decode steps of 12, 16 and 9 sequences link the layers' norms through the
+// GEMV's upper-half kernels (the final norm a launch: the LM head runs on cuBLASLt), and a step of
+// 4 between them links every norm: logits against the CPU backend at each step.
+TEST(CudaBackendTest, LinkedNormsPastEightRowsLogitsMatchCpu) {
+  const ModelConfig c = SmolLm2Config();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int num_blocks = 128;
+  auto cpu = MakeCpuBackend(c, seed, num_blocks);
+  auto gpu = MakeCudaBackend(c, seed, {.num_blocks = num_blocks, .max_norm_link_rows = 16});
+  ASSERT_TRUE(cpu && gpu);
+  for (const int32_t rows : {9, 12, 16}) {
+    ASSERT_TRUE(gpu->links_norms_at(rows)) << rows << ": the path this test means to cover";
+    ASSERT_FALSE(gpu->links_final_norm_at(rows)) << rows;
+  }
+  ASSERT_TRUE(gpu->links_final_norm_at(4));
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<TestSeq> seqs(16);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].tokens.resize(8 + 3 * i);
+    for (int32_t& t : seqs[i].tokens) t = tok(rng);
+  }
+  const SamplingParams greedy = Greedy();
+  int32_t next_block = 0;
+  StepBuilder b(16, &next_block);
+  for (size_t half = 0; half < 2; ++half) {  // two prefills: a step holds at most 512 tokens
+    for (size_t i = 8 * half; i < 8 * half + 8; ++i) {
+      b.Add(seqs[i], static_cast<int32_t>(seqs[i].tokens.size()), &greedy);
+    }
+    ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill of eight");
+  }
+  for (const size_t count : {12, 16, 9, 4, 16}) {
+    for (size_t i = 0; i < count; ++i) {
+      seqs[i].tokens.push_back(tok(rng));
+      b.Add(seqs[i], 1, &greedy);
+    }
+    ExpectSameLogits(*cpu, *gpu, b.Build(true), "decode of " + std::to_string(count));
+  }
+}
+
 TEST(CudaBackendTest, Llama3RopeScalingLogitsMatchCpu) {
   ModelConfig c = TinyConfig();
   c.rope_theta = 500000.0f;
