@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/kernels/gpu_test_util.h"
@@ -180,6 +182,45 @@ TEST(CudaBackendTest, SmolLm2ShapedOneSequenceLogitsMatchCpu) {
 
 TEST(CudaBackendTest, SmolLm2ShapedLogitsMatchCpu) { RunScenario(SmolLm2Config()); }
 
+// Steps of `num_seqs` sequences with random prompts (sequence i: first_len + len_step * i
+// tokens) on a CPU and a CUDA backend over the same weights, greedy, logits compared at each step.
+class StepsAgainstCpu {
+ public:
+  StepsAgainstCpu(Backend& cpu, Backend& gpu, int32_t vocab, size_t num_seqs, int first_len,
+                  int len_step, std::mt19937_64& rng)
+      : cpu_(cpu), gpu_(gpu), tok_(0, vocab - 1), rng_(rng), seqs_(num_seqs) {
+    for (size_t i = 0; i < seqs_.size(); ++i) {
+      seqs_[i].tokens.resize(first_len + len_step * i);
+      for (int32_t& t : seqs_[i].tokens) t = tok_(rng_);
+    }
+  }
+  // Sequences [first, first + count) prefilled in one step.
+  void Prefill(size_t first, size_t count, const std::string& what) {
+    for (size_t i = first; i < first + count; ++i) {
+      b_.Add(seqs_[i], static_cast<int32_t>(seqs_[i].tokens.size()), &greedy_);
+    }
+    ExpectSameLogits(cpu_, gpu_, b_.Build(false), what);
+  }
+  // One random token for each of sequences [0, count), decoded in one step.
+  void Decode(size_t count, const std::string& what) {
+    for (size_t i = 0; i < count; ++i) {
+      seqs_[i].tokens.push_back(tok_(rng_));
+      b_.Add(seqs_[i], 1, &greedy_);
+    }
+    ExpectSameLogits(cpu_, gpu_, b_.Build(true), what);
+  }
+
+ private:
+  Backend& cpu_;
+  Backend& gpu_;
+  std::uniform_int_distribution<int32_t> tok_;
+  std::mt19937_64& rng_;
+  std::vector<TestSeq> seqs_;
+  const SamplingParams greedy_ = Greedy();
+  int32_t next_block_ = 0;
+  StepBuilder b_{16, &next_block_};
+};
+
 // Decode steps of several sequences link their norms too (each row its own sums): steps of 3, 1,
 // 4 and 2 sequences in turn, with prefills (not linked) in between, then 8, 6 and 4: past 4 rows
 // the LM head runs on cuBLASLt, so the final norm is a launch and the last down projection only
@@ -198,41 +239,19 @@ TEST(CudaBackendTest, LinkedNormsSeveralSequencesLogitsMatchCpu) {
     ASSERT_TRUE(gpu->links_norms_at(rows)) << rows << ": the path this test means to cover";
     ASSERT_EQ(gpu->links_final_norm_at(rows), rows <= 4) << rows;
   }
-  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-  std::vector<TestSeq> seqs(8);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    seqs[i].tokens.resize(20 + 13 * i);
-    for (int32_t& t : seqs[i].tokens) t = tok(rng);
-  }
-  const SamplingParams greedy = Greedy();
-  int32_t next_block = 0;
-  StepBuilder b(16, &next_block);
-  for (size_t i = 0; i < 3; ++i) {
-    b.Add(seqs[i], static_cast<int32_t>(seqs[i].tokens.size()), &greedy);
-  }
-  ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill of three");
-  const auto decode = [&](size_t count, const std::string& what) {
-    for (size_t i = 0; i < count; ++i) {
-      seqs[i].tokens.push_back(tok(rng));
-      b.Add(seqs[i], 1, &greedy);
-    }
-    ExpectSameLogits(*cpu, *gpu, b.Build(true), what);
-  };
-  for (int step = 0; step < 3; ++step) decode(3, "decode of three " + std::to_string(step));
-  decode(1, "decode of one");
-  b.Add(seqs[3], static_cast<int32_t>(seqs[3].tokens.size()), &greedy);
-  ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill of the fourth");
-  for (int step = 0; step < 2; ++step) decode(4, "decode of four " + std::to_string(step));
-  decode(2, "decode of two");
-  decode(4, "decode of four again");
-  for (size_t i = 4; i < seqs.size(); ++i) {
-    b.Add(seqs[i], static_cast<int32_t>(seqs[i].tokens.size()), &greedy);
-  }
-  ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill of four more");
-  for (int step = 0; step < 2; ++step) decode(8, "decode of eight " + std::to_string(step));
-  decode(6, "decode of six");
-  decode(4, "decode of four after eight");
-  decode(8, "decode of eight again");
+  StepsAgainstCpu steps(*cpu, *gpu, c.vocab_size, 8, 20, 13, rng);
+  steps.Prefill(0, 3, "prefill of three");
+  for (int step = 0; step < 3; ++step) steps.Decode(3, "decode of three " + std::to_string(step));
+  steps.Decode(1, "decode of one");
+  steps.Prefill(3, 1, "prefill of the fourth");
+  for (int step = 0; step < 2; ++step) steps.Decode(4, "decode of four " + std::to_string(step));
+  steps.Decode(2, "decode of two");
+  steps.Decode(4, "decode of four again");
+  steps.Prefill(4, 4, "prefill of four more");
+  for (int step = 0; step < 2; ++step) steps.Decode(8, "decode of eight " + std::to_string(step));
+  steps.Decode(6, "decode of six");
+  steps.Decode(4, "decode of four after eight");
+  steps.Decode(8, "decode of eight again");
 }
 
 // With the backend's norm links raised to 16 rows (not the default: steps of 9-16 are not yet
@@ -253,27 +272,11 @@ TEST(CudaBackendTest, LinkedNormsPastEightRowsLogitsMatchCpu) {
     ASSERT_FALSE(gpu->links_final_norm_at(rows)) << rows;
   }
   ASSERT_TRUE(gpu->links_final_norm_at(4));
-  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-  std::vector<TestSeq> seqs(16);
-  for (size_t i = 0; i < seqs.size(); ++i) {
-    seqs[i].tokens.resize(8 + 3 * i);
-    for (int32_t& t : seqs[i].tokens) t = tok(rng);
-  }
-  const SamplingParams greedy = Greedy();
-  int32_t next_block = 0;
-  StepBuilder b(16, &next_block);
-  for (size_t half = 0; half < 2; ++half) {  // two prefills: a step holds at most 512 tokens
-    for (size_t i = 8 * half; i < 8 * half + 8; ++i) {
-      b.Add(seqs[i], static_cast<int32_t>(seqs[i].tokens.size()), &greedy);
-    }
-    ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill of eight");
-  }
+  StepsAgainstCpu steps(*cpu, *gpu, c.vocab_size, 16, 8, 3, rng);
+  steps.Prefill(0, 8, "prefill of eight");  // two prefills: a step holds at most 512 tokens
+  steps.Prefill(8, 8, "prefill of eight more");
   for (const size_t count : {12, 16, 9, 4, 16}) {
-    for (size_t i = 0; i < count; ++i) {
-      seqs[i].tokens.push_back(tok(rng));
-      b.Add(seqs[i], 1, &greedy);
-    }
-    ExpectSameLogits(*cpu, *gpu, b.Build(true), "decode of " + std::to_string(count));
+    steps.Decode(count, "decode of " + std::to_string(count));
   }
 }
 
