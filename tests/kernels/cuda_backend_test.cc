@@ -183,23 +183,32 @@ TEST(CudaBackendTest, SmolLm2ShapedOneSequenceLogitsMatchCpu) {
 TEST(CudaBackendTest, SmolLm2ShapedLogitsMatchCpu) { RunScenario(SmolLm2Config()); }
 
 // Steps of `num_seqs` sequences with random prompts (sequence i: first_len + len_step * i
-// tokens) on a CPU and a CUDA backend over the same weights, greedy, logits compared at each step.
+// tokens) on a CPU and a CUDA backend (`options`) over the same random weights (seed()), greedy,
+// logits compared at each step.
 class StepsAgainstCpu {
  public:
-  StepsAgainstCpu(Backend& cpu, Backend& gpu, int32_t vocab, size_t num_seqs, int first_len,
-                  int len_step, std::mt19937_64& rng)
-      : cpu_(cpu), gpu_(gpu), tok_(0, vocab - 1), rng_(rng), seqs_(num_seqs) {
+  StepsAgainstCpu(const ModelConfig& c, const CudaTestOptions& options, size_t num_seqs,
+                  int first_len, int len_step)
+      : seed_(FreshSeed()),
+        rng_(seed_),
+        cpu_(MakeCpuBackend(c, seed_, options.num_blocks)),
+        gpu_(MakeCudaBackend(c, seed_, options)),
+        tok_(0, c.vocab_size - 1),
+        seqs_(num_seqs) {
     for (size_t i = 0; i < seqs_.size(); ++i) {
       seqs_[i].tokens.resize(first_len + len_step * i);
       for (int32_t& t : seqs_[i].tokens) t = tok_(rng_);
     }
   }
+  uint64_t seed() const { return seed_; }
+  bool ok() const { return cpu_ && gpu_; }  // both backends were made
+  const CudaBackend& gpu() const { return *gpu_; }
   // Sequences [first, first + count) prefilled in one step.
   void Prefill(size_t first, size_t count, const std::string& what) {
     for (size_t i = first; i < first + count; ++i) {
       b_.Add(seqs_[i], static_cast<int32_t>(seqs_[i].tokens.size()), &greedy_);
     }
-    ExpectSameLogits(cpu_, gpu_, b_.Build(false), what);
+    ExpectSameLogits(*cpu_, *gpu_, b_.Build(false), what);
   }
   // One random token for each of sequences [0, count), decoded in one step.
   void Decode(size_t count, const std::string& what) {
@@ -207,14 +216,15 @@ class StepsAgainstCpu {
       seqs_[i].tokens.push_back(tok_(rng_));
       b_.Add(seqs_[i], 1, &greedy_);
     }
-    ExpectSameLogits(cpu_, gpu_, b_.Build(true), what);
+    ExpectSameLogits(*cpu_, *gpu_, b_.Build(true), what);
   }
 
  private:
-  Backend& cpu_;
-  Backend& gpu_;
+  uint64_t seed_;
+  std::mt19937_64 rng_;
+  std::unique_ptr<CpuBackend> cpu_;
+  std::unique_ptr<CudaBackend> gpu_;
   std::uniform_int_distribution<int32_t> tok_;
-  std::mt19937_64& rng_;
   std::vector<TestSeq> seqs_;
   const SamplingParams greedy_ = Greedy();
   int32_t next_block_ = 0;
@@ -227,19 +237,13 @@ class StepsAgainstCpu {
 // zeroes the last FFN norm's slot. Every slot's sums must start from zero whatever the rows of
 // the step before (each consumer zeroes the previous slot's entries of its m rows).
 TEST(CudaBackendTest, LinkedNormsSeveralSequencesLogitsMatchCpu) {
-  const ModelConfig c = SmolLm2Config();
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  const int num_blocks = 64;
-  auto cpu = MakeCpuBackend(c, seed, num_blocks);
-  auto gpu = MakeCuda(c, seed, num_blocks);
-  ASSERT_TRUE(cpu && gpu);
+  StepsAgainstCpu steps(SmolLm2Config(), {.num_blocks = 64}, 8, 20, 13);
+  SCOPED_TRACE(steps.seed());
+  ASSERT_TRUE(steps.ok());
   for (const int32_t rows : {1, 2, 3, 4, 6, 8}) {
-    ASSERT_TRUE(gpu->links_norms_at(rows)) << rows << ": the path this test means to cover";
-    ASSERT_EQ(gpu->links_final_norm_at(rows), rows <= 4) << rows;
+    ASSERT_TRUE(steps.gpu().links_norms_at(rows)) << rows << ": the path this test covers";
+    ASSERT_EQ(steps.gpu().links_final_norm_at(rows), rows <= 4) << rows;
   }
-  StepsAgainstCpu steps(*cpu, *gpu, c.vocab_size, 8, 20, 13, rng);
   steps.Prefill(0, 3, "prefill of three");
   for (int step = 0; step < 3; ++step) steps.Decode(3, "decode of three " + std::to_string(step));
   steps.Decode(1, "decode of one");
@@ -259,20 +263,14 @@ TEST(CudaBackendTest, LinkedNormsSeveralSequencesLogitsMatchCpu) {
 // GEMV's upper-half kernels (the final norm a launch: the LM head runs on cuBLASLt), and a step of
 // 4 between them links every norm: logits against the CPU backend at each step.
 TEST(CudaBackendTest, LinkedNormsPastEightRowsLogitsMatchCpu) {
-  const ModelConfig c = SmolLm2Config();
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  const int num_blocks = 128;
-  auto cpu = MakeCpuBackend(c, seed, num_blocks);
-  auto gpu = MakeCudaBackend(c, seed, {.num_blocks = num_blocks, .max_norm_link_rows = 16});
-  ASSERT_TRUE(cpu && gpu);
+  StepsAgainstCpu steps(SmolLm2Config(), {.num_blocks = 128, .max_norm_link_rows = 16}, 16, 8, 3);
+  SCOPED_TRACE(steps.seed());
+  ASSERT_TRUE(steps.ok());
   for (const int32_t rows : {9, 12, 16}) {
-    ASSERT_TRUE(gpu->links_norms_at(rows)) << rows << ": the path this test means to cover";
-    ASSERT_FALSE(gpu->links_final_norm_at(rows)) << rows;
+    ASSERT_TRUE(steps.gpu().links_norms_at(rows)) << rows << ": the path this test covers";
+    ASSERT_FALSE(steps.gpu().links_final_norm_at(rows)) << rows;
   }
-  ASSERT_TRUE(gpu->links_final_norm_at(4));
-  StepsAgainstCpu steps(*cpu, *gpu, c.vocab_size, 16, 8, 3, rng);
+  ASSERT_TRUE(steps.gpu().links_final_norm_at(4));
   steps.Prefill(0, 8, "prefill of eight");  // two prefills: a step holds at most 512 tokens
   steps.Prefill(8, 8, "prefill of eight more");
   for (const size_t count : {12, 16, 9, 4, 16}) {
