@@ -34,9 +34,11 @@ struct CudaBackendOptions {
   // layered kernels on the H200 so far; RTGEN_PERSISTENT_DECODE=1/0 overrides).
   bool persistent_decode = false;
   // Decode steps of up to this many sequences link their norms through the GEMVs
-  // (ModelForward::LinksNorms; the kernels take up to 16 rows, steps of 9-16 are not yet measured
-  // faster; RTGEN_NORM_LINK_ROWS overrides).
-  int32_t max_norm_link_rows = 8;
+  // (ModelForward::LinksNorms; the kernels take up to 16 rows; RTGEN_NORM_LINK_ROWS overrides).
+  // 16 measured faster than 8 with the qkv RoPE fused at those rows too (session 32, H200, graph
+  // TPOT ms, 128 steps, two rounds: SmolLM2-135M b9 0.612-0.619 -> 0.582-0.583, b12 0.614-0.620 ->
+  // 0.583-0.586, b16 0.615-0.622 -> 0.583-0.589; links alone were 0.003-0.006 ms slower).
+  int32_t max_norm_link_rows = 16;
 };
 
 // True when the CUDA runtime sees at least one device.

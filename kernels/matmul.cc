@@ -563,12 +563,14 @@ namespace {
 // instead of two measured faster on the H200 (docs/perf/gpu_notes.md): SmolLM2-135M (k = 576)
 // and Llama-3.2-1B (k = 2048) gained 20-40 us per step at 1-4 rows (session 4), and at 6-8 rows
 // since the norms are linked there (session 31, graph TPOT ms, 128 steps: SmolLM2 b8 0.518 ->
-// 0.478-0.489, b6 0.515 -> 0.476-0.487; 1B b8 0.972-0.982 -> 0.959-0.965); Llama-3-8B
-// (k = 4096) gained 0-50 us at 1-2 rows and lost up to 0.14 ms at 4 (session 4).
+// 0.478-0.489, b6 0.515 -> 0.476-0.487; 1B b8 0.972-0.982 -> 0.959-0.965), and at 9-16 rows
+// with the norms linked there too (session 32: SmolLM2 b9-16 0.612-0.622 -> 0.582-0.589; alone,
+// without the links, level; Llama-3.2-1B b9-16 level); Llama-3-8B (k = 4096) gained 0-50 us at
+// 1-2 rows and lost up to 0.14 ms at 4 (session 4).
 // RTGEN_QKV_ROPE_GEMV=N (a number): up to N rows at k <= 2048 (A/B).
 int32_t FusedRopeSmallKRows() {
-  const int n = std::atoi(EnvValue("RTGEN_QKV_ROPE_GEMV", "8"));
-  return n >= 1 ? std::min(n, kGemvMaxRows) : 8;
+  const int n = std::atoi(EnvValue("RTGEN_QKV_ROPE_GEMV", "16"));
+  return std::min(n >= 1 ? n : 16, kGemvMaxRows);
 }
 
 bool FusedRopeShape(const MatmulContext& ctx, const MatmulParams& p) {

@@ -168,7 +168,7 @@ absl::Status MatmulSiluMul(MatmulContext& ctx, MatmulParams p, __nv_bfloat16* ac
 
 // The qkv projection followed by RoPE and the KV store: p.y receives the qkv rows, rope and store
 // describe them as RopeKvStore takes them (rope.q == p.y). Where Matmul would take the GEMV and
-// m <= 8 (m <= 2 for k > 2048), one fused launch (gemv.h GemvRopeKvStore, same results bit for
+// m <= 16 (m <= 2 for k > 2048), one fused launch (gemv.h GemvRopeKvStore, same results bit for
 // bit; never with rope.norm on); elsewhere Matmul then RopeKvStore. RTGEN_QKV_ROPE_GEMV=0 never
 // fuses, =N fuses up to N rows for k <= 2048 (A/B).
 absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopeParams& rope,

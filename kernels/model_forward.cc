@@ -71,7 +71,7 @@ int32_t DecodeMinPartition() {
 }
 
 // The most rows a decode step links its norms at (ModelForward::LinksNorms): `wanted` (the
-// backend's option, 8 by default: measured), or RTGEN_NORM_LINK_ROWS=N (A/B), at most the
+// backend's option, 16 by default: measured), or RTGEN_NORM_LINK_ROWS=N (A/B), at most the
 // kernels' kGemvMaxLinkRows (16); RTGEN_NORM_LINK=1: one.
 int32_t LinkRows(int32_t wanted) {
   if (kernels::EnvIs("RTGEN_NORM_LINK", "1")) return 1;

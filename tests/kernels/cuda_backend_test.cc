@@ -258,10 +258,10 @@ TEST(CudaBackendTest, LinkedNormsSeveralSequencesLogitsMatchCpu) {
   steps.Decode(8, "decode of eight again");
 }
 
-// With the backend's norm links raised to 16 rows (not the default: steps of 9-16 are not yet
-// measured faster), decode steps of 12, 16 and 9 sequences link the layers' norms through the
-// GEMV's upper-half kernels (the final norm a launch: the LM head runs on cuBLASLt), and a step of
-// 4 between them links every norm: logits against the CPU backend at each step.
+// Decode steps of 12, 16 and 9 sequences link the layers' norms through the GEMV's upper-half
+// kernels (the final norm a launch: the LM head runs on cuBLASLt), with the qkv projection's RoPE
+// fused at those rows, and a step of 4 between them links every norm: logits against the CPU
+// backend at each step.
 TEST(CudaBackendTest, LinkedNormsPastEightRowsLogitsMatchCpu) {
   StepsAgainstCpu steps(SmolLm2Config(), {.num_blocks = 128, .max_norm_link_rows = 16}, 16, 8, 3);
   SCOPED_TRACE(steps.seed());
