@@ -15,9 +15,15 @@
 namespace rtgen::testing_gpu {
 namespace {
 
+// A backend of up to `max_num_seqs` sequences, with KV blocks for them (8 each, at least 128).
 std::unique_ptr<CudaBackend> Make(const ModelConfig& c, uint64_t seed, bool graphs,
-                                  std::vector<int32_t> buckets = {1, 2, 4, 8}) {
-  return MakeCudaBackend(c, seed, {.graphs = graphs, .graph_batch_sizes = std::move(buckets)});
+                                  std::vector<int32_t> buckets = {1, 2, 4, 8},
+                                  int32_t max_num_seqs = 16) {
+  return MakeCudaBackend(c, seed,
+                         {.graphs = graphs,
+                          .num_blocks = std::max(128, 8 * max_num_seqs),
+                          .max_num_seqs = max_num_seqs,
+                          .graph_batch_sizes = std::move(buckets)});
 }
 
 TEST(GraphRunnerTest, DefaultBuckets) {
@@ -99,8 +105,9 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
   std::mt19937_64 rng(seed);
   const std::vector<int32_t> buckets =
       num_seqs > 8 ? std::vector<int32_t>{num_seqs} : std::vector<int32_t>{1, 2, 4, 8};
-  auto graph = Make(c, seed, true, buckets);
-  auto eager = Make(c, seed, false);
+  const int32_t max_num_seqs = std::max(16, num_seqs);
+  auto graph = Make(c, seed, true, buckets, max_num_seqs);
+  auto eager = Make(c, seed, false, {1, 2, 4, 8}, max_num_seqs);
   ASSERT_TRUE(graph && eager);
   ASSERT_EQ(graph->graph_buckets(), buckets);
   ASSERT_EQ(graph->links_norms_at(num_seqs), linked);
