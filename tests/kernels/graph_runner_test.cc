@@ -126,14 +126,14 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
 // Several sequences: linked norms where every layer projection takes the link at that many rows
 // (the tiny model at 4; SmolLM2-135M at 3, replayed in bucket 4's graph, at 7 in bucket 8's and
 // at 12 through the GEMV's upper-half kernels, its final norm a launch at 7 and 12: the LM head
-// runs on cuBLASLt), separate norm launches past the 16 rows a step links by default
-// (SmolLM2-135M at 20, every projection on cuBLASLt).
+// runs on cuBLASLt), and past the 16 rows a step links by default folded norms (SmolLM2-135M at
+// 20: every projection on cuBLASLt, so a backend of 20 sequences folds its decode steps' norms).
 TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
   ExpectReplayEqualsEager(TinyConfig(), 4, 3, true, true);
   ExpectReplayEqualsEager(SmolLm2Config(), 3, 3, true, true);
   ExpectReplayEqualsEager(SmolLm2Config(), 7, 3, true, false);
   ExpectReplayEqualsEager(SmolLm2Config(), 12, 3, true, false);
-  ExpectReplayEqualsEager(SmolLm2Config(), 20, 3, false, false);
+  ExpectReplayEqualsEager(SmolLm2Config(), 20, 3, false, false, true);
 }
 
 // One sequence where the step links its norms through the GEMVs (norm sums in fixed point,
