@@ -569,8 +569,8 @@ namespace {
 // 1-2 rows and lost up to 0.14 ms at 4 (session 4).
 // RTGEN_QKV_ROPE_GEMV=N (a number): up to N rows at k <= 2048 (A/B).
 int32_t FusedRopeSmallKRows() {
-  const int n = std::atoi(EnvValue("RTGEN_QKV_ROPE_GEMV", "16"));
-  return std::min(n >= 1 ? n : 16, kGemvMaxRows);
+  const int n = std::atoi(EnvValue("RTGEN_QKV_ROPE_GEMV"));
+  return n >= 1 ? std::min(n, kGemvMaxRows) : kGemvMaxRows;  // default: every GEMV row count
 }
 
 bool FusedRopeShape(const MatmulContext& ctx, const MatmulParams& p) {

@@ -229,9 +229,7 @@ absl::Status ModelForward::Layer(int layer, const ForwardShape& shape, const Ste
       down.link = ProducerLink(2 * layer + 1, next_norm.as<float>(),
                                At<__nv_bfloat16>(last ? final_normed_ : normed_));
     } else if (link_norms_) {  // the final norm is launched: only the last FFN norm's zeroing
-      down.link = ConsumerLink(2 * layer + 1);
-      down.link.scale_by = nullptr;
-      down.link.zero_only = true;
+      down.link = ZeroingLink(2 * layer);
     }
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, down, stream));
   }
@@ -352,7 +350,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   const bool persistent_step = persistent_ && shape.decode_only && shape.num_seqs == 1 &&
                                shape.num_tokens == 1 && shape.num_samples <= 1;
   link_norms_ = LinksNorms(shape);
-  link_final_norm_ = LinksFinalNorm(shape);
+  link_final_norm_ = link_norms_ && LmHeadTakesLink(shape.num_tokens);  // LinksFinalNorm
   fold_step_ = !persistent_step && FoldsNorms(shape);
   kernels::EmbeddingParams embed{weights_->embedding.as<__nv_bfloat16>(), step.token_ids,
                                  At<float>(residual_), shape.num_tokens, c.hidden_size,
@@ -580,18 +578,28 @@ kernels::GemvNormLink ModelForward::ProducerLink(int32_t slot, const float* weig
   link.residual = At<float>(residual_);
   link.weight = weight;
   link.normed = normed;
-  link.sum_sq = At<unsigned long long>(norm_sums_, slot * kernels::kNormSlotSize);
+  link.sum_sq = NormSlot(slot);
   return link;
 }
 
 kernels::GemvNormLink ModelForward::ConsumerLink(int32_t slot) const {
   const int32_t slots = 2 * config_.num_layers;
   kernels::GemvNormLink link;
-  link.scale_by = At<unsigned long long>(norm_sums_, slot * kernels::kNormSlotSize);
-  link.zero_after =
-      At<unsigned long long>(norm_sums_, (slot + slots - 1) % slots * kernels::kNormSlotSize);
+  link.scale_by = NormSlot(slot);
+  link.zero_after = NormSlot((slot + slots - 1) % slots);
   link.eps = config_.rms_norm_eps;
   return link;
+}
+
+kernels::GemvNormLink ModelForward::ZeroingLink(int32_t slot) const {
+  kernels::GemvNormLink link;
+  link.zero_after = NormSlot(slot);
+  link.zero_only = true;
+  return link;
+}
+
+unsigned long long* ModelForward::NormSlot(int32_t slot) const {
+  return At<unsigned long long>(norm_sums_, slot * kernels::kNormSlotSize);
 }
 
 absl::Status ModelForward::Sample(const ForwardShape& shape, const StepArrays& step,

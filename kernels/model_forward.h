@@ -78,10 +78,10 @@ class ModelForward {
   bool persistent_decode() const { return persistent_ != nullptr; }
 
   // Linked norms (gemv.h GemvNormLink): in a decode step of one token per sequence, every token
-  // sampled in token order, at most max_link_rows of them (Create; 8 by default, up to the
-  // kernels' kGemvMaxLinkRows, 16; model_forward.cc LinkRows), where every layer projection
+  // sampled in token order, at most max_link_rows of them (Create; 16 by default, the
+  // kernels' kGemvMaxLinkRows; model_forward.cc LinkRows), where every layer projection
   // runs on the GEMV and, past one row, each layer weight is under 24 MiB (SmolLM2-135M at batch
-  // 1-8, the Llama-3.2-1B and Llama-3-8B shapes at 1; model_forward.cc says why), the o and down
+  // 1-16, the Llama-3.2-1B and Llama-3-8B shapes at 1; model_forward.cc says why), the o and down
   // projections do the next norm's residual add and scaling in their epilogue and the consumer
   // applies 1/rms, so only the first layer's attention norm is a launch. Norm slot 2 * layer: the
   // FFN norm; 2 * layer + 1: the next layer's attention norm (the final norm after the last
@@ -195,6 +195,11 @@ class ModelForward {
   kernels::GemvNormLink ProducerLink(int32_t slot, const float* weight,
                                      __nv_bfloat16* normed) const;
   kernels::GemvNormLink ConsumerLink(int32_t slot) const;
+  // A link that only zeroes `slot` (its consumer has completed): the last projection before a
+  // launched norm (gemv.h GemvNormLink::zero_only).
+  kernels::GemvNormLink ZeroingLink(int32_t slot) const;
+  // Linked norm `slot`'s sums (norm_sums_).
+  unsigned long long* NormSlot(int32_t slot) const;
   // True when the LM head at `rows` rows takes a norm link (runs on the GEMV).
   bool LmHeadTakesLink(int32_t rows) const;
   // On-device sampling of the first shape.num_samples logits rows.

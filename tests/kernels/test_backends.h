@@ -28,7 +28,7 @@ struct CudaTestOptions {
   int32_t num_blocks = 128;
   int32_t max_num_seqs = 16;
   std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8};
-  int32_t max_norm_link_rows = 16;  // CudaBackendOptions::max_norm_link_rows
+  int32_t max_norm_link_rows = CudaBackendOptions{}.max_norm_link_rows;
 };
 std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, uint64_t seed,
                                              const CudaTestOptions& options);
