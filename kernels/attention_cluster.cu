@@ -486,11 +486,16 @@ bool DeviceRuns(size_t smem) {
        static_cast<size_t>(optin) >= smem;
   ok = ok && cudaFuncSetAttribute(AttentionClusterKernel,
                                   cudaFuncAttributeNonPortableClusterSizeAllowed, 1) == cudaSuccess;
-  // The limit is per process and per kernel, not per launch: set to the device's largest, so
-  // that a later size cannot lower it under an earlier one's launches.
-  ok = ok && cudaFuncSetAttribute(AttentionClusterKernel,
-                                  cudaFuncAttributeMaxDynamicSharedMemorySize, optin) ==
-                 cudaSuccess;
+  // The limit is per process and per kernel, not per launch: set to the device's largest (less
+  // the kernel's static shared memory, which trace builds have: asking for the whole opt-in
+  // size there was refused, and with it every launch), so that a later size cannot lower it
+  // under an earlier one's launches.
+  cudaFuncAttributes attrs = {};
+  ok = ok && cudaFuncGetAttributes(&attrs, AttentionClusterKernel) == cudaSuccess;
+  const int dynamic_max = optin - static_cast<int>(attrs.sharedSizeBytes);
+  ok = ok && dynamic_max >= 0 && static_cast<size_t>(dynamic_max) >= smem &&
+       cudaFuncSetAttribute(AttentionClusterKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            dynamic_max) == cudaSuccess;
   if (ok) {
     cudaLaunchAttribute attr[2];
     const cudaLaunchConfig_t cfg = ClusterLaunch(smem, nullptr, false, attr);
