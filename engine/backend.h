@@ -124,10 +124,11 @@ class Backend {
   // hide the host's work; a backend that runs the step inside Launch would only deliver every
   // token one step later, so the engine does not pipeline it.
   virtual bool OverlapsSteps() const { return false; }
-  // Whether a row sampled with `params` can feed the next step as a PendingToken: false when
-  // its token is only known after Collect (the CUDA backend samples penalties on the host). The
-  // engine then collects the step before it launches the next one.
-  virtual bool ChainsSample(const SamplingParams& /*params*/) const { return true; }
+  // Whether a row sampled as `sample` asks can feed the next step as a PendingToken: false when
+  // its token is only known after Collect (the CUDA backend samples top-n logprobs, and
+  // penalties over long token lists, on the host). The engine then collects the step before it
+  // launches the next one.
+  virtual bool ChainsSample(const SampleRequest& /*sample*/) const { return true; }
 
  private:
   struct Done {

@@ -238,7 +238,7 @@ void EngineImpl::RunStep() {
   // decide what runs next.
   bool chains = config_.async_scheduling && backend_->OverlapsSteps();
   for (const SampleRequest& sample : input->samples) {
-    chains = chains && backend_->ChainsSample(*sample.params);
+    chains = chains && backend_->ChainsSample(sample);
   }
   in_flight_ = InFlight{std::move(batch), input};
   if (!chains) CollectInFlight();

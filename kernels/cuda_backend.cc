@@ -12,6 +12,7 @@
 #include "kernels/device_weights.h"
 #include "kernels/graph_runner.h"
 #include "kernels/model_forward.h"
+#include "kernels/sample_penalties.h"
 #include "kernels/step_buffers.h"
 
 namespace rtgen {
@@ -19,18 +20,20 @@ namespace {
 
 constexpr int32_t kMaxGridY = 65535;  // tokens per step ride on gridDim.y
 
-// Penalties and top-n logprobs need per-request token lists; those rows are sampled on the
-// host with the CPU sampler.
-bool NeedsHostSampling(const SamplingParams& p) {
-  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
-         p.frequency_penalty != 0.0f || p.logprobs > 0;
+// Rows sampled on the host with the CPU sampler: top-n logprobs, and penalties over more
+// tokens than the device takes (CudaBackendOptions::max_penalty_tokens).
+bool NeedsHostSampling(const SampleRequest& s, int32_t max_penalty_tokens) {
+  const SamplingParams& p = *s.params;
+  return p.logprobs > 0 ||
+         (kernels::HasPenalties(p) &&
+          !kernels::PenalizesOnDevice(p, s.prompt.size(), s.output.size(), max_penalty_tokens));
 }
 
 kernels::SampleRowParams Greedy() { return kernels::SampleRowParams{}; }
 
+// The row's parameters but its penalties (PenaltyEntryBuilder::Append sets those).
 kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
   const SamplingParams& p = *s.params;
-  if (NeedsHostSampling(p)) return Greedy();  // keeps the logits row unmodified for the host
   kernels::SampleRowParams d;
   d.temperature = p.temperature;
   d.top_k = p.top_k;
@@ -51,6 +54,7 @@ struct CudaBackend::StepPlan {
   int32_t slot = 0;                   // its host slot (StepBuffers) and done event
   const StepInput* input = nullptr;   // unchanged until collected (Backend::Launch)
   bool sample = false;                // false: logits only (ComputeLogits)
+  std::vector<char> on_host;          // per StepInput::samples entry: sampled in Collect
   bool host_sampled = false;          // a row is sampled on the host from the logits buffer
 };
 
@@ -70,6 +74,7 @@ struct CudaBackend::Impl {
   DeviceWeights weights;
   KvPool kv;
   std::optional<StepBuffers> step;  // created with the KV pool (block-table width)
+  std::optional<kernels::PenaltyEntryBuilder> penalties;  // with `step`
   std::unique_ptr<ModelForward> forward;
   std::unique_ptr<GraphRunner> graphs;
   // Launched, not collected; oldest first. PendingToken(j) of a new step reads the token of
@@ -113,6 +118,13 @@ absl::Status SelectDevice(const CudaBackendOptions& options) {
   }
   if (options.max_model_len < 0) {
     return absl::InvalidArgumentError("max_model_len must not be negative");
+  }
+  constexpr int64_t kMaxPenaltyEntries = int64_t{1} << 28;  // 2 GiB of entries in all
+  if (options.max_penalty_tokens < 0 ||
+      int64_t{options.max_num_seqs} * options.max_penalty_tokens > kMaxPenaltyEntries) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_penalty_tokens must be in [0, ", kMaxPenaltyEntries / options.max_num_seqs,
+        "] for max_num_seqs ", options.max_num_seqs, ", got ", options.max_penalty_tokens));
   }
   int count = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDeviceCount(&count));
@@ -212,9 +224,13 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl.kv.v.get(), 0, bytes, impl.stream));
   // The forward pass reads block tables with this row stride.
   const int32_t width = impl.forward->BlockTableWidth(shape.block_size);
-  ASSIGN_OR_RETURN(StepBuffers step, StepBuffers::Create(
-                                         {options_.max_num_tokens, options_.max_num_seqs, width}));
+  // Every row of a step may be penalized on the device with up to max_penalty_tokens entries.
+  const int64_t entries = int64_t{options_.max_num_seqs} * options_.max_penalty_tokens;
+  ASSIGN_OR_RETURN(StepBuffers step,
+                   StepBuffers::Create({options_.max_num_tokens, options_.max_num_seqs, width,
+                                        static_cast<int32_t>(entries)}));
   impl.step.emplace(std::move(step));
+  impl.penalties.emplace(config_.vocab_size);
   RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
   if (options_.enable_cuda_graphs) RETURN_IF_ERROR(CaptureGraphs());
   return absl::OkStatus();
@@ -449,12 +465,37 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
       plan.sample_row[i] = i;
     }
   }
+  plan.on_host.assign(in.samples.size(), 0);
+  int32_t penalty_entries = 0;  // used of the step's h.penalty_entries
+  const std::span<kernels::SamplePenaltyEntry> entries(
+      h.penalty_entries, static_cast<size_t>(impl.step->capacity().max_penalty_entries));
   for (size_t i = 0; i < in.samples.size(); ++i) {
-    h.sample_params[plan.sample_row[i]] = sample ? DeviceParams(in.samples[i]) : Greedy();
-    plan.host_sampled = plan.host_sampled || (sample && NeedsHostSampling(*in.samples[i].params));
+    const SampleRequest& r = in.samples[i];
+    kernels::SampleRowParams& row = h.sample_params[plan.sample_row[i]];
+    row = Greedy();
+    if (!sample) continue;
+    if (NeedsHostSampling(r, options_.max_penalty_tokens)) {
+      plan.on_host[i] = 1;  // its logits row stays unmodified (greedy on the device)
+      plan.host_sampled = true;
+      continue;
+    }
+    row = DeviceParams(r);
+    if (!kernels::HasPenalties(*r.params)) continue;
+    // A pending last output token is this step's input token of the row's sequence.
+    const int32_t last_token = in.query_start[r.seq_index + 1] - 1;
+    const bool pending = !r.output.empty() && IsPendingToken(r.output.back());
+    if (pending && in.token_ids[last_token] != r.output.back()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "samples[", i, "]: the output's last token is pending (", r.output.back(),
+          ") but the sequence's input token is ", in.token_ids[last_token]));
+    }
+    RETURN_IF_ERROR(impl.penalties->Append(*r.params, r.prompt, r.output,
+                                           pending ? last_token : -1, entries,
+                                           &penalty_entries, &row));
   }
   const auto enqueue = [&]() -> absl::Status {
-    RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream, plan.slot));
+    RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream, plan.slot,
+                                      penalty_entries));
     if (plan.bucket > 0) {
       RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream));
     } else {
@@ -498,8 +539,8 @@ absl::Status CudaBackend::Launch(const StepInput& input) {
   return LaunchStep(input, /*sample=*/true);
 }
 
-bool CudaBackend::ChainsSample(const SamplingParams& params) const {
-  return !NeedsHostSampling(params);
+bool CudaBackend::ChainsSample(const SampleRequest& sample) const {
+  return !NeedsHostSampling(sample, options_.max_penalty_tokens);
 }
 
 absl::StatusOr<StepOutput> CudaBackend::Execute(const StepInput& input) {
@@ -524,7 +565,7 @@ absl::StatusOr<StepOutput> CudaBackend::Collect() {
   for (size_t i = 0; i < input.samples.size(); ++i) {
     const SampleRequest& s = input.samples[i];
     const int32_t r = plan.sample_row[i];
-    if (NeedsHostSampling(*s.params)) {
+    if (plan.on_host[i]) {
       // The logits buffer is this step's: LaunchStep refuses a later launch until this Collect.
       row.resize(vocab);
       RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpy(row.data(),

@@ -34,6 +34,7 @@ __global__ void __launch_bounds__(kThreads) EmbeddingVecKernel(EmbeddingParams p
   }
   PdlWait();  // out (the residual stream) may still be read by the previous step's kernels
   PdlLaunchDependents();
+  if (threadIdx.x == 0 && p.resolved_ids != nullptr) p.resolved_ids[t] = id;
   if (p.out16 != nullptr) {
     uint4* out16 = reinterpret_cast<uint4*>(p.out16 + static_cast<int64_t>(t) * p.hidden);
 #pragma unroll
@@ -62,6 +63,7 @@ __global__ void EmbeddingKernel(EmbeddingParams p) {
   PdlLaunchDependents();
   const int t = blockIdx.x;
   const int32_t id = TokenId(p, t);
+  if (threadIdx.x == 0 && p.resolved_ids != nullptr) p.resolved_ids[t] = id;
   const bool valid = id >= 0 && id < p.vocab;
   const __nv_bfloat16* row = p.table + static_cast<int64_t>(valid ? id : 0) * p.hidden;
   if (p.out16 != nullptr) {

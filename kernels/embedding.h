@@ -23,6 +23,10 @@ struct EmbeddingParams {
   // [num_tokens, hidden]: the rows as bf16 (exact copies of the table's) instead of fp32 into
   // `out` (the bf16 residual stream of model_forward.h's folded-norm steps).
   __nv_bfloat16* out16 = nullptr;
+  // Optional [num_tokens] out: each token's vocabulary id as read (a pending one resolved), for
+  // the step's sampler (SampleTokensParams::resolved_token_ids). Written after the PDL wait: the
+  // previous step's sampler may still read its own.
+  int32_t* resolved_ids = nullptr;
 };
 
 cudaError_t Embedding(EmbeddingParams p, cudaStream_t stream);

@@ -140,6 +140,7 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->mlp_arrivals_.get(), 0, sizeof(unsigned int)));
   ASSIGN_OR_RETURN(f->chain_tokens_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->chain_tokens_.get(), 0, s * sizeof(int32_t)));
+  ASSIGN_OR_RETURN(f->resolved_tokens_, DeviceBuffer::Allocate(t * sizeof(int32_t)));
   RETURN_IF_ERROR(f->FoldNormsIfUseful());  // before anything else reads the weights
   if (PersistentDecodeWanted(persistent_decode)) {
     ASSIGN_OR_RETURN(f->persistent_, PersistentDecoder::CreateIfSupported(config, *weights));
@@ -356,6 +357,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
                                  At<float>(residual_), shape.num_tokens, c.hidden_size,
                                  c.vocab_size, At<int32_t>(chain_tokens_)};
   if (fold_step_) embed.out16 = At<__nv_bfloat16>(normed_);  // the bf16 residual stream
+  embed.resolved_ids = At<int32_t>(resolved_tokens_);
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::Embedding(embed, stream));
   if (persistent_step) {
     const PersistentActivations acts{At<float>(residual_), At<float>(logits_)};
@@ -611,6 +613,8 @@ absl::Status ModelForward::Sample(const ForwardShape& shape, const StepArrays& s
   sp.split_states = sample_states_.get();
   sp.split_counters = At<int32_t>(sample_counters_);
   sp.chain_token_ids = At<int32_t>(chain_tokens_);
+  sp.penalty_entries = step.penalty_entries;
+  sp.resolved_token_ids = At<int32_t>(resolved_tokens_);
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::SampleTokens(sp, stream));
   return absl::OkStatus();
 }

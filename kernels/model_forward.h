@@ -231,6 +231,9 @@ class ModelForward {
   // i32 [max_seqs]: every step's sampled tokens by logits row, at fixed addresses; a pending
   // token -1 - r of the next step's input is read from row r here (pipelined steps).
   DeviceBuffer chain_tokens_;
+  // i32 [max_tokens]: this step's input ids as its embedding read them (pending ones resolved),
+  // for the sampler's penalties (SampleRowParams::penalty_pending).
+  DeviceBuffer resolved_tokens_;
   // u64 [2 * layers]: the linked norms' fixed-point sums of squares (zero between uses).
   DeviceBuffer norm_sums_;
   bool link_norms_ = false;       // this step links its norms (set by Run)

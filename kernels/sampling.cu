@@ -204,6 +204,48 @@ __device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyS
   }
 }
 
+// Penalties (SampleRowParams) on the logits of ids [lo, hi) of a row, in place: the CPU
+// sampler's operations (engine/sampling/sampler.cc ApplyPenalties) with the same roundings and
+// no contraction, so each penalized logit is the CPU's bit for bit. `count` is the token's
+// number of output occurrences.
+__device__ __forceinline__ float Penalized(float x, const SampleRowParams& rp, int32_t count) {
+  if (rp.repetition_penalty != 1.0f) {
+    x = x > 0.0f ? __fdiv_rn(x, rp.repetition_penalty) : __fmul_rn(x, rp.repetition_penalty);
+  }
+  if (count > 0 && (rp.presence_penalty != 0.0f || rp.frequency_penalty != 0.0f)) {
+    x = __fsub_rn(x, __fmaf_rn(rp.frequency_penalty, static_cast<float>(count),
+                               rp.presence_penalty));
+  }
+  return x;
+}
+
+// Block-wide (every thread calls it; the row's parameters are the block's): applies the row's
+// penalties to the ids [lo, hi) it owns. The pending output token (penalty_pending) adds one
+// occurrence to its entry, or is a token of its own with one occurrence when no entry has it.
+// Ends with a barrier, so the block's later reads of the logits see every change.
+__device__ void ApplyPenalties(const SampleTokensParams& p, const SampleRowParams& rp, float* l,
+                               int lo, int hi) {
+  if (rp.penalty_count <= 0 && rp.penalty_pending < 0) return;
+  __shared__ int s_pending_listed;
+  const int32_t pending = rp.penalty_pending >= 0 ? p.resolved_token_ids[rp.penalty_pending] : -1;
+  if (threadIdx.x == 0) s_pending_listed = 0;
+  __syncthreads();
+  const SamplePenaltyEntry* entries = p.penalty_entries + rp.penalty_begin;
+  for (int j = threadIdx.x; j < rp.penalty_count; j += blockDim.x) {
+    const SamplePenaltyEntry e = entries[j];
+    const bool is_pending = e.token == pending;
+    if (is_pending) s_pending_listed = 1;
+    if (e.token >= lo && e.token < hi) {
+      l[e.token] = Penalized(l[e.token], rp, e.output_count + (is_pending ? 1 : 0));
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && !s_pending_listed && pending >= lo && pending < hi) {
+    l[pending] = Penalized(l[pending], rp, 1);
+  }
+  __syncthreads();
+}
+
 // Writes a greedy row's token (id 0 when every logit is -inf, as ArgMax) and its logprob. The
 // chosen logit is the state's max itself (the value of l[r.i]; a tie of +0 and -0 may keep the
 // other zero, which gives the same logprob bits), so only an all -inf row reads the logits again.
@@ -220,12 +262,13 @@ __device__ void WriteGreedy(const SampleTokensParams& p, int row, const float* l
 // the parts' states at once and combines them by the fixed tree (so the result does not depend
 // on which block finishes last), writes the token and resets the row's counter for the next
 // launch.
-__device__ void GreedySplit(const SampleTokensParams& p, int row, const float* l,
-                            GreedyState* warp_states, GreedyState* result) {
+__device__ void GreedySplit(const SampleTokensParams& p, const SampleRowParams& rp, int row,
+                            float* l, GreedyState* warp_states, GreedyState* result) {
   static_assert(kMaxSampleSplits <= 32);
   const int part = blockIdx.y;
   const int per = ((p.vocab + p.splits - 1) / p.splits + 3) / 4 * 4;
   const int begin = min(p.vocab, part * per), end = min(p.vocab, begin + per);
+  ApplyPenalties(p, rp, l, begin, end);
   GreedyPass(l, begin, end, p.row_stride % 4 == 0, warp_states, result);
   RTGEN_TRACE_MARK(1);  // the block's ids reduced to one state
   if (threadIdx.x >= 32) return;
@@ -362,14 +405,16 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
     __shared__ GreedyState warp_states[kThreads / 32];
     __shared__ GreedyState result;
     if (p.splits > 1) {
-      GreedySplit(p, row, l, warp_states, &result);
+      GreedySplit(p, rp, row, l, warp_states, &result);
       return;
     }
+    ApplyPenalties(p, rp, l, 0, p.vocab);
     GreedyPass(l, 0, p.vocab, p.row_stride % 4 == 0, warp_states, &result);
     if (threadIdx.x == 0) WriteGreedy(p, row, l, result);
     return;
   }
   if (blockIdx.y > 0) return;  // a sampled row is drawn by one block
+  ApplyPenalties(p, rp, l, 0, p.vocab);
   for (int i = threadIdx.x; i < p.vocab; i += kThreads) l[i] = l[i] / rp.temperature;
   __syncthreads();  // also makes the global writes visible to the block
   float m = -INFINITY;

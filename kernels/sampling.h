@@ -1,7 +1,11 @@
 #pragma once
 // On-device token sampling, one block per logits row (a greedy row may use several, see
-// SampleTokensParams::splits), mirroring engine/sampling/sampler.h
-// (without penalties and top-n logprobs, which the backend samples on the host):
+// SampleTokensParams::splits), mirroring engine/sampling/sampler.h (without top-n logprobs,
+// which the backend samples on the host):
+//  - penalties first (SampleRowParams): repetition over the row's distinct prompt and output
+//    tokens, then presence and frequency over its output tokens, each logit computed with the
+//    CPU sampler's operations in the same order and rounding, so the penalized logits are the
+//    CPU's bit for bit;
 //  - temperature 0: greedy argmax, lowest id on ties;
 //  - otherwise logits /= temperature, then top-k, top-p, min-p, and a draw with
 //    u = CounterUniform(seed, counter), bit-identical to the CPU's splitmix64 uniform.
@@ -9,23 +13,17 @@
 // bitwise search over 64-bit keys, so no sort is needed. The draw walks candidates in the same
 // order as the CPU sampler: sorted order when top-p or top-k is active, id order otherwise
 // (the CPU's order after a lone top-k is its nth_element's, so only that case can differ).
-// The logprob returned is log softmax of the temperature-scaled logits at the chosen token.
+// The logprob returned is log softmax of the penalized, temperature-scaled logits at the chosen
+// token.
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
 
-namespace rtgen::kernels {
+#include "kernels/sample_row_params.h"
 
-struct SampleRowParams {
-  float temperature = 0.0f;  // 0 = greedy
-  int32_t top_k = 0;         // 0 = off
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  uint64_t seed = 0;
-  uint64_t counter = 0;      // output position of the draw
-};
+namespace rtgen::kernels {
 
 struct SampleTokensParams {
   float* logits = nullptr;                // [num_rows, row_stride]; scaled in place
@@ -45,6 +43,11 @@ struct SampleTokensParams {
   // Optional [num_rows] out: the same tokens at addresses fixed for the process, where the next
   // step's embedding reads a pending token (kernels/embedding.h). Null: not written.
   int32_t* chain_token_ids = nullptr;
+  // Rows with penalties (SampleRowParams::penalty_count > 0 or penalty_pending >= 0) read their
+  // entries here and their pending token in resolved_token_ids ([tokens of the step], written by
+  // the step's embedding: kernels/embedding.h). Null when no row has penalties.
+  const SamplePenaltyEntry* penalty_entries = nullptr;
+  const int32_t* resolved_token_ids = nullptr;
 };
 
 constexpr int32_t kMaxSampleSplits = 32;

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+
 #include "engine/common/status_macros.h"
 
 namespace rtgen {
@@ -56,22 +58,44 @@ absl::StatusOr<StepBuffers> StepBuffers::Create(const StepCapacity& capacity) {
   b.slot_bytes_ = bytes;
   ASSIGN_OR_RETURN(b.device_memory_, DeviceBuffer::Allocate(bytes));
   ASSIGN_OR_RETURN(b.host_memory_, PinnedBuffer::Allocate(bytes * kHostSlots));
+  if (capacity.max_penalty_entries > 0) {
+    const size_t entries =
+        static_cast<size_t>(capacity.max_penalty_entries) * sizeof(kernels::SamplePenaltyEntry);
+    ASSIGN_OR_RETURN(b.device_penalties_, DeviceBuffer::Allocate(entries));
+    ASSIGN_OR_RETURN(b.host_penalties_, PinnedBuffer::Allocate(entries * kHostSlots));
+  }
   return b;
 }
 
 StepArrays StepBuffers::device(int32_t tokens, int32_t seqs) const {
   size_t bytes = 0;
-  return Carve(device_memory_.as<char>(), {tokens, seqs, capacity_.max_blocks_per_seq}, &bytes);
+  StepArrays a =
+      Carve(device_memory_.as<char>(), {tokens, seqs, capacity_.max_blocks_per_seq}, &bytes);
+  if (capacity_.max_penalty_entries > 0) {
+    a.penalty_entries = device_penalties_.as<kernels::SamplePenaltyEntry>();
+  }
+  return a;
 }
 
 StepArrays StepBuffers::host(int32_t tokens, int32_t seqs, int32_t slot) const {
   size_t bytes = 0;
-  return Carve(host_memory_.as<char>() + static_cast<size_t>(slot) * slot_bytes_,
-               {tokens, seqs, capacity_.max_blocks_per_seq}, &bytes);
+  StepArrays a = Carve(host_memory_.as<char>() + static_cast<size_t>(slot) * slot_bytes_,
+                       {tokens, seqs, capacity_.max_blocks_per_seq}, &bytes);
+  if (capacity_.max_penalty_entries > 0) {
+    a.penalty_entries = host_penalties_.as<kernels::SamplePenaltyEntry>() +
+                        static_cast<size_t>(slot) * capacity_.max_penalty_entries;
+  }
+  return a;
 }
 
 absl::Status StepBuffers::Upload(int32_t tokens, int32_t seqs, int32_t block_cols,
-                                 cudaStream_t stream, int32_t slot) const {
+                                 cudaStream_t stream, int32_t slot,
+                                 int32_t penalty_entries) const {
+  if (penalty_entries < 0 || penalty_entries > capacity_.max_penalty_entries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("penalty_entries ", penalty_entries, " is outside [0, ",
+                     capacity_.max_penalty_entries, "]"));
+  }
   const StepArrays h = host(tokens, seqs, slot), d = device(tokens, seqs);
   const size_t pitch = static_cast<size_t>(capacity_.max_blocks_per_seq) * sizeof(int32_t);
   const size_t tables = static_cast<size_t>(seqs) * pitch;
@@ -83,6 +107,12 @@ absl::Status StepBuffers::Upload(int32_t tokens, int32_t seqs, int32_t block_col
     RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(d.block_tables, pitch, h.block_tables, pitch,
                                                  block_cols * sizeof(int32_t), seqs,
                                                  cudaMemcpyHostToDevice, stream));
+  }
+  if (penalty_entries > 0) {
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+        d.penalty_entries, h.penalty_entries,
+        static_cast<size_t>(penalty_entries) * sizeof(kernels::SamplePenaltyEntry),
+        cudaMemcpyHostToDevice, stream));
   }
   return absl::OkStatus();
 }

@@ -30,6 +30,8 @@ struct StepCapacity {
   int32_t max_tokens = 0;          // tokens per step
   int32_t max_seqs = 0;            // sequences (and sampled rows) per step
   int32_t max_blocks_per_seq = 0;  // block table width
+  // Penalty entries a step's rows may use in all (kernels/sample_penalties.h); 0: none.
+  int32_t max_penalty_entries = 0;
 };
 
 // Pointers into one allocation (device or pinned host), laid out identically in both. Sizes
@@ -45,6 +47,9 @@ struct StepArrays {
   int32_t* block_tables = nullptr;    // [seqs, max_blocks_per_seq], -1 padded; last input
   int32_t* out_tokens = nullptr;      // [seqs] sampled token per logits row
   float* out_logprobs = nullptr;      // [seqs], right after out_tokens
+  // [max_penalty_entries] in an allocation of its own (the same address for every layout),
+  // copied by Upload only as far as the step uses it; null when the capacity has none.
+  kernels::SamplePenaltyEntry* penalty_entries = nullptr;
 };
 
 class StepBuffers {
@@ -60,9 +65,10 @@ class StepBuffers {
 
   // Copies every input array of the (tokens, seqs) layout, and of the block tables the first
   // block_cols columns (kernels never read a column past a sequence's last block, so the rest
-  // may hold an earlier step's values). One copy while the tables are narrow or full width.
+  // may hold an earlier step's values). One copy while the tables are narrow or full width,
+  // and one more for the first `penalty_entries` penalty entries when there are any.
   absl::Status Upload(int32_t tokens, int32_t seqs, int32_t block_cols, cudaStream_t stream,
-                      int32_t slot = 0) const;
+                      int32_t slot = 0, int32_t penalty_entries = 0) const;
   // Copies the sampled tokens and logprobs of the (tokens, seqs) layout into host slot `slot`.
   absl::Status Download(int32_t tokens, int32_t seqs, cudaStream_t stream,
                         int32_t slot = 0) const;
@@ -79,6 +85,8 @@ class StepBuffers {
   size_t slot_bytes_ = 0;  // one layout of the full capacity
   DeviceBuffer device_memory_;
   PinnedBuffer host_memory_;
+  DeviceBuffer device_penalties_;  // [max_penalty_entries]
+  PinnedBuffer host_penalties_;    // [kHostSlots * max_penalty_entries]
 };
 
 }  // namespace rtgen

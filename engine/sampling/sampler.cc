@@ -16,7 +16,9 @@ uint64_t SplitMix64(uint64_t x) {
 }
 
 // Repetition (HF: every distinct prompt/output token, logit > 0 ? l / p : l * p), then
-// presence/frequency (vLLM: output tokens, l -= frequency * count + presence).
+// presence/frequency (vLLM: output tokens, l -= frequency * count + presence, the product and
+// sum as one fused multiply-add so that no compiler choice changes the bits: the device sampler,
+// kernels/sampling.h, computes the same operations and must give the same logits).
 void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
                     std::span<const int32_t> prompt, std::span<const int32_t> output) {
   const int64_t vocab = static_cast<int64_t>(logits.size());
@@ -39,8 +41,8 @@ void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
       size_t j = i;
       while (j < sorted.size() && sorted[j] == sorted[i]) ++j;
       if (in_vocab(sorted[i])) {
-        logits[sorted[i]] -=
-            params.frequency_penalty * static_cast<float>(j - i) + params.presence_penalty;
+        logits[sorted[i]] -= std::fma(params.frequency_penalty, static_cast<float>(j - i),
+                                      params.presence_penalty);
       }
       i = j;
     }

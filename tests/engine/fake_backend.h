@@ -79,14 +79,14 @@ class FakeBackend : public Backend {
   // stand-ins from the previous step's tokens (ResolvePendingTokens).
   bool OverlapsSteps() const override { return true; }
   // Rows sampled with a repetition penalty do not chain (as the CUDA backend's host-sampled rows).
-  bool ChainsSample(const SamplingParams& params) const override {
-    return params.repetition_penalty == 1.0f;
+  bool ChainsSample(const SampleRequest& sample) const override {
+    return sample.params->repetition_penalty == 1.0f;
   }
 
   absl::Status Launch(const StepInput& in) override {
     if (HasPendingTokens(in)) ++pending_steps_;
     bool unchained = false;
-    for (const SampleRequest& s : in.samples) unchained = unchained || !ChainsSample(*s.params);
+    for (const SampleRequest& s : in.samples) unchained = unchained || !ChainsSample(s);
     {
       absl::MutexLock lock(&mu_);
       // Launched while the step before, with a row that cannot chain, was not collected yet.

@@ -4,6 +4,8 @@
 // graph and eager, greedy and seeded sampling, with the batch order changing between steps so a
 // stand-in's sample index differs from its position, and a fourth sequence whose whole prompt
 // joins one step (a mixed prefill + decode step, eager even with graphs) and then decodes too.
+// Penalties run on the device in both (a pending last output token read there too), and their
+// streams equal serial steps whose penalized rows are sampled on the host by the CPU sampler.
 // Also the refusals: a stand-in naming a row sampled on the host, a third step in flight,
 // Execute while steps are in flight.
 
@@ -76,21 +78,32 @@ StepInput BuildStep(Session& r, int step, const std::vector<SamplingParams>& par
   return b.Build(step != kJoin);
 }
 
-std::vector<SamplingParams> Params() {
+// Sequences 0 and 1 greedy, 2 and 3 seeded sampling; 0, 2 and 3 with penalties, sampled on the
+// host by the CPU sampler when `penalties_on_host` (top-n logprobs send a row there).
+std::vector<SamplingParams> Params(bool penalties_on_host = false) {
   std::vector<SamplingParams> p(kSeqs);
   for (SamplingParams& q : p) q.temperature = 0.0f;
   for (int i : {2, 3}) {  // seeded sampling on the device
     p[i].temperature = 1.5f;
     p[i].top_p = 0.9f;
   }
+  p[0].repetition_penalty = 1.3f;
+  p[0].presence_penalty = 0.4f;
+  p[0].frequency_penalty = 0.5f;
+  p[2].repetition_penalty = 1.2f;
+  p[3].presence_penalty = 0.7f;
+  if (penalties_on_host) {
+    for (int i : {0, 2, 3}) p[i].logprobs = 1;
+  }
   return p;
 }
 
-std::vector<std::vector<int32_t>> Serial(const ModelConfig& c, uint64_t seed, bool graphs) {
+std::vector<std::vector<int32_t>> Serial(const ModelConfig& c, uint64_t seed, bool graphs,
+                                         bool penalties_on_host = false) {
   Session r = Start(c, seed, graphs);
   std::vector<std::vector<int32_t>> streams(kSeqs);
   if (!r.backend) return streams;
-  const std::vector<SamplingParams> params = Params();
+  const std::vector<SamplingParams> params = Params(penalties_on_host);
   for (int step = 0; step < kSteps; ++step) {
     absl::StatusOr<StepOutput> out = r.backend->Execute(BuildStep(r, step, params));
     EXPECT_TRUE(out.ok()) << out.status();
@@ -165,21 +178,56 @@ TEST(PipelinedStepsGpuTest, StreamsEqualSerialStepsGraphAndEager) {
   }
 }
 
+TEST(PipelinedStepsGpuTest, DevicePenaltiesEqualTheHostSampler) {
+  for (const ModelConfig& c : {TinyConfig(), SmolLm2Config()}) {
+    for (bool graphs : {false, true}) {
+      const uint64_t seed = FreshSeed();
+      SCOPED_TRACE(::testing::Message() << c.name << (graphs ? " graphs" : " eager") << " seed "
+                                        << seed);
+      const auto host = Serial(c, seed, graphs, /*penalties_on_host=*/true);
+      const auto device = Serial(c, seed, graphs);
+      for (int i = 0; i < kSeqs; ++i) {
+        ASSERT_EQ(host[i].size(), static_cast<size_t>(i < kJoin ? kSteps : kSteps - kJoin));
+        EXPECT_EQ(device[i], host[i]) << "sequence " << i;
+      }
+    }
+  }
+}
+
+// The request's sizes decide: penalties over more tokens than max_penalty_tokens are sampled
+// on the host (and do not chain), as top-n logprobs are.
+TEST(PipelinedStepsGpuTest, ChainsPenaltiesUpToTheirTokenLimit) {
+  const ModelConfig c = TinyConfig();
+  std::unique_ptr<CudaBackend> backend = MakeCudaBackend(c, FreshSeed(), {.graphs = false});
+  ASSERT_TRUE(backend);
+  SamplingParams penalty;
+  penalty.repetition_penalty = 1.3f;
+  const std::vector<int32_t> tokens(4096 + 1, 3);
+  SampleRequest r{0, &penalty, std::span<const int32_t>(tokens).first(4000),
+                  std::span<const int32_t>(tokens).first(96), 0};
+  EXPECT_TRUE(backend->ChainsSample(r));  // 4096 tokens: the default limit
+  r.output = std::span<const int32_t>(tokens).first(97);
+  EXPECT_FALSE(backend->ChainsSample(r));
+  r.output = {};
+  SamplingParams logprobs;
+  logprobs.logprobs = 2;
+  r.params = &logprobs;
+  EXPECT_FALSE(backend->ChainsSample(r));
+}
+
 TEST(PipelinedStepsGpuTest, RefusesStandInsForHostSampledRowsAndAThirdStep) {
   const ModelConfig c = TinyConfig();
   const uint64_t seed = FreshSeed();
   Session r = Start(c, seed, /*graphs=*/true);
   ASSERT_TRUE(r.backend);
-  SamplingParams penalty;
-  penalty.temperature = 0.0f;
-  penalty.repetition_penalty = 1.3f;  // sampled on the host in Collect
-  EXPECT_FALSE(r.backend->ChainsSample(penalty));
+  SamplingParams on_host;
+  on_host.temperature = 0.0f;
+  on_host.logprobs = 2;  // sampled on the host in Collect
   SamplingParams greedy;
   greedy.temperature = 0.0f;
-  EXPECT_TRUE(r.backend->ChainsSample(greedy));
 
   StepBuilder b0(kTestBlockSize, &r.next_block);
-  b0.Add(r.seqs[0], 1, &penalty);
+  b0.Add(r.seqs[0], 1, &on_host);
   const StepInput first = b0.Build(true);
   ASSERT_TRUE(r.backend->Launch(first).ok());
   r.seqs[0].tokens.push_back(PendingToken(0));

@@ -4,8 +4,10 @@
 #include <cstring>
 #include <numeric>
 
+#include "engine/pending_token.h"
 #include "engine/sampling/sampler.h"
 #include "gtest/gtest.h"
+#include "kernels/sample_penalties.h"
 #include "kernels/sampling.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -29,13 +31,27 @@ TEST(SamplingTest, CounterUniformMatchesHostBitForBit) {
   for (int i = 0; i < n; ++i) ASSERT_EQ(out[i], CounterUniform(seeds[i], counters[i])) << i;
 }
 
+// Penalty inputs of a sampler launch: the rows' entries, and the resolved token ids their
+// penalty_pending rows index.
+struct PenaltyInputs {
+  std::vector<kernels::SamplePenaltyEntry> entries;
+  std::vector<int32_t> resolved;
+};
+
 // Runs the device sampler on `rows` rows of logits with one params per row, greedy rows reduced
-// by `splits` blocks each; the split counters must come back to zero.
+// by `splits` blocks each; the split counters must come back to zero. With `penalties`, the
+// logits after the launch (penalized in place) go to `logits_after` when given.
 void SampleOnDevice(const std::vector<float>& logits, int vocab,
                     const std::vector<kernels::SampleRowParams>& params, int splits,
-                    std::vector<int32_t>* tokens, std::vector<float>* logprobs) {
+                    std::vector<int32_t>* tokens, std::vector<float>* logprobs,
+                    const PenaltyInputs* penalties = nullptr,
+                    std::vector<float>* logits_after = nullptr) {
   const int rows = static_cast<int>(params.size());
   DeviceArray<float> d_logits(logits);
+  const PenaltyInputs none;
+  const PenaltyInputs& pen = penalties ? *penalties : none;
+  DeviceArray<kernels::SamplePenaltyEntry> d_entries(pen.entries);
+  DeviceArray<int32_t> d_resolved(pen.resolved);
   DeviceArray<kernels::SampleRowParams> d_params(params);
   DeviceArray<int32_t> d_tokens(rows);
   DeviceArray<float> d_logprobs(rows);
@@ -47,9 +63,14 @@ void SampleOnDevice(const std::vector<float>& logits, int vocab,
   p.splits = splits;
   p.split_states = d_states.get();
   p.split_counters = d_counters.get();
+  if (penalties) {
+    p.penalty_entries = d_entries.get();
+    p.resolved_token_ids = d_resolved.get();
+  }
   GPU_CHECK(kernels::SampleTokens(p, nullptr));
   *tokens = d_tokens.ToHost();
   *logprobs = d_logprobs.ToHost();
+  if (logits_after) *logits_after = d_logits.ToHost();
   EXPECT_EQ(d_counters.ToHost(), zeros);
 }
 
@@ -171,6 +192,113 @@ TEST(SamplingTest, GreedyEdgeCases) {
       for (int r = 1; r < rows; ++r) {
         EXPECT_EQ(std::memcmp(&logprobs[r], &logprobs_again[r], sizeof(float)), 0) << r;
       }
+    }
+  }
+}
+
+// Penalties on the device against the CPU sampler. Rows with random prompts and outputs (many
+// repeats, a few ids outside the vocabulary, which both sides skip), entries built by the
+// backend's PenaltyEntryBuilder; a third of the rows end their output with a pending token the
+// device reads from the resolved ids (a token of its own, or one already seen). Two seen tokens
+// of each row are lifted to the top of its logits so that penalties decide the draw. Greedy
+// rows' penalized logits must be the CPU's bit for bit; tokens equal, logprobs within 1e-3.
+TEST(SamplingTest, PenaltiesMatchCpuSampler) {
+  struct PenaltyConfig {
+    float temperature, top_p, repetition, presence, frequency;
+  };
+  const std::vector<PenaltyConfig> configs = {{0.0f, 1.0f, 1.3f, 0.0f, 0.0f},
+                                              {0.0f, 1.0f, 1.0f, 0.5f, 0.3f},
+                                              {0.0f, 1.0f, 0.7f, -0.4f, 1.1f},
+                                              {0.8f, 0.9f, 1.2f, 0.3f, 0.2f},
+                                              {1.0f, 1.0f, 1.5f, 0.0f, 0.6f}};
+  for (int vocab : {1000, 1001, 49152}) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << "vocab " << vocab << " seed " << seed);
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int32_t> near_id(0, std::min(vocab, 300) - 1);
+    const int rows_per_config = 12;
+    const int rows = rows_per_config * static_cast<int>(configs.size());
+    std::vector<float> logits = RandomNormal(size_t{1} * rows * vocab, 3.0f, rng);
+    std::vector<kernels::SampleRowParams> params(rows);
+    std::vector<SamplingParams> host_params(rows);
+    std::vector<std::vector<int32_t>> prompts(rows), outputs(rows);  // outputs as the CPU sees
+    PenaltyInputs pen;
+    pen.resolved.assign(rows, 0);
+    pen.entries.resize(size_t{1} * rows * 400);
+    int32_t used = 0;
+    kernels::PenaltyEntryBuilder builder(vocab);
+    for (int r = 0; r < rows; ++r) {
+      const PenaltyConfig& c = configs[r / rows_per_config];
+      SamplingParams& h = host_params[r];
+      h.temperature = c.temperature;
+      h.top_p = c.top_p;
+      h.repetition_penalty = c.repetition;
+      h.presence_penalty = c.presence;
+      h.frequency_penalty = c.frequency;
+      const auto draw = [&](int n, std::vector<int32_t>* out) {
+        for (int i = 0; i < n; ++i) out->push_back(rng() % 50 == 0 ? vocab + 5 : near_id(rng));
+      };
+      draw(static_cast<int>(rng() % 200), &prompts[r]);
+      draw(static_cast<int>(rng() % 60), &outputs[r]);
+      std::vector<int32_t> device_output = outputs[r];
+      int32_t pending_row = -1;
+      if (r % 3 != 0) {  // pending: a token of its own (1) or one already seen (2)
+        const bool seen = r % 3 == 2 && !outputs[r].empty();
+        const int32_t value = seen ? outputs[r][rng() % outputs[r].size()] : vocab - 1 - r % 7;
+        pen.resolved[r] = value;
+        pending_row = r;
+        outputs[r].push_back(value);
+        device_output.push_back(PendingToken(0));
+      }
+      kernels::SampleRowParams& p = params[r];
+      p.temperature = c.temperature;
+      p.top_p = c.top_p;
+      p.seed = rng();
+      p.counter = outputs[r].size();
+      ASSERT_TRUE(builder.Append(h, prompts[r], device_output, pending_row, pen.entries, &used, &p)
+                      .ok());
+      // Lift two seen tokens to the top (penalties now decide between them and the rest).
+      float* row = logits.data() + size_t{1} * r * vocab;
+      const float top = *std::max_element(row, row + vocab);
+      std::vector<int32_t> seen;
+      for (int32_t t : outputs[r]) {
+        if (t < vocab) seen.push_back(t);
+      }
+      for (int32_t t : prompts[r]) {
+        if (t < vocab) seen.push_back(t);
+      }
+      if (!seen.empty()) {
+        row[seen[rng() % seen.size()]] = top + 0.5f;
+        row[seen[rng() % seen.size()]] = -top - 0.5f;  // a negative one: l * penalty
+      }
+    }
+    pen.entries.resize(used);
+    for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
+      SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
+      std::vector<int32_t> tokens, again;
+      std::vector<float> logprobs, after;
+      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, &pen, &after);
+      int penalty_decided = 0;
+      for (int r = 0; r < rows; ++r) {
+        std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
+                               logits.begin() + size_t{1} * (r + 1) * vocab);
+        const int32_t unpenalized =
+            static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+        const SampledToken cpu =
+            SampleToken(row, host_params[r], prompts[r], outputs[r], params[r].seed);
+        EXPECT_EQ(tokens[r], cpu.token_id) << "row " << r;
+        EXPECT_NEAR(logprobs[r], cpu.logprob, 1e-3) << "row " << r;
+        if (host_params[r].greedy()) {
+          penalty_decided += cpu.token_id != unpenalized;
+          EXPECT_EQ(std::memcmp(after.data() + size_t{1} * r * vocab, row.data(),
+                                sizeof(float) * vocab),
+                    0)
+              << "row " << r << ": penalized logits differ from the CPU's";
+        }
+      }
+      EXPECT_GT(penalty_decided, 0);  // the test could tell penalties from none
+      SampleOnDevice(logits, vocab, params, splits, &again, &logprobs, &pen);
+      EXPECT_EQ(again, tokens);
     }
   }
 }
