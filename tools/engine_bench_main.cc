@@ -6,6 +6,7 @@
 //                      [--ttft-repeats 5]
 //                      [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]
 //                      [--seed 1] [--device 0] [--json FILE] [--kernel-trace]
+//                      [--penalties] [--max-penalty-tokens N]
 //
 // Per model and batch: every sequence is prefilled with `prompt` random tokens through Execute
 // (prefill steps), then `steps` greedy decode steps run through Execute (context prompt+1 ..
@@ -21,7 +22,10 @@
 // batch's KV) over the measured device-to-device copy bandwidth (bytes read + written, median
 // of 10 copies). --kernel-trace (a build configured with -DRTGEN_KERNEL_TRACE=ON) prints, after
 // each graph decode timing, the timeline of one more decode step's kernels
-// (kernels/kernel_trace.h).
+// (kernels/kernel_trace.h). --penalties samples greedily after repetition 1.1, presence 0.3 and
+// frequency 0.2 penalties over each sequence's prompt and output (on the device unless
+// --max-penalty-tokens is below prompt + steps, 0: always on the host, where rows do not
+// chain and the pipelined variant is skipped).
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -40,6 +44,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/pending_token.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/cuda_check.h"
 #include "kernels/kernel_trace.h"
@@ -72,6 +77,8 @@ struct Options {
   int32_t max_model_len = 4096;
   bool eager = true;
   bool kernel_trace = false;
+  bool penalties = false;
+  int32_t max_penalty_tokens = CudaBackendOptions{}.max_penalty_tokens;
   bool help = false;
   uint64_t seed = 1;
   int32_t device = 0;
@@ -131,9 +138,20 @@ absl::StatusOr<Json> DeviceInfo(int32_t device) {
 // Sequences of one batch: sequence i owns blocks [i * blocks_per_seq, (i + 1) * blocks_per_seq).
 class Batch {
  public:
-  Batch(int32_t size, int32_t blocks_per_seq, uint64_t seed)
+  Batch(int32_t size, int32_t blocks_per_seq, uint64_t seed, bool penalties = false)
       : size_(size), blocks_per_seq_(blocks_per_seq), last_(size), seed_(seed) {
-    greedy_.temperature = 0.0f;
+    params_.temperature = 0.0f;
+    if (penalties) {
+      params_.repetition_penalty = 1.1f;
+      params_.presence_penalty = 0.3f;
+      params_.frequency_penalty = 0.2f;
+    }
+  }
+
+  // Prompt token p of sequence s (the ids a prefill step gets).
+  int32_t PromptToken(int32_t s, int32_t p, int32_t vocab) const {
+    const uint64_t h = (seed_ + 0x9e3779b97f4a7c15ull * (s * 65536ull + p)) >> 17;
+    return static_cast<int32_t>(h % vocab);
   }
 
   // One step: sequences [first, first + count), each `len` tokens starting at position `start`
@@ -146,8 +164,7 @@ class Batch {
     for (int32_t q = 0; q < count; ++q) {
       const int32_t s = first + q;
       for (int32_t p = start; p < start + len; ++p) {
-        const uint64_t h = (seed_ + 0x9e3779b97f4a7c15ull * (s * 65536ull + p)) >> 17;
-        in.token_ids.push_back(len == 1 ? last_[s] : static_cast<int32_t>(h % vocab));
+        in.token_ids.push_back(len == 1 ? last_[s] : PromptToken(s, p, vocab));
         in.positions.push_back(p);
         in.slot_mapping.push_back((s * blocks_per_seq_ + p / kBlockSize) * kBlockSize +
                                   p % kBlockSize);
@@ -157,7 +174,7 @@ class Batch {
       for (int32_t j = 0; j < blocks_per_seq_; ++j) {
         in.block_tables.push_back(s * blocks_per_seq_ + j);
       }
-      in.samples.push_back(SampleRequest{q, &greedy_, {}, {}, seed_});
+      in.samples.push_back(SampleRequest{q, &params_, {}, {}, seed_});
     }
     return in;
   }
@@ -182,7 +199,31 @@ class Batch {
   int32_t blocks_per_seq_;
   std::vector<int32_t> last_;
   uint64_t seed_;
-  SamplingParams greedy_;
+  SamplingParams params_;  // greedy, with or without penalties
+};
+
+// Each sequence's prompt and output tokens, which a decode step's samples name (penalties read
+// them): outputs start from the prefill's tokens; reserved, so the spans stay valid.
+struct SeqTokens {
+  std::vector<std::vector<int32_t>> prompts, outputs;
+
+  SeqTokens(const Batch& batch, int32_t prompt, int32_t steps, int32_t vocab)
+      : prompts(batch.size()), outputs(batch.size()) {
+    for (int32_t s = 0; s < batch.size(); ++s) {
+      for (int32_t p = 0; p < prompt; ++p) prompts[s].push_back(batch.PromptToken(s, p, vocab));
+      outputs[s].reserve(steps + 2);
+    }
+  }
+  void Restart(const std::vector<int32_t>& first) {
+    for (size_t s = 0; s < outputs.size(); ++s) outputs[s].assign(1, first[s]);
+  }
+  // Points the step's samples (sequence s is sample s) at the tokens so far.
+  void Name(StepInput& in) const {
+    for (size_t s = 0; s < in.samples.size(); ++s) {
+      in.samples[s].prompt = prompts[s];
+      in.samples[s].output = outputs[s];
+    }
+  }
 };
 
 struct DecodeResult {
@@ -199,7 +240,8 @@ absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig&
                                         const Options& o, int32_t batch_size,
                                         int32_t built_repeats, bool pipelined) {
   const int32_t bps = (o.prompt + o.steps + kBlockSize - 1) / kBlockSize;
-  Batch batch(batch_size, bps, o.seed);
+  Batch batch(batch_size, bps, o.seed, o.penalties);
+  SeqTokens seq_tokens(batch, o.prompt, o.steps, config.vocab_size);
   const int32_t per_chunk = std::max(1, kMaxNumTokens / o.prompt);
   for (int32_t first = 0; first < batch_size; first += per_chunk) {
     const int32_t count = std::min(per_chunk, batch_size - first);
@@ -219,18 +261,21 @@ absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig&
       inputs.push_back(batch.Step(0, batch_size, o.prompt + i, 1, config.vocab_size));
     }
     std::vector<int32_t> last = first_tokens;
+    seq_tokens.Restart(first_tokens);
     const double t0 = Now();
     for (int32_t i = 0; i < steps; ++i) {
       StepInput built;
       if (!prebuilt) built = batch.Step(0, batch_size, o.prompt + i, 1, config.vocab_size);
       StepInput& in = prebuilt ? inputs[i] : built;
       std::copy(last.begin(), last.end(), in.token_ids.begin());
+      seq_tokens.Name(in);
       ASSIGN_OR_RETURN(StepOutput out, backend.Execute(in));
       for (int32_t s = 0; s < batch_size; ++s) {
         last[s] = out.sampled[s].token_id;
         if (last[s] < 0 || last[s] >= config.vocab_size) {
           return absl::InternalError(absl::StrCat("decode sampled token ", last[s]));
         }
+        seq_tokens.outputs[s].push_back(last[s]);
       }
       r.graph_replayed = r.graph_replayed && out.graph_replayed;
       if (tokens) tokens->insert(tokens->end(), last.begin(), last.end());
@@ -247,7 +292,9 @@ absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig&
         inputs.back().token_ids[s] = i == 0 ? first_tokens[s] : PendingToken(s);
       }
     }
-    auto collect = [&]() -> absl::Status {
+    seq_tokens.Restart(first_tokens);
+    // Step j's tokens: output j + 1 of each sequence, a stand-in until collected.
+    auto collect = [&](int32_t j) -> absl::Status {
       ASSIGN_OR_RETURN(StepOutput out, backend.Collect());
       for (int32_t s = 0; s < batch_size; ++s) {
         const int32_t t = out.sampled[s].token_id;
@@ -255,16 +302,28 @@ absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig&
           return absl::InternalError(absl::StrCat("pipelined decode sampled token ", t));
         }
         if (tokens) tokens->push_back(t);
+        std::vector<int32_t>& output = seq_tokens.outputs[s];
+        if (output.size() > static_cast<size_t>(j + 1)) {
+          output[j + 1] = t;
+        } else {
+          output.push_back(t);
+        }
       }
       r.graph_replayed = r.graph_replayed && out.graph_replayed;
       return absl::OkStatus();
     };
     const double t0 = Now();
     for (int32_t i = 0; i < steps; ++i) {
+      if (i > 0) {
+        for (int32_t s = 0; s < batch_size; ++s) {
+          seq_tokens.outputs[s].push_back(PendingToken(s));
+        }
+      }
+      seq_tokens.Name(inputs[i]);
       RETURN_IF_ERROR(backend.Launch(inputs[i]));
-      if (i > 0) RETURN_IF_ERROR(collect());
+      if (i > 0) RETURN_IF_ERROR(collect(i - 1));
     }
-    RETURN_IF_ERROR(collect());
+    RETURN_IF_ERROR(collect(steps - 1));
     return (Now() - t0) * 1e3 / steps;
   };
   RETURN_IF_ERROR(run(std::min(16, o.steps), true, nullptr).status());  // warm-up
@@ -364,6 +423,7 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
     opt.max_num_seqs = max_batch;
     opt.max_model_len = o.max_model_len;
     opt.enable_cuda_graphs = graphs;
+    opt.max_penalty_tokens = o.max_penalty_tokens;
     double t0 = Now();
     ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend,
                      CreateCudaBackendWithRandomWeights(config, o.seed, opt));
@@ -393,15 +453,20 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
     for (size_t i = 0; i < o.batches.size(); ++i) {
       const int32_t bs = o.batches[i];
       // Inputs built in the loop: timed with graphs only (eager is for the graph speed-up).
+      // Rows sampled on the host do not chain: no pipelined run then.
+      const bool host_penalties = o.penalties && o.max_penalty_tokens < o.prompt + o.steps;
+      const bool pipelined = graphs && !host_penalties;
       ASSIGN_OR_RETURN(DecodeResult r,
-                       TimeDecode(*backend, config, o, bs, graphs ? o.built_repeats : 0, graphs));
+                       TimeDecode(*backend, config, o, bs, graphs ? o.built_repeats : 0,
+                                  pipelined));
       const double floor_ms = (bytes.weights + bs * bytes.kv_per_seq) / bandwidth * 1e3;
       std::printf("  %s bs %3d: tpot %.3f ms (inputs built in the loop %.3f, pipelined %.3f, "
                   "tokens equal %.3f), floor %.3f ms%s%s\n",
                   mode, bs, r.tpot_ms, r.tpot_built_ms, r.tpot_pipelined_ms,
                   r.pipelined_tokens_equal, floor_ms,
                   graphs && !r.graph_replayed ? "  [NOT all steps replayed a graph]" : "",
-                  graphs && r.pipelined_tokens_equal != 1.0 ? "  [PIPELINED TOKENS DIFFER]" : "");
+                  pipelined && r.pipelined_tokens_equal != 1.0 ? "  [PIPELINED TOKENS DIFFER]"
+                                                                 : "");
       std::fflush(stdout);
       if (graphs) {
         decode.push_back(Json{{"batch", bs},
@@ -495,6 +560,10 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
       o.eager = false;
       continue;
     }
+    if (a == "--penalties") {
+      o.penalties = true;
+      continue;
+    }
     if (a == "--kernel-trace") {
       if (!kernels::KernelTraceCompiledIn()) {
         return absl::FailedPreconditionError(
@@ -523,6 +592,7 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     else if (a == "--seed") ok = n >= 0, o.seed = static_cast<uint64_t>(n);
     else if (a == "--device") ok = (o.device = n) >= 0;
     else if (a == "--json") o.json_path = v;
+    else if (a == "--max-penalty-tokens") ok = (o.max_penalty_tokens = n) >= 0;
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
     if (!has_value) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
     ++i;
@@ -550,10 +620,18 @@ constexpr char kUsage[] =
     "                          [--repeats 5] [--built-repeats 3] [--ttft-repeats 5]\n"
     "                          [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]\n"
     "                          [--seed 1] [--device 0] [--json FILE] [--kernel-trace]\n"
+    "                          [--penalties] [--max-penalty-tokens 4096]\n"
     "Decode TPOT of the CUDA backend at real model shapes (random bf16 weights) against the\n"
     "memory-bandwidth floor, graphs vs eager, TTFT and start-up. Switches read from the\n"
     "environment include RTGEN_MATMUL_TUNE (0 / wide), RTGEN_MATMUL_TUNE_CACHE=FILE and\n"
     "RTGEN_NORM_FOLD=0 (kernels/env_switch.h lists them all).\n";
+
+std::string SamplingLabel(const Options& o) {
+  if (!o.penalties) return "greedy";
+  return absl::StrCat("greedy after penalties (repetition 1.1, presence 0.3, frequency 0.2) ",
+                      o.max_penalty_tokens >= o.prompt + o.steps ? "on the device"
+                                                                 : "on the host");
+}
 
 int Main(int argc, char** argv) {
   absl::StatusOr<Options> o = ParseFlags(argc, argv);
@@ -581,8 +659,8 @@ int Main(int argc, char** argv) {
                  std::string(bandwidth.status().message()).c_str());
     return 1;
   }
-  std::printf("device: %s\ncopy bandwidth (read+write): %.1f GB/s\n", device->dump().c_str(),
-              *bandwidth / 1e9);
+  std::printf("device: %s\ncopy bandwidth (read+write): %.1f GB/s\nsampling: %s\n",
+              device->dump().c_str(), *bandwidth / 1e9, SamplingLabel(*o).c_str());
   Json out{{"device", *device},
            {"copy_bandwidth_gbs", *bandwidth / 1e9},
            {"settings", Json{{"prompt", o->prompt}, {"steps", o->steps},
@@ -591,7 +669,7 @@ int Main(int argc, char** argv) {
                              {"max_model_len", o->max_model_len}, {"block_size", kBlockSize},
                              {"max_num_tokens", kMaxNumTokens}, {"seed", o->seed},
                              {"weights", "random bf16 on device, normal(0, 0.02)"},
-                             {"sampling", "greedy"}}},
+                             {"sampling", SamplingLabel(*o)}}},
            {"models", Json::object()}};
   int rc = 0;
   for (const std::string& name : o->models) {
