@@ -2,7 +2,10 @@
 # The full server on the GPU (issue 4): joins the SmolLM2 file carried in parts, starts
 # rtgen-server --backend cuda, streams a chat answer with rtgen-client, then measures end-to-end
 # TPOT at one stream with rtgen-bench (prompt 128, 128 new tokens, greedy) for comparison with
-# the engine benchmark's batch-1 TPOT. Then the A/B of pipelined steps: the server restarted
+# the engine benchmark's batch-1 TPOT. A greedy request with penalties, answered on the device,
+# must give the text the same request gives on the host's CPU sampler (sent there by --logprobs
+# 1), each alone with the same prefix cached; then it runs beside a greedy stream. Then the A/B
+# of pipelined steps: the server restarted
 # with --async-scheduling=false and =true in turn, rtgen-bench at 1 and 16 streams each time
 # (e2e_{sync,async}_{1,2}_c{1,16}.json; AB_ROUNDS rounds, default 2, 0 skips the A/B).
 # Usage: scripts/device/server_e2e.sh BUNDLE PARTS_DIR   (PARTS_DIR holds smollm2.part* + sha256)
@@ -66,6 +69,46 @@ echo "penalty + logprobs request: exit ${penalty_rc}, $(wc -c <"${out}/penalty.t
   "greedy beside it: exit ${beside_rc}, $(wc -c <"${out}/beside_greedy.txt") bytes"
 head -c 300 "${out}/penalty.txt"; echo
 [[ ${penalty_rc} -eq 0 && ${beside_rc} -eq 0 ]] || { echo "FAILED"; cat "${out}/server.log"; exit 1; }
+
+echo "== penalties on the device vs the same request on the host's CPU sampler"
+# Equal logits need equal conditions (batch composition and cached prefix change their bits): each
+# request alone, after an unpenalized one that leaves the prompt's whole blocks cached.
+ask=(generate --target "127.0.0.1:${port}" --chat --prompt "Name three animals and three colours."
+  --temperature 0 --max-tokens 64)
+pen=(--repetition-penalty 1.3 --presence-penalty 0.5 --frequency-penalty 0.3)
+"${bundle}/bin/rtgen-client" "${ask[@]}" >"${out}/penalty_none.txt" 2>/dev/null
+"${bundle}/bin/rtgen-client" "${ask[@]}" "${pen[@]}" >"${out}/penalty_device.txt" \
+  2>"${out}/penalty_device.err"
+device_rc=$?
+# --logprobs 1 sends the row to the CPU sampler (the text does not show the logprobs).
+"${bundle}/bin/rtgen-client" "${ask[@]}" "${pen[@]}" --logprobs 1 >"${out}/penalty_host.txt" \
+  2>"${out}/penalty_host.err"
+host_rc=$?
+echo "device: exit ${device_rc} $(cat "${out}/penalty_device.err")"
+echo "host:   exit ${host_rc} $(cat "${out}/penalty_host.err")"
+head -c 300 "${out}/penalty_device.txt"; echo
+if [[ ${device_rc} -ne 0 || ${host_rc} -ne 0 ]] ||
+  ! cmp -s "${out}/penalty_device.txt" "${out}/penalty_host.txt"; then
+  echo "FAILED: the device-penalized answer differs from the host's"
+  diff "${out}/penalty_device.txt" "${out}/penalty_host.txt" | head -20
+  exit 1
+fi
+cmp -s "${out}/penalty_device.txt" "${out}/penalty_none.txt" &&
+  echo "device == host; the penalties did not change this answer" ||
+  echo "device == host; the penalties changed the answer (it differs from the unpenalized one)"
+echo "== the penalized request again, chained beside a greedy stream (batched: its text may differ)"
+"${bundle}/bin/rtgen-client" generate --target "127.0.0.1:${port}" --chat \
+  --prompt "Tell me a short story about a knight." --temperature 0 --max-tokens 96 \
+  >"${out}/beside_device.txt" 2>&1 &
+beside=$!
+"${bundle}/bin/rtgen-client" "${ask[@]}" "${pen[@]}" >"${out}/penalty_batched.txt" \
+  2>"${out}/penalty_batched.err"
+batched_rc=$?
+wait "${beside}"
+beside_rc=$?
+echo "penalized: exit ${batched_rc} $(cat "${out}/penalty_batched.err"); greedy beside it:" \
+  "exit ${beside_rc}"
+[[ ${batched_rc} -eq 0 && ${beside_rc} -eq 0 ]] || { echo "FAILED"; cat "${out}/server.log"; exit 1; }
 
 echo "== A/B: async scheduling off / on (server restarted for each), 1 and 16 streams"
 for round in $(seq 1 "${AB_ROUNDS:-2}"); do
