@@ -37,7 +37,8 @@ struct SampleRequest {
   std::span<const int32_t> prompt;   // for penalties
   // Tokens generated so far; output.size() is the RNG counter. Its last entry may be a
   // PendingToken (the sample this step's input token comes from), filled in by the engine once
-  // the earlier step is collected: read the values only in Collect.
+  // the earlier step is collected: Launch may read every value but that one (the CUDA backend's
+  // device penalties), Collect every value.
   std::span<const int32_t> output;
   uint64_t seed = 0;
 };

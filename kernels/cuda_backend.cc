@@ -224,8 +224,10 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl.kv.v.get(), 0, bytes, impl.stream));
   // The forward pass reads block tables with this row stride.
   const int32_t width = impl.forward->BlockTableWidth(shape.block_size);
-  // Every row of a step may be penalized on the device with up to max_penalty_tokens entries.
-  const int64_t entries = int64_t{options_.max_num_seqs} * options_.max_penalty_tokens;
+  // Every row of a step may be penalized on the device, with as many entries as the tokens its
+  // penalties read (at most max_penalty_tokens) and no more than the vocabulary.
+  const int64_t entries = int64_t{options_.max_num_seqs} *
+                          std::min(options_.max_penalty_tokens, config_.vocab_size);
   ASSIGN_OR_RETURN(StepBuffers step,
                    StepBuffers::Create({options_.max_num_tokens, options_.max_num_seqs, width,
                                         static_cast<int32_t>(entries)}));

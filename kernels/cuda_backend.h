@@ -4,9 +4,9 @@
 // padded to batch buckets. Sampling runs on the device (only token ids and logprobs come back),
 // penalties included (their distinct prompt and output tokens uploaded with the step, the
 // pending last token read on the device; kernels/sample_penalties.h); requests with top-n
-// logprobs, or with penalties over more than max_penalty_tokens tokens, are sampled on the host
-// from their logits row with the CPU sampler. Every SamplingParams feature behaves as on the CPU
-// backend: the penalized logits are the CPU's bit for bit.
+// logprobs, or with penalties reading more than max_penalty_tokens tokens, are sampled on the
+// host from their logits row with the CPU sampler. Every SamplingParams feature behaves as on
+// the CPU backend: the penalized logits are the CPU's bit for bit.
 
 #include <cuda_runtime.h>
 
@@ -42,9 +42,10 @@ struct CudaBackendOptions {
   // TPOT ms, 128 steps, two rounds: SmolLM2-135M b9 0.612-0.619 -> 0.582-0.583, b12 0.614-0.620 ->
   // 0.583-0.586, b16 0.615-0.622 -> 0.583-0.589; links alone were 0.003-0.006 ms slower).
   int32_t max_norm_link_rows = 16;
-  // A request with penalties is penalized on the device while its prompt and output hold at
-  // most this many tokens (0: always on the host). The step buffers hold max_num_seqs times as
-  // many 8-byte entries on the device and twice that pinned on the host (8 and 16 MiB at 256).
+  // A request with penalties is penalized on the device while the tokens they read (prompt and
+  // output with a repetition penalty, else the output) are at most this many (0: always on the
+  // host). The step buffers hold max_num_seqs times as many 8-byte entries (at most the
+  // vocabulary's) on the device and twice that pinned on the host (8 and 16 MiB at 256).
   int32_t max_penalty_tokens = 4096;
 };
 

@@ -12,8 +12,8 @@ bool HasPenalties(const SamplingParams& p) {
 
 bool PenalizesOnDevice(const SamplingParams& p, size_t prompt_tokens, size_t output_tokens,
                        int32_t max_row_tokens) {
-  return HasPenalties(p) && max_row_tokens > 0 &&
-         prompt_tokens + output_tokens <= static_cast<size_t>(max_row_tokens);
+  const size_t read = (p.repetition_penalty != 1.0f ? prompt_tokens : 0) + output_tokens;
+  return HasPenalties(p) && max_row_tokens > 0 && read <= static_cast<size_t>(max_row_tokens);
 }
 
 PenaltyEntryBuilder::PenaltyEntryBuilder(int32_t vocab) : index_(vocab > 0 ? vocab : 0, -1) {}
@@ -51,7 +51,9 @@ absl::Status PenaltyEntryBuilder::Append(const SamplingParams& params,
     }
     entries[begin + index_[t]].output_count += count;
   };
-  for (int32_t t : prompt) add(t, 0);
+  if (params.repetition_penalty != 1.0f) {
+    for (int32_t t : prompt) add(t, 0);
+  }
   for (int32_t t : known) add(t, 1);
   for (int32_t i = 0; i < n; ++i) index_[entries[begin + i].token] = -1;
   if (!room) {

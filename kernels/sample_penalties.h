@@ -3,9 +3,10 @@
 // and each such row's entries, one per distinct token of its prompt and known output with the
 // token's output count. Host code without CUDA, built everywhere (tested by the CPU-only CI).
 //
-// A row is penalized on the device when its prompt and output hold at most `max_row_tokens`
-// tokens together, so a step of S rows needs at most S * max_row_tokens entries (its distinct
-// tokens can be no more than its tokens); a longer one is sampled on the host from its logits.
+// A row is penalized on the device when the tokens its penalties read — the prompt's only with a
+// repetition penalty, the output's always — are at most `max_row_tokens`, so a step of S rows
+// needs at most S * min(max_row_tokens, vocab) entries (its distinct tokens can be no more than
+// its tokens, nor than the vocabulary); a longer one is sampled on the host from its logits.
 // The output's last token may be pending (engine/pending_token.h: drawn by the step still
 // running): its id is read on the device from the step's embedding
 // (SampleRowParams::penalty_pending).
@@ -23,7 +24,7 @@ namespace rtgen::kernels {
 // Whether `p` changes any logit before sampling (a penalty not at its neutral value).
 bool HasPenalties(const SamplingParams& p);
 
-// Whether a row with these parameters and token counts is penalized on the device.
+// Whether a row with these parameters and token counts is penalized on the device (see above).
 bool PenalizesOnDevice(const SamplingParams& p, size_t prompt_tokens, size_t output_tokens,
                        int32_t max_row_tokens);
 
@@ -32,10 +33,12 @@ class PenaltyEntryBuilder {
   explicit PenaltyEntryBuilder(int32_t vocab);
 
   // Appends the row's entries to entries[*used, ...) and advances *used; sets rp's penalty
-  // fields (rp.penalty_begin is the old *used). Tokens outside the vocabulary are skipped, as
-  // the CPU sampler skips them. `pending_row` is the step's token row whose id is the output's
-  // last token when that is pending (-1 otherwise). Errors (nothing appended): a pending token
-  // that is not the output's last, a pending last token without pending_row, or no room.
+  // fields (rp.penalty_begin is the old *used). The prompt's tokens are entries only with a
+  // repetition penalty (presence and frequency read the output only); tokens outside the
+  // vocabulary are skipped, as the CPU sampler skips them. `pending_row` is the step's token
+  // row whose id is the output's last token when that is pending (-1 otherwise). Errors
+  // (nothing appended): a pending token that is not the output's last, a pending last token
+  // without pending_row, or no room.
   absl::Status Append(const SamplingParams& params, std::span<const int32_t> prompt,
                       std::span<const int32_t> output, int32_t pending_row,
                       std::span<SamplePenaltyEntry> entries, int32_t* used,

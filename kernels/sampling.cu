@@ -204,10 +204,9 @@ __device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyS
   }
 }
 
-// Penalties (SampleRowParams) on the logits of ids [lo, hi) of a row, in place: the CPU
-// sampler's operations (engine/sampling/sampler.cc ApplyPenalties) with the same roundings and
-// no contraction, so each penalized logit is the CPU's bit for bit. `count` is the token's
-// number of output occurrences.
+// One penalized logit (SampleRowParams): the CPU sampler's operations
+// (engine/sampling/sampler.cc ApplyPenalties) with the same roundings and no contraction, so it
+// is the CPU's bit for bit. `count` is the token's number of output occurrences.
 __device__ __forceinline__ float Penalized(float x, const SampleRowParams& rp, int32_t count) {
   if (rp.repetition_penalty != 1.0f) {
     x = x > 0.0f ? __fdiv_rn(x, rp.repetition_penalty) : __fmul_rn(x, rp.repetition_penalty);
@@ -220,8 +219,9 @@ __device__ __forceinline__ float Penalized(float x, const SampleRowParams& rp, i
 }
 
 // Block-wide (every thread calls it; the row's parameters are the block's): applies the row's
-// penalties to the ids [lo, hi) it owns. The pending output token (penalty_pending) adds one
-// occurrence to its entry, or is a token of its own with one occurrence when no entry has it.
+// penalties, in place, to the logits of the ids [lo, hi) the block owns. The pending output
+// token (penalty_pending) adds one occurrence to its entry, or is a token of its own with one
+// occurrence when no entry has it.
 // Ends with a barrier, so the block's later reads of the logits see every change.
 __device__ void ApplyPenalties(const SampleTokensParams& p, const SampleRowParams& rp, float* l,
                                int lo, int hi) {

@@ -45,7 +45,8 @@ struct SampleTokensParams {
   int32_t* chain_token_ids = nullptr;
   // Rows with penalties (SampleRowParams::penalty_count > 0 or penalty_pending >= 0) read their
   // entries here and their pending token in resolved_token_ids ([tokens of the step], written by
-  // the step's embedding: kernels/embedding.h). Null when no row has penalties.
+  // the step's embedding: kernels/embedding.h). Read only for rows with penalties (may be null
+  // when there are none).
   const SamplePenaltyEntry* penalty_entries = nullptr;
   const int32_t* resolved_token_ids = nullptr;
 };

@@ -5,7 +5,9 @@
 // stand-in's sample index differs from its position, and a fourth sequence whose whole prompt
 // joins one step (a mixed prefill + decode step, eager even with graphs) and then decodes too.
 // Penalties run on the device in both (a pending last output token read there too), and their
-// streams equal serial steps whose penalized rows are sampled on the host by the CPU sampler.
+// streams equal serial steps whose penalized rows are sampled on the host by the CPU sampler —
+// also when steps run as the engine runs them and a row's penalties cross the device's token
+// limit mid-stream.
 // Also the refusals: a stand-in naming a row sampled on the host, a third step in flight,
 // Execute while steps are in flight.
 
@@ -32,9 +34,11 @@ struct Session {
 
 // Prefills sequences 0..2 (logits only) and gives each a first decode token; sequence 3 gets a
 // prompt only (prefilled inside the decode run, at step kJoin).
-Session Start(const ModelConfig& c, uint64_t seed, bool graphs) {
+Session Start(const ModelConfig& c, uint64_t seed, bool graphs,
+              int32_t max_penalty_tokens = CudaBackendOptions{}.max_penalty_tokens) {
   Session r;
-  r.backend = MakeCudaBackend(c, seed, {.graphs = graphs});
+  r.backend =
+      MakeCudaBackend(c, seed, {.graphs = graphs, .max_penalty_tokens = max_penalty_tokens});
   if (!r.backend) return r;
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
@@ -78,32 +82,37 @@ StepInput BuildStep(Session& r, int step, const std::vector<SamplingParams>& par
   return b.Build(step != kJoin);
 }
 
-// Sequences 0 and 1 greedy, 2 and 3 seeded sampling; 0, 2 and 3 with penalties, sampled on the
-// host by the CPU sampler when `penalties_on_host` (top-n logprobs send a row there).
-std::vector<SamplingParams> Params(bool penalties_on_host = false) {
+using Streams = std::vector<std::vector<int32_t>>;
+
+enum class Penalties { kNone, kOnDevice, kOnHost };
+
+// Sequences 0 and 1 greedy, 2 and 3 seeded sampling; unless kNone, 0, 2 and 3 with penalties,
+// sampled on the host by the CPU sampler with kOnHost (top-n logprobs send a row there).
+std::vector<SamplingParams> Params(Penalties penalties = Penalties::kOnDevice) {
   std::vector<SamplingParams> p(kSeqs);
   for (SamplingParams& q : p) q.temperature = 0.0f;
   for (int i : {2, 3}) {  // seeded sampling on the device
     p[i].temperature = 1.5f;
     p[i].top_p = 0.9f;
   }
+  if (penalties == Penalties::kNone) return p;
   p[0].repetition_penalty = 1.3f;
   p[0].presence_penalty = 0.4f;
   p[0].frequency_penalty = 0.5f;
   p[2].repetition_penalty = 1.2f;
   p[3].presence_penalty = 0.7f;
-  if (penalties_on_host) {
+  if (penalties == Penalties::kOnHost) {
     for (int i : {0, 2, 3}) p[i].logprobs = 1;
   }
   return p;
 }
 
-std::vector<std::vector<int32_t>> Serial(const ModelConfig& c, uint64_t seed, bool graphs,
-                                         bool penalties_on_host = false) {
+Streams Serial(const ModelConfig& c, uint64_t seed, bool graphs,
+               Penalties penalties = Penalties::kOnDevice) {
   Session r = Start(c, seed, graphs);
   std::vector<std::vector<int32_t>> streams(kSeqs);
   if (!r.backend) return streams;
-  const std::vector<SamplingParams> params = Params(penalties_on_host);
+  const std::vector<SamplingParams> params = Params(penalties);
   for (int step = 0; step < kSteps; ++step) {
     absl::StatusOr<StepOutput> out = r.backend->Execute(BuildStep(r, step, params));
     EXPECT_TRUE(out.ok()) << out.status();
@@ -162,50 +171,123 @@ std::vector<std::vector<int32_t>> Pipelined(const ModelConfig& c, uint64_t seed,
   return streams;
 }
 
-TEST(PipelinedStepsGpuTest, StreamsEqualSerialStepsGraphAndEager) {
+// Steps as the engine runs them (engine/engine_impl.cc): launch step N, collect N - 1 if it is
+// still in flight, then keep N in flight (stand-ins pushed for its samples) when every row of it
+// chains (Backend::ChainsSample), else collect it at once. Sequence 2's penalties read its prompt
+// of 30 tokens and its output: with max_penalty_tokens 32 its rows start on the device, chained,
+// and cross to the host's CPU sampler at its third output token, whose last token is then a
+// stand-in filled in before that step is collected.
+Streams EngineLike(const ModelConfig& c, uint64_t seed, bool graphs) {
+  Session r = Start(c, seed, graphs, /*max_penalty_tokens=*/32);
+  Streams streams(kSeqs);
+  if (!r.backend) return streams;
+  const std::vector<SamplingParams> params = Params();
+  const auto collect = [&](int step) {
+    absl::StatusOr<StepOutput> out = r.backend->Collect();
+    EXPECT_TRUE(out.ok()) << "step " << step << ": " << out.status();
+    if (!out.ok()) return false;
+    const std::vector<int> order = Order(step);
+    for (size_t k = 0; k < order.size(); ++k) {
+      TestSeq& s = r.seqs[order[k]];
+      const int32_t t = out->sampled[k].token_id;
+      if (!s.output.empty() && IsPendingToken(s.output.back())) {  // the step stayed in flight
+        s.tokens.back() = s.output.back() = t;
+      } else {
+        s.tokens.push_back(t);
+        s.output.push_back(t);
+      }
+      streams[order[k]].push_back(t);
+    }
+    return true;
+  };
+  StepInput inputs[2];
+  int in_flight = -1;  // the step launched and not collected
+  int chained = 0;
+  for (int step = 0; step < kSteps; ++step) {
+    const StepInput& in = inputs[step % 2] = BuildStep(r, step, params);
+    const absl::Status launched = r.backend->Launch(in);
+    EXPECT_TRUE(launched.ok()) << "step " << step << ": " << launched;
+    if (!launched.ok() || (in_flight >= 0 && !collect(in_flight))) return streams;
+    in_flight = -1;
+    bool chains = true;
+    for (const SampleRequest& sample : in.samples) {
+      chains = chains && r.backend->ChainsSample(sample);
+    }
+    if (!chains) {
+      if (!collect(step)) return streams;
+      continue;
+    }
+    ++chained;
+    in_flight = step;
+    const std::vector<int> order = Order(step);
+    for (size_t k = 0; k < order.size(); ++k) {
+      r.seqs[order[k]].tokens.push_back(PendingToken(static_cast<int32_t>(k)));
+      r.seqs[order[k]].output.push_back(PendingToken(static_cast<int32_t>(k)));
+    }
+  }
+  if (in_flight >= 0) collect(in_flight);
+  EXPECT_EQ(chained, 2) << "steps 0 and 1 chain, sequence 2's later rows do not";
+  return streams;
+}
+
+// Runs `check(config, seed, graphs)` on the tiny and SmolLM2 shapes, eager and with graphs, from
+// one fresh seed each.
+template <typename Check>
+void ForEachShapeAndMode(Check check) {
   for (const ModelConfig& c : {TinyConfig(), SmolLm2Config()}) {
     for (bool graphs : {false, true}) {
       const uint64_t seed = FreshSeed();
       SCOPED_TRACE(::testing::Message() << c.name << (graphs ? " graphs" : " eager") << " seed "
                                         << seed);
-      const auto serial = Serial(c, seed, graphs);
-      const auto pipelined = Pipelined(c, seed, graphs);
-      for (int i = 0; i < kSeqs; ++i) {
-        ASSERT_EQ(serial[i].size(), static_cast<size_t>(i < kJoin ? kSteps : kSteps - kJoin));
-        EXPECT_EQ(pipelined[i], serial[i]) << "sequence " << i;
-      }
+      check(c, seed, graphs);
     }
   }
 }
 
-TEST(PipelinedStepsGpuTest, DevicePenaltiesEqualTheHostSampler) {
-  for (const ModelConfig& c : {TinyConfig(), SmolLm2Config()}) {
-    for (bool graphs : {false, true}) {
-      const uint64_t seed = FreshSeed();
-      SCOPED_TRACE(::testing::Message() << c.name << (graphs ? " graphs" : " eager") << " seed "
-                                        << seed);
-      const auto host = Serial(c, seed, graphs, /*penalties_on_host=*/true);
-      const auto device = Serial(c, seed, graphs);
-      for (int i = 0; i < kSeqs; ++i) {
-        ASSERT_EQ(host[i].size(), static_cast<size_t>(i < kJoin ? kSteps : kSteps - kJoin));
-        EXPECT_EQ(device[i], host[i]) << "sequence " << i;
-      }
-    }
+// Equal streams, each of its sequence's length.
+void ExpectEqualStreams(const Streams& got, const Streams& want) {
+  for (int i = 0; i < kSeqs; ++i) {
+    ASSERT_EQ(want[i].size(), static_cast<size_t>(i < kJoin ? kSteps : kSteps - kJoin));
+    EXPECT_EQ(got[i], want[i]) << "sequence " << i;
   }
+}
+
+TEST(PipelinedStepsGpuTest, StreamsEqualSerialStepsGraphAndEager) {
+  ForEachShapeAndMode([](const ModelConfig& c, uint64_t seed, bool graphs) {
+    ExpectEqualStreams(Pipelined(c, seed, graphs), Serial(c, seed, graphs));
+  });
+}
+
+TEST(PipelinedStepsGpuTest, DevicePenaltiesEqualTheHostSampler) {
+  int changed = 0;  // streams the penalties changed (or the test could not tell)
+  ForEachShapeAndMode([&](const ModelConfig& c, uint64_t seed, bool graphs) {
+    const Streams device = Serial(c, seed, graphs);
+    ExpectEqualStreams(device, Serial(c, seed, graphs, Penalties::kOnHost));
+    const Streams none = Serial(c, seed, graphs, Penalties::kNone);
+    for (int i = 0; i < kSeqs; ++i) changed += device[i] != none[i];
+  });
+  EXPECT_GT(changed, 0);
+}
+
+TEST(PipelinedStepsGpuTest, RowsCrossingThePenaltyLimitMidStreamAsTheEngineRunsThem) {
+  ForEachShapeAndMode([](const ModelConfig& c, uint64_t seed, bool graphs) {
+    ExpectEqualStreams(EngineLike(c, seed, graphs), Serial(c, seed, graphs, Penalties::kOnHost));
+  });
 }
 
 // The request's sizes decide: penalties over more tokens than max_penalty_tokens are sampled
 // on the host (and do not chain), as top-n logprobs are.
 TEST(PipelinedStepsGpuTest, ChainsPenaltiesUpToTheirTokenLimit) {
   const ModelConfig c = TinyConfig();
-  std::unique_ptr<CudaBackend> backend = MakeCudaBackend(c, FreshSeed(), {.graphs = false});
+  std::unique_ptr<CudaBackend> backend =
+      MakeCudaBackend(c, FreshSeed(), {.graphs = false, .max_penalty_tokens = 4096});
   ASSERT_TRUE(backend);
   SamplingParams penalty;
   penalty.repetition_penalty = 1.3f;
   const std::vector<int32_t> tokens(4096 + 1, 3);
   SampleRequest r{0, &penalty, std::span<const int32_t>(tokens).first(4000),
                   std::span<const int32_t>(tokens).first(96), 0};
-  EXPECT_TRUE(backend->ChainsSample(r));  // 4096 tokens: the default limit
+  EXPECT_TRUE(backend->ChainsSample(r));  // 4096 tokens: the limit
   r.output = std::span<const int32_t>(tokens).first(97);
   EXPECT_FALSE(backend->ChainsSample(r));
   r.output = {};

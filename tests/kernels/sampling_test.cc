@@ -199,7 +199,8 @@ TEST(SamplingTest, GreedyEdgeCases) {
 // Penalties on the device against the CPU sampler. Rows with random prompts and outputs (many
 // repeats, a few ids outside the vocabulary, which both sides skip), entries built by the
 // backend's PenaltyEntryBuilder; a third of the rows end their output with a pending token the
-// device reads from the resolved ids (a token of its own, or one already seen). Two seen tokens
+// device reads from the resolved ids (a token of its own, or one already in the prompt or the
+// output). Two seen tokens
 // of each row are lifted to the top of its logits so that penalties decide the draw. Greedy
 // rows' penalized logits must be the CPU's bit for bit; tokens equal, logprobs within 1e-3.
 TEST(SamplingTest, PenaltiesMatchCpuSampler) {
@@ -243,8 +244,14 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
       std::vector<int32_t> device_output = outputs[r];
       int32_t pending_row = -1;
       if (r % 3 != 0) {  // pending: a token of its own (1) or one already seen (2)
-        const bool seen = r % 3 == 2 && !outputs[r].empty();
-        const int32_t value = seen ? outputs[r][rng() % outputs[r].size()] : vocab - 1 - r % 7;
+        std::vector<int32_t> seen_ids;  // in the prompt or the output
+        for (const std::vector<int32_t>* v : {&prompts[r], &outputs[r]}) {
+          for (int32_t t : *v) {
+            if (t < vocab) seen_ids.push_back(t);
+          }
+        }
+        const bool seen = r % 3 == 2 && !seen_ids.empty();
+        const int32_t value = seen ? seen_ids[rng() % seen_ids.size()] : vocab - 1 - r % 7;
         pen.resolved[r] = value;
         pending_row = r;
         outputs[r].push_back(value);

@@ -40,6 +40,7 @@ std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, ModelWeights 
   o.graph_batch_sizes = options.graph_batch_sizes;
   o.persistent_decode = options.persistent;
   o.max_norm_link_rows = options.max_norm_link_rows;
+  o.max_penalty_tokens = options.max_penalty_tokens;
   auto b = CudaBackend::Create(c, std::move(weights), o);
   EXPECT_TRUE(b.ok()) << b.status();
   if (!b.ok()) return nullptr;

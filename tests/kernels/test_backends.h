@@ -29,6 +29,7 @@ struct CudaTestOptions {
   int32_t max_num_seqs = 16;
   std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8};
   int32_t max_norm_link_rows = CudaBackendOptions{}.max_norm_link_rows;
+  int32_t max_penalty_tokens = CudaBackendOptions{}.max_penalty_tokens;
 };
 std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, uint64_t seed,
                                              const CudaTestOptions& options);

@@ -1,6 +1,8 @@
 // The host side of device penalties (kernels/sample_penalties.h), without a GPU: the entries a
-// row gets, their pending token, the refusals, and that the device's arithmetic over those
-// entries (re-done here in plain C++) gives the CPU sampler's penalized logits bit for bit.
+// row gets, their pending token, the refusals, the rows the device takes, and that the entries
+// carry what the CPU sampler's penalties read — put through a C++ copy of the device's
+// arithmetic (kernels/sampling.cu Penalized), they give its penalized logits bit for bit. The
+// kernel itself, and its pending token, are tested on the GPU (tests/kernels/sampling_test.cc).
 
 #include <cmath>
 #include <cstring>
@@ -57,6 +59,21 @@ TEST(SamplePenaltiesTest, OneEntryPerDistinctTokenWithItsOutputCount) {
   EXPECT_EQ(entries[8].output_count, 2);
 }
 
+TEST(SamplePenaltiesTest, WithoutARepetitionPenaltyThePromptIsNoEntry) {
+  PenaltyEntryBuilder builder(100);
+  const std::vector<int32_t> prompt = {5, 7}, output = {7, 8, 8};
+  std::vector<SamplePenaltyEntry> entries(8);
+  int32_t used = 0;
+  SampleRowParams rp;
+  ASSERT_TRUE(builder.Append(Penalties(1.0f, 0.5f, 0.1f), prompt, output, -1, entries, &used, &rp)
+                  .ok());
+  ASSERT_EQ(rp.penalty_count, 2);
+  EXPECT_EQ(entries[0].token, 7);
+  EXPECT_EQ(entries[0].output_count, 1);
+  EXPECT_EQ(entries[1].token, 8);
+  EXPECT_EQ(entries[1].output_count, 2);
+}
+
 TEST(SamplePenaltiesTest, APendingLastTokenIsLeftToTheDevice) {
   PenaltyEntryBuilder builder(50);
   const SamplingParams params = Penalties(1.3f, 0.0f, 0.0f);
@@ -103,6 +120,9 @@ TEST(SamplePenaltiesTest, DeviceRowsAreThoseWithPenaltiesWithinTheTokenLimit) {
   const SamplingParams p = Penalties(1.2f, 0.0f, 0.0f);
   EXPECT_TRUE(PenalizesOnDevice(p, 4000, 96, 4096));
   EXPECT_FALSE(PenalizesOnDevice(p, 4000, 97, 4096));
+  // Presence and frequency read the output only: the prompt does not count.
+  EXPECT_TRUE(PenalizesOnDevice(Penalties(1.0f, 0.2f, 0.0f), 100000, 4096, 4096));
+  EXPECT_FALSE(PenalizesOnDevice(Penalties(1.0f, 0.2f, 0.0f), 0, 4097, 4096));
   EXPECT_FALSE(PenalizesOnDevice(p, 1, 0, 0));  // 0: never on the device
   EXPECT_FALSE(PenalizesOnDevice(SamplingParams{}, 1, 0, 4096));
 }
