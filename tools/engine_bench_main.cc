@@ -245,8 +245,9 @@ absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig&
   const int32_t per_chunk = std::max(1, kMaxNumTokens / o.prompt);
   for (int32_t first = 0; first < batch_size; first += per_chunk) {
     const int32_t count = std::min(per_chunk, batch_size - first);
-    ASSIGN_OR_RETURN(StepOutput out, backend.Execute(batch.Step(first, count, 0, o.prompt,
-                                                                config.vocab_size)));
+    StepInput prefill = batch.Step(first, count, 0, o.prompt, config.vocab_size);
+    for (int32_t q = 0; q < count; ++q) prefill.samples[q].prompt = seq_tokens.prompts[first + q];
+    ASSIGN_OR_RETURN(StepOutput out, backend.Execute(prefill));
     RETURN_IF_ERROR(batch.Take(out, first, config.vocab_size));
   }
   const std::vector<int32_t> first_tokens = batch.last();
