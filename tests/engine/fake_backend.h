@@ -78,10 +78,14 @@ class FakeBackend : public Backend {
   // tokens are streamed), so the engine tests exercise async scheduling: Launch fills in the
   // stand-ins from the previous step's tokens (ResolvePendingTokens).
   bool OverlapsSteps() const override { return true; }
-  // Rows sampled with a repetition penalty do not chain (as the CUDA backend's host-sampled rows).
+  // Rows sampled with a repetition penalty do not chain once their prompt and output hold more
+  // than the limit's tokens (as the CUDA backend's host-sampled rows; limit 0: never chain).
   bool ChainsSample(const SampleRequest& sample) const override {
-    return sample.params->repetition_penalty == 1.0f;
+    return sample.params->repetition_penalty == 1.0f ||
+           sample.prompt.size() + sample.output.size() <=
+               static_cast<size_t>(penalty_chain_limit_);
   }
+  void set_penalty_chain_limit(int32_t tokens) { penalty_chain_limit_ = tokens; }
 
   absl::Status Launch(const StepInput& in) override {
     if (HasPendingTokens(in)) ++pending_steps_;
@@ -226,6 +230,7 @@ class FakeBackend : public Backend {
   int64_t unchained_steps_ = 0;
   int64_t unchained_overlaps_ = 0;
   std::atomic<int32_t> max_step_tokens_{0};
+  int32_t penalty_chain_limit_ = 0;  // set before the engine starts
 };
 
 }  // namespace rtgen::testing

@@ -170,7 +170,8 @@ struct EngineRunStats {
 };
 
 std::map<std::string, Recorded> RunEngine(bool async, EngineRunStats* stats,
-                                          float repetition_penalty = 1.0f) {
+                                          float repetition_penalty = 1.0f,
+                                          int32_t penalty_chain_limit = 0) {
   FakeTokenizer tok;
   EngineConfig config;
   config.max_num_seqs = 6;
@@ -182,6 +183,7 @@ std::map<std::string, Recorded> RunEngine(bool async, EngineRunStats* stats,
   auto backend = std::make_unique<FakeBackend>();
   FakeBackend* fake = backend.get();
   fake->Script(200, {'q', 'r', 's', 'x', 't'});
+  fake->set_penalty_chain_limit(penalty_chain_limit);
   struct GeneratedCounter : EngineObserver {
     std::atomic<int64_t> generated{0};
     void OnStep(int32_t, int32_t, int32_t n, bool, int32_t) override { generated += n; }
@@ -275,6 +277,26 @@ TEST(PipelinedStepsTest, StepsWithRowsTheBackendCannotChainRunOneAfterTheOther) 
   EXPECT_GT(async_stats.pending_steps, 0);
   EXPECT_GT(async_stats.unchained_steps, 5);
   EXPECT_EQ(async_stats.unchained_overlaps, 0);
+  for (const auto& [id, rec] : sync) {
+    SCOPED_TRACE(id);
+    EXPECT_EQ(rec.tokens(), async.at(id).tokens());
+    EXPECT_EQ(async.at(id).finals, 1);
+  }
+}
+
+TEST(PipelinedStepsTest, APenalizedRowStopsChainingWhenItGrowsPastTheBackendsLimit) {
+  // Request e4 (a prompt of 10 tokens, up to 17 new ones) chains while its prompt and output
+  // hold at most 13 tokens, as the CUDA backend's device penalties do up to their limit; then
+  // its steps are collected before the next launch, the first of them with a stand-in still in
+  // its output. The tokens are those of steps run one after the other.
+  EngineRunStats sync_stats, never_stats, limit_stats;
+  const auto sync = RunEngine(false, &sync_stats, 1.2f, 13);
+  RunEngine(true, &never_stats, 1.2f, 0);
+  const auto async = RunEngine(true, &limit_stats, 1.2f, 13);
+  EXPECT_GT(limit_stats.pending_steps, 0);
+  EXPECT_GT(limit_stats.unchained_steps, 0);  // e4's later steps
+  EXPECT_LT(limit_stats.unchained_steps, never_stats.unchained_steps);  // not its first ones
+  EXPECT_EQ(limit_stats.unchained_overlaps, 0);
   for (const auto& [id, rec] : sync) {
     SCOPED_TRACE(id);
     EXPECT_EQ(rec.tokens(), async.at(id).tokens());
