@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "engine/pending_token.h"
@@ -26,6 +27,15 @@ SamplingParams Penalties(float repetition, float presence, float frequency) {
   return p;
 }
 
+// entries[begin, ...) hold `want`'s (token, output count) pairs, in order.
+void ExpectEntries(const std::vector<SamplePenaltyEntry>& entries, int32_t begin,
+                   const std::vector<std::pair<int32_t, int32_t>>& want) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(entries[begin + i].token, want[i].first) << i;
+    EXPECT_EQ(entries[begin + i].output_count, want[i].second) << i;
+  }
+}
+
 TEST(SamplePenaltiesTest, OneEntryPerDistinctTokenWithItsOutputCount) {
   PenaltyEntryBuilder builder(100);
   const std::vector<int32_t> prompt = {5, 7, 5, 100, -3, 9};  // 100 is outside the vocabulary
@@ -42,21 +52,14 @@ TEST(SamplePenaltiesTest, OneEntryPerDistinctTokenWithItsOutputCount) {
   EXPECT_EQ(rp.repetition_penalty, 1.2f);
   EXPECT_EQ(rp.presence_penalty, 0.5f);
   EXPECT_EQ(rp.frequency_penalty, 0.25f);
-  const std::vector<std::pair<int32_t, int32_t>> want = {{5, 1}, {7, 2}, {9, 0}, {11, 1}};
-  for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_EQ(entries[3 + i].token, want[i].first) << i;
-    EXPECT_EQ(entries[3 + i].output_count, want[i].second) << i;
-  }
+  ExpectEntries(entries, 3, {{5, 1}, {7, 2}, {9, 0}, {11, 1}});
   // The next row starts clean: no count of the first carries over.
   SampleRowParams next;
   const std::vector<int32_t> p2 = {7}, o2 = {9, 9};
   ASSERT_TRUE(builder.Append(params, p2, o2, -1, entries, &used, &next).ok());
   EXPECT_EQ(next.penalty_begin, 7);
   ASSERT_EQ(next.penalty_count, 2);
-  EXPECT_EQ(entries[7].token, 7);
-  EXPECT_EQ(entries[7].output_count, 0);
-  EXPECT_EQ(entries[8].token, 9);
-  EXPECT_EQ(entries[8].output_count, 2);
+  ExpectEntries(entries, 7, {{7, 0}, {9, 2}});
 }
 
 TEST(SamplePenaltiesTest, WithoutARepetitionPenaltyThePromptIsNoEntry) {
@@ -68,10 +71,7 @@ TEST(SamplePenaltiesTest, WithoutARepetitionPenaltyThePromptIsNoEntry) {
   ASSERT_TRUE(builder.Append(Penalties(1.0f, 0.5f, 0.1f), prompt, output, -1, entries, &used, &rp)
                   .ok());
   ASSERT_EQ(rp.penalty_count, 2);
-  EXPECT_EQ(entries[0].token, 7);
-  EXPECT_EQ(entries[0].output_count, 1);
-  EXPECT_EQ(entries[1].token, 8);
-  EXPECT_EQ(entries[1].output_count, 2);
+  ExpectEntries(entries, 0, {{7, 1}, {8, 2}});
 }
 
 TEST(SamplePenaltiesTest, APendingLastTokenIsLeftToTheDevice) {
@@ -108,8 +108,7 @@ TEST(SamplePenaltiesTest, RefusesARowWithoutRoomAndStaysUsable) {
   const std::vector<int32_t> two = {5, 4};
   ASSERT_TRUE(builder.Append(params, two, {}, -1, entries, &used, &rp).ok());
   EXPECT_EQ(used, 4);
-  EXPECT_EQ(entries[2].token, 5);
-  EXPECT_EQ(entries[3].token, 4);
+  ExpectEntries(entries, 2, {{5, 0}, {4, 0}});
 }
 
 TEST(SamplePenaltiesTest, DeviceRowsAreThoseWithPenaltiesWithinTheTokenLimit) {
