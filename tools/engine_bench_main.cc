@@ -50,6 +50,7 @@
 #include "kernels/kernel_trace.h"
 #include "kernels/random_fill.h"
 #include "kernels/random_weights.h"
+#include "kernels/sample_penalties.h"
 #include "tools/copy_bandwidth.h"
 #include "tools/median.h"
 #include "nlohmann/json.hpp"
@@ -135,18 +136,35 @@ absl::StatusOr<Json> DeviceInfo(int32_t device) {
               {"cublaslt", static_cast<int64_t>(cublasLtGetVersion())}};
 }
 
+// Every row's sampling: greedy, after repetition 1.1, presence 0.3 and frequency 0.2 penalties
+// with --penalties.
+SamplingParams BenchSampling(bool penalties) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  if (penalties) {
+    p.repetition_penalty = 1.1f;
+    p.presence_penalty = 0.3f;
+    p.frequency_penalty = 0.2f;
+  }
+  return p;
+}
+
+// Whether the backend samples some decode row's penalties on the host (its rule, at the longest
+// output of a run: `steps` tokens after the prompt); such rows do not chain.
+bool PenaltiesOnHost(const Options& o) {
+  return o.penalties && !kernels::PenalizesOnDevice(BenchSampling(true), o.prompt, o.steps,
+                                                    o.max_penalty_tokens);
+}
+
 // Sequences of one batch: sequence i owns blocks [i * blocks_per_seq, (i + 1) * blocks_per_seq).
 class Batch {
  public:
   Batch(int32_t size, int32_t blocks_per_seq, uint64_t seed, bool penalties = false)
-      : size_(size), blocks_per_seq_(blocks_per_seq), last_(size), seed_(seed) {
-    params_.temperature = 0.0f;
-    if (penalties) {
-      params_.repetition_penalty = 1.1f;
-      params_.presence_penalty = 0.3f;
-      params_.frequency_penalty = 0.2f;
-    }
-  }
+      : size_(size),
+        blocks_per_seq_(blocks_per_seq),
+        last_(size),
+        seed_(seed),
+        params_(BenchSampling(penalties)) {}
 
   // Prompt token p of sequence s (the ids a prefill step gets).
   int32_t PromptToken(int32_t s, int32_t p, int32_t vocab) const {
@@ -455,8 +473,7 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
       const int32_t bs = o.batches[i];
       // Inputs built in the loop: timed with graphs only (eager is for the graph speed-up).
       // Rows sampled on the host do not chain: no pipelined run then.
-      const bool host_penalties = o.penalties && o.max_penalty_tokens < o.prompt + o.steps;
-      const bool pipelined = graphs && !host_penalties;
+      const bool pipelined = graphs && !PenaltiesOnHost(o);
       ASSIGN_OR_RETURN(DecodeResult r,
                        TimeDecode(*backend, config, o, bs, graphs ? o.built_repeats : 0,
                                   pipelined));
@@ -630,8 +647,7 @@ constexpr char kUsage[] =
 std::string SamplingLabel(const Options& o) {
   if (!o.penalties) return "greedy";
   return absl::StrCat("greedy after penalties (repetition 1.1, presence 0.3, frequency 0.2) ",
-                      o.max_penalty_tokens >= o.prompt + o.steps ? "on the device"
-                                                                 : "on the host");
+                      PenaltiesOnHost(o) ? "on the host" : "on the device");
 }
 
 int Main(int argc, char** argv) {
