@@ -13,6 +13,16 @@ struct SamplePenaltyEntry {
   int32_t output_count = 0;  // occurrences among the row's known output tokens
 };
 
+// Most top-n logprobs a row may ask for (SamplingParams::logprobs is validated to [0, 20]).
+constexpr int32_t kMaxTopLogprobs = 20;
+
+// One of a row's top-n tokens: its id and log-probability (natural log, of the distribution
+// after penalties and temperature), as the CPU sampler's TokenLogprob.
+struct SampleTopEntry {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
 struct SampleRowParams {
   float temperature = 0.0f;  // 0 = greedy
   int32_t top_k = 0;         // 0 = off
@@ -32,6 +42,9 @@ struct SampleRowParams {
   int32_t penalty_begin = 0;
   int32_t penalty_count = 0;
   int32_t penalty_pending = -1;
+  // The n most likely tokens to return with their logprobs (0: none; at most kMaxTopLogprobs),
+  // written to SampleTokensParams::top[row]. A greedy row asking for them is reduced by one block.
+  int32_t top_logprobs = 0;
 };
 
 }  // namespace rtgen::kernels

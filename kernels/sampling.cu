@@ -6,6 +6,7 @@
 #include "kernels/env_switch.h"
 #include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
+#include "kernels/sample_top.cuh"
 #include "kernels/sampling.h"
 
 namespace rtgen::kernels {
@@ -24,12 +25,6 @@ __device__ __forceinline__ uint64_t SplitMix64(uint64_t x) {
 __device__ __forceinline__ float DeviceCounterUniform(uint64_t seed, uint64_t counter) {
   const uint64_t x = SplitMix64(SplitMix64(seed) ^ counter);
   return static_cast<float>(x >> 40) * (1.0f / 16777216.0f);
-}
-
-// Monotone map of a float to uint32 (larger float -> larger integer).
-__device__ __forceinline__ uint32_t OrderedBits(float f) {
-  const uint32_t u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
 // The row's view: scaled logits, their max m, and the candidate set
@@ -400,17 +395,26 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   PdlWait();
   PdlLaunchDependents();
   float* l = p.logits + row * p.row_stride;
+  const bool vec = p.row_stride % 4 == 0;
   const bool greedy = rp.temperature == 0.0f;
+  __shared__ uint64_t top_lists[kThreads / 32 * kMaxTopLogprobs];
+  SampleTopEntry* top = rp.top_logprobs > 0 ? p.top + int64_t{row} * kMaxTopLogprobs : nullptr;
   if (greedy) {
     __shared__ GreedyState warp_states[kThreads / 32];
     __shared__ GreedyState result;
-    if (p.splits > 1) {
+    if (p.splits > 1 && top == nullptr) {
       GreedySplit(p, rp, row, l, warp_states, &result);
       return;
     }
+    if (blockIdx.y > 0) return;  // a row asking for its top-n is reduced by one block
     ApplyPenalties(p, rp, l, 0, p.vocab);
-    GreedyPass(l, 0, p.vocab, p.row_stride % 4 == 0, warp_states, &result);
+    GreedyPass(l, 0, p.vocab, vec, warp_states, &result);
     if (threadIdx.x == 0) WriteGreedy(p, row, l, result);
+    if (top != nullptr) {
+      __syncthreads();  // `result`, written by thread 0
+      const float lse = result.m + static_cast<float>(log(result.s));
+      TopLogprobs<kThreads>(l, p.vocab, rp.top_logprobs, lse, vec, top, top_lists);
+    }
     return;
   }
   if (blockIdx.y > 0) return;  // a sampled row is drawn by one block
@@ -431,6 +435,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
     if (p.chain_token_ids != nullptr) p.chain_token_ids[row] = token;
     p.logprobs[row] = l[token] - lse;
   }
+  if (top != nullptr) TopLogprobs<kThreads>(l, p.vocab, rp.top_logprobs, lse, vec, top, top_lists);
 }
 
 __global__ void CounterUniformKernel(const uint64_t* seeds, const uint64_t* counters, float* out,

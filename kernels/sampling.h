@@ -1,7 +1,6 @@
 #pragma once
 // On-device token sampling, one block per logits row (a greedy row may use several, see
-// SampleTokensParams::splits), mirroring engine/sampling/sampler.h (without top-n logprobs,
-// which the backend samples on the host):
+// SampleTokensParams::splits), mirroring engine/sampling/sampler.h:
 //  - penalties first (SampleRowParams): repetition over the row's distinct prompt and output
 //    tokens, then presence and frequency over its output tokens, each logit computed with the
 //    CPU sampler's operations in the same order and rounding, so the penalized logits are the
@@ -14,7 +13,9 @@
 // order as the CPU sampler: sorted order when top-p or top-k is active, id order otherwise
 // (the CPU's order after a lone top-k is its nth_element's, so only that case can differ).
 // The logprob returned is log softmax of the penalized, temperature-scaled logits at the chosen
-// token.
+// token; a row with SampleRowParams::top_logprobs = n also gets the n most likely tokens of
+// those logits, most likely first and the lowest id first on ties (the CPU's order), with their
+// logprobs.
 
 #include <cuda_runtime.h>
 
@@ -49,6 +50,9 @@ struct SampleTokensParams {
   // when there are none).
   const SamplePenaltyEntry* penalty_entries = nullptr;
   const int32_t* resolved_token_ids = nullptr;
+  // [num_rows, kMaxTopLogprobs] out: row r's top-n in top[r * kMaxTopLogprobs, + n). Read only
+  // for rows with top_logprobs > 0 (may be null when there are none).
+  SampleTopEntry* top = nullptr;
 };
 
 constexpr int32_t kMaxSampleSplits = 32;

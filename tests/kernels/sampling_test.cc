@@ -1,6 +1,7 @@
 // Device sampling vs the CPU sampler (engine/sampling/sampler.h) on identical fp32 logits.
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -38,14 +39,18 @@ struct PenaltyInputs {
   std::vector<int32_t> resolved;
 };
 
+constexpr kernels::SampleTopEntry kUnwritten{-7, 42.0f};
+
 // Runs the device sampler on `rows` rows of logits with one params per row, greedy rows reduced
 // by `splits` blocks each; the split counters must come back to zero. With `penalties`, the
-// logits after the launch (penalized in place) go to `logits_after` when given.
+// logits after the launch (penalized in place) go to `logits_after` when given. With `top`, the
+// rows' top-n entries ([rows, kMaxTopLogprobs], kUnwritten where a row wrote none).
 void SampleOnDevice(const std::vector<float>& logits, int vocab,
                     const std::vector<kernels::SampleRowParams>& params, int splits,
                     std::vector<int32_t>* tokens, std::vector<float>* logprobs,
                     const PenaltyInputs* penalties = nullptr,
-                    std::vector<float>* logits_after = nullptr) {
+                    std::vector<float>* logits_after = nullptr,
+                    std::vector<kernels::SampleTopEntry>* top = nullptr) {
   const int rows = static_cast<int>(params.size());
   DeviceArray<float> d_logits(logits);
   const PenaltyInputs none;
@@ -67,10 +72,16 @@ void SampleOnDevice(const std::vector<float>& logits, int vocab,
     p.penalty_entries = d_entries.get();
     p.resolved_token_ids = d_resolved.get();
   }
+  // Entries a row does not write keep kUnwritten.
+  const std::vector<kernels::SampleTopEntry> unwritten(size_t{1} * rows * kernels::kMaxTopLogprobs,
+                                                       kUnwritten);
+  DeviceArray<kernels::SampleTopEntry> d_top(unwritten);
+  if (top) p.top = d_top.get();
   GPU_CHECK(kernels::SampleTokens(p, nullptr));
   *tokens = d_tokens.ToHost();
   *logprobs = d_logprobs.ToHost();
   if (logits_after) *logits_after = d_logits.ToHost();
+  if (top) *top = d_top.ToHost();
   EXPECT_EQ(d_counters.ToHost(), zeros);
 }
 
@@ -306,6 +317,95 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
       EXPECT_GT(penalty_decided, 0);  // the test could tell penalties from none
       SampleOnDevice(logits, vocab, params, splits, &again, &logprobs, &pen);
       EXPECT_EQ(again, tokens);
+    }
+  }
+}
+
+// Top-n logprobs on the device against the CPU sampler's, for greedy rows (unsplit even when
+// the other greedy rows are split), sampled rows and penalized rows, n from 1 to
+// kMaxTopLogprobs, rows with many ties (logits rounded to whole numbers: ties go to the lower
+// id) and with -inf logits, a vocabulary smaller than n, rows not 16-byte aligned (1001) and the
+// 8B shape's vocabulary. Ids must be the CPU's in its order, logprobs within 1e-4 of the CPU's,
+// a greedy row's token its first entry; rows asking for none, and entries past n, stay unwritten.
+TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
+  const int ns[] = {1, 2, 5, kernels::kMaxTopLogprobs, 0, 3};
+  for (int vocab : {7, 1001, 49152, 128256}) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << "vocab " << vocab << " seed " << seed);
+    std::mt19937_64 rng(seed);
+    const int rows = 36;
+    std::vector<float> logits = RandomNormal(size_t{1} * rows * vocab, 3.0f, rng);
+    std::vector<kernels::SampleRowParams> params(rows);
+    std::vector<SamplingParams> host_params(rows);
+    std::vector<std::vector<int32_t>> prompts(rows);
+    PenaltyInputs pen;
+    pen.resolved.assign(rows, 0);
+    pen.entries.resize(size_t{1} * rows * 64);
+    int32_t used = 0;
+    kernels::PenaltyEntryBuilder builder(vocab);
+    for (int r = 0; r < rows; ++r) {
+      SamplingParams& h = host_params[r];
+      const int kind = r % 4;  // greedy, sampled, sampled with top-k, greedy with penalties
+      h.temperature = kind == 0 || kind == 3 ? 0.0f : 0.8f;
+      if (kind == 1) h.top_p = 0.9f;
+      if (kind == 2) h.top_k = 5;
+      if (kind == 3) {
+        h.repetition_penalty = 1.4f;
+        h.frequency_penalty = 0.5f;
+      }
+      h.logprobs = ns[(r / 4) % 6];
+      float* row = logits.data() + size_t{1} * r * vocab;
+      if (r % 3 == 1) {
+        for (int i = 0; i < vocab; ++i) row[i] = std::round(row[i]);  // many ties
+      }
+      if (r % 5 == 2) {
+        for (int i = 0; i < vocab; i += 2) row[i] = -INFINITY;
+      }
+      kernels::SampleRowParams& p = params[r];
+      p.temperature = h.temperature;
+      p.top_k = h.top_k;
+      p.top_p = h.top_p;
+      p.seed = rng();
+      p.top_logprobs = h.logprobs;
+      if (kind == 3) {
+        for (int i = 0; i < 40; ++i) prompts[r].push_back(static_cast<int32_t>(rng() % vocab));
+        // One prompt token lifted to the top: the penalty moves it down the list.
+        row[prompts[r][0]] = *std::max_element(row, row + vocab) + 0.25f;
+        ASSERT_TRUE(builder.Append(h, prompts[r], {}, -1, pen.entries, &used, &p).ok());
+      }
+    }
+    pen.entries.resize(used);
+    for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
+      SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
+      std::vector<int32_t> tokens;
+      std::vector<float> logprobs;
+      std::vector<kernels::SampleTopEntry> top;
+      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, &pen, nullptr, &top);
+      for (int r = 0; r < rows; ++r) {
+        SCOPED_TRACE(testing::Message() << "row " << r << ", n " << host_params[r].logprobs);
+        std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
+                               logits.begin() + size_t{1} * (r + 1) * vocab);
+        const SampledToken cpu = SampleToken(row, host_params[r], prompts[r], {}, params[r].seed);
+        if (host_params[r].top_k == 0) {
+          EXPECT_EQ(tokens[r], cpu.token_id);
+        }
+        const kernels::SampleTopEntry* got = top.data() + size_t{1} * r * kernels::kMaxTopLogprobs;
+        ASSERT_EQ(cpu.top.size(), std::min<size_t>(host_params[r].logprobs, vocab));
+        for (size_t j = 0; j < cpu.top.size(); ++j) {
+          EXPECT_EQ(got[j].token, cpu.top[j].token_id) << "entry " << j;
+          if (std::isinf(cpu.top[j].logprob)) {
+            EXPECT_EQ(got[j].logprob, cpu.top[j].logprob) << "entry " << j;
+          } else {
+            EXPECT_NEAR(got[j].logprob, cpu.top[j].logprob, 1e-4) << "entry " << j;
+          }
+        }
+        if (host_params[r].greedy() && !cpu.top.empty()) {
+          EXPECT_EQ(got[0].token, tokens[r]);
+        }
+        for (int j = static_cast<int>(cpu.top.size()); j < kernels::kMaxTopLogprobs; ++j) {
+          EXPECT_EQ(got[j].token, kUnwritten.token) << "entry " << j << " written";
+        }
+      }
     }
   }
 }
