@@ -126,8 +126,8 @@ class Backend {
   // token one step later, so the engine does not pipeline it.
   virtual bool OverlapsSteps() const { return false; }
   // Whether a row sampled as `sample` asks can feed the next step as a PendingToken: false when
-  // its token is only known after Collect (the CUDA backend samples top-n logprobs, and
-  // penalties over long token lists, on the host). The engine then collects the step before it
+  // its token is only known after Collect (the CUDA backend samples penalties over long token
+  // lists on the host). The engine then collects the step before it
   // launches the next one.
   virtual bool ChainsSample(const SampleRequest& /*sample*/) const { return true; }
 

@@ -27,7 +27,7 @@ struct EngineConfig {
   // N's sampled tokens to N+1 where they are (Backend::Launch). A sequence that N ends then
   // costs one discarded decode row in N+1. Steps run one after the other on a backend that
   // finishes a step inside Launch (CPU: Backend::OverlapsSteps) and for rows the backend cannot
-  // chain (Backend::ChainsSample: on the CUDA backend, top-n logprobs and long penalty lists).
+  // chain (Backend::ChainsSample: on the CUDA backend, long penalty lists).
   bool async_scheduling = true;
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;

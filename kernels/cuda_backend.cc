@@ -20,11 +20,12 @@ namespace {
 
 constexpr int32_t kMaxGridY = 65535;  // tokens per step ride on gridDim.y
 
-// Rows sampled on the host with the CPU sampler: top-n logprobs, and penalties over more
-// tokens than the device takes (CudaBackendOptions::max_penalty_tokens).
+// Rows sampled on the host with the CPU sampler: penalties over more tokens than the device
+// takes (CudaBackendOptions::max_penalty_tokens), and more top-n logprobs than it returns
+// (SamplingParams::Validate allows no more than it does).
 bool NeedsHostSampling(const SampleRequest& s, int32_t max_penalty_tokens) {
   const SamplingParams& p = *s.params;
-  return p.logprobs > 0 ||
+  return p.logprobs > kernels::kMaxTopLogprobs ||
          (kernels::HasPenalties(p) &&
           !kernels::PenalizesOnDevice(p, s.prompt.size(), s.output.size(), max_penalty_tokens));
 }
@@ -41,6 +42,7 @@ kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
   d.min_p = p.min_p;
   d.seed = s.seed;
   d.counter = s.output.size();
+  d.top_logprobs = p.logprobs;
   return d;
 }
 
@@ -56,6 +58,7 @@ struct CudaBackend::StepPlan {
   bool sample = false;                // false: logits only (ComputeLogits)
   std::vector<char> on_host;          // per StepInput::samples entry: sampled in Collect
   bool host_sampled = false;          // a row is sampled on the host from the logits buffer
+  bool top = false;                   // a row sampled on the device asks for top-n logprobs
 };
 
 struct CudaBackend::Impl {
@@ -396,7 +399,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   if (!impl.in_flight.empty() && impl.in_flight.back().host_sampled) {
     // Its rows are sampled from the one logits buffer in Collect; a later step would overwrite it.
     return absl::FailedPreconditionError(
-        "a step with rows sampled on the host (penalties, logprobs) must be collected before "
+        "a step with rows sampled on the host (long penalty lists) must be collected before "
         "the next launch");
   }
   RETURN_IF_ERROR(CheckStep(in));
@@ -482,6 +485,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
       continue;
     }
     row = DeviceParams(r);
+    plan.top = plan.top || row.top_logprobs > 0;
     if (!kernels::HasPenalties(*r.params)) continue;
     // A pending last output token is this step's input token of the row's sequence.
     const int32_t last_token = in.query_start[r.seq_index + 1] - 1;
@@ -506,7 +510,9 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
       RETURN_IF_ERROR(
           impl.forward->Run(shape, impl.step->device(rows, seqs), impl.kv, impl.stream));
     }
-    if (sample) RETURN_IF_ERROR(impl.step->Download(rows, seqs, impl.stream, plan.slot));
+    if (sample) {
+      RETURN_IF_ERROR(impl.step->Download(rows, seqs, impl.stream, plan.slot, plan.top));
+    }
     RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(impl.done[plan.slot], impl.stream));
     return absl::OkStatus();
   };
@@ -579,6 +585,9 @@ absl::StatusOr<StepOutput> CudaBackend::Collect() {
     SampledToken t;
     t.token_id = h.out_tokens[r];
     t.logprob = h.out_logprobs[r];
+    const int32_t n = std::min(s.params->logprobs, vocab);
+    const kernels::SampleTopEntry* top = h.out_top + int64_t{r} * kernels::kMaxTopLogprobs;
+    for (int32_t j = 0; j < n; ++j) t.top.push_back({top[j].token, top[j].logprob});
     out.sampled.push_back(std::move(t));
   }
   return out;

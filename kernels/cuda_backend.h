@@ -1,11 +1,11 @@
 #pragma once
 // The CUDA backend: bf16 weights and activations (fp32 residual stream, norms and accumulation),
 // a paged bf16 KV pool, eager execution of any step, and CUDA-graph replay of decode-only steps
-// padded to batch buckets. Sampling runs on the device (only token ids and logprobs come back),
-// penalties included (their distinct prompt and output tokens uploaded with the step, the
-// pending last token read on the device; kernels/sample_penalties.h); requests with top-n
-// logprobs, or with penalties reading more than max_penalty_tokens tokens, are sampled on the
-// host from their logits row with the CPU sampler. Every SamplingParams feature behaves as on
+// padded to batch buckets. Sampling runs on the device (only token ids and logprobs come back,
+// and top-n logprobs for rows asking for them), penalties included (their distinct prompt and
+// output tokens uploaded with the step, the pending last token read on the device;
+// kernels/sample_penalties.h); requests with penalties reading more than max_penalty_tokens
+// tokens are sampled on the host from their logits row with the CPU sampler. Every SamplingParams feature behaves as on
 // the CPU backend: the penalized logits are the CPU's bit for bit.
 
 #include <cuda_runtime.h>
@@ -79,8 +79,8 @@ class CudaBackend : public Backend {
   absl::Status Launch(const StepInput& input) override;
   absl::StatusOr<StepOutput> Collect() override;
   bool OverlapsSteps() const override { return true; }
-  // Rows sampled on the host in Collect (top-n logprobs, penalties over more than
-  // max_penalty_tokens tokens) do not chain.
+  // Rows sampled on the host in Collect (penalties over more than max_penalty_tokens tokens)
+  // do not chain.
   bool ChainsSample(const SampleRequest& sample) const override;
 
   // Captured decode buckets, ascending (empty before AllocateKvCache or with graphs off).

@@ -615,6 +615,7 @@ absl::Status ModelForward::Sample(const ForwardShape& shape, const StepArrays& s
   sp.chain_token_ids = At<int32_t>(chain_tokens_);
   sp.penalty_entries = step.penalty_entries;
   sp.resolved_token_ids = At<int32_t>(resolved_tokens_);
+  sp.top = step.out_top;
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::SampleTokens(sp, stream));
   return absl::OkStatus();
 }

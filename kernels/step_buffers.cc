@@ -43,9 +43,12 @@ StepArrays StepBuffers::Carve(char* base, const StepCapacity& c, size_t* bytes) 
       take(static_cast<size_t>(c.max_seqs) * sizeof(kernels::SampleRowParams)));
   a.block_tables = reinterpret_cast<int32_t*>(take(seqs * c.max_blocks_per_seq));
   // The outputs side by side, for one contiguous download.
-  char* out = take(seqs + static_cast<size_t>(c.max_seqs) * sizeof(float));
+  char* out = take(seqs + static_cast<size_t>(c.max_seqs) * sizeof(float) +
+                   static_cast<size_t>(c.max_seqs) * kernels::kMaxTopLogprobs *
+                       sizeof(kernels::SampleTopEntry));
   a.out_tokens = reinterpret_cast<int32_t*>(out);
   a.out_logprobs = reinterpret_cast<float*>(out ? out + seqs : nullptr);
+  a.out_top = reinterpret_cast<kernels::SampleTopEntry*>(out ? out + 2 * seqs : nullptr);
   *bytes = at;
   return a;
 }
@@ -118,9 +121,11 @@ absl::Status StepBuffers::Upload(int32_t tokens, int32_t seqs, int32_t block_col
 }
 
 absl::Status StepBuffers::Download(int32_t tokens, int32_t seqs, cudaStream_t stream,
-                                   int32_t slot) const {
+                                   int32_t slot, bool top) const {
   const StepArrays h = host(tokens, seqs, slot), d = device(tokens, seqs);
-  const size_t bytes = static_cast<size_t>(Bytes(h.out_logprobs + seqs) - Bytes(h.out_tokens));
+  const char* end = top ? Bytes(h.out_top + int64_t{seqs} * kernels::kMaxTopLogprobs)
+                        : Bytes(h.out_logprobs + seqs);
+  const size_t bytes = static_cast<size_t>(end - Bytes(h.out_tokens));
   RTGEN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(h.out_tokens, d.out_tokens, bytes, cudaMemcpyDeviceToHost, stream));
   return absl::OkStatus();

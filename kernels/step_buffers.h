@@ -47,6 +47,7 @@ struct StepArrays {
   int32_t* block_tables = nullptr;    // [seqs, max_blocks_per_seq], -1 padded; last input
   int32_t* out_tokens = nullptr;      // [seqs] sampled token per logits row
   float* out_logprobs = nullptr;      // [seqs], right after out_tokens
+  kernels::SampleTopEntry* out_top = nullptr;  // [seqs, kMaxTopLogprobs], right after them
   // [max_penalty_entries] in an allocation of its own (the same address for every layout),
   // copied by Upload only as far as the step uses it; null when the capacity has none.
   kernels::SamplePenaltyEntry* penalty_entries = nullptr;
@@ -69,9 +70,10 @@ class StepBuffers {
   // and one more for the first `penalty_entries` penalty entries when there are any.
   absl::Status Upload(int32_t tokens, int32_t seqs, int32_t block_cols, cudaStream_t stream,
                       int32_t slot = 0, int32_t penalty_entries = 0) const;
-  // Copies the sampled tokens and logprobs of the (tokens, seqs) layout into host slot `slot`.
-  absl::Status Download(int32_t tokens, int32_t seqs, cudaStream_t stream,
-                        int32_t slot = 0) const;
+  // Copies the sampled tokens and logprobs of the (tokens, seqs) layout into host slot `slot`,
+  // and the rows' top-n logprobs (out_top) with `top` (one copy either way).
+  absl::Status Download(int32_t tokens, int32_t seqs, cudaStream_t stream, int32_t slot = 0,
+                        bool top = false) const;
 
   static constexpr int32_t kHostSlots = 2;
 

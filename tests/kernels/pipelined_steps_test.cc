@@ -7,15 +7,18 @@
 // Penalties run on the device in both (a pending last output token read there too), and their
 // streams equal serial steps whose penalized rows are sampled on the host by the CPU sampler —
 // also when steps run as the engine runs them and a row's penalties cross the device's token
-// limit mid-stream.
+// limit mid-stream. Three sequences ask for top-n logprobs, which the device returns as the
+// CPU sampler does.
 // Also the refusals: a stand-in naming a row sampled on the host, a third step in flight,
 // Execute while steps are in flight.
 
+#include <cstring>
 #include <memory>
 #include <random>
 
 #include "engine/pending_token.h"
 #include "gtest/gtest.h"
+#include "kernels/sample_row_params.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/test_backends.h"
 
@@ -86,8 +89,9 @@ using Streams = std::vector<std::vector<int32_t>>;
 
 enum class Penalties { kNone, kOnDevice, kOnHost };
 
-// Sequences 0 and 1 greedy, 2 and 3 seeded sampling; unless kNone, 0, 2 and 3 with penalties,
-// sampled on the host by the CPU sampler with kOnHost (top-n logprobs send a row there).
+// Sequences 0 and 1 greedy, 2 and 3 seeded sampling; 0, 1 and 3 ask for top-n logprobs; unless
+// kNone, 0, 2 and 3 with penalties, sampled on the host by the CPU sampler with kOnHost (Serial
+// runs a backend whose max_penalty_tokens is 0).
 std::vector<SamplingParams> Params(Penalties penalties = Penalties::kOnDevice) {
   std::vector<SamplingParams> p(kSeqs);
   for (SamplingParams& q : p) q.temperature = 0.0f;
@@ -95,22 +99,28 @@ std::vector<SamplingParams> Params(Penalties penalties = Penalties::kOnDevice) {
     p[i].temperature = 1.5f;
     p[i].top_p = 0.9f;
   }
+  p[0].logprobs = 3;
+  p[1].logprobs = kernels::kMaxTopLogprobs;
+  p[3].logprobs = 1;
   if (penalties == Penalties::kNone) return p;
   p[0].repetition_penalty = 1.3f;
   p[0].presence_penalty = 0.4f;
   p[0].frequency_penalty = 0.5f;
   p[2].repetition_penalty = 1.2f;
   p[3].presence_penalty = 0.7f;
-  if (penalties == Penalties::kOnHost) {
-    for (int i : {0, 2, 3}) p[i].logprobs = 1;
-  }
   return p;
 }
 
+// Each sequence's sampled tokens, with their logprobs, in step order.
+using Samples = std::vector<std::vector<SampledToken>>;
+
+// Steps one after the other through Execute; with `samples`, what each step returned.
 Streams Serial(const ModelConfig& c, uint64_t seed, bool graphs,
-               Penalties penalties = Penalties::kOnDevice) {
-  Session r = Start(c, seed, graphs);
+               Penalties penalties = Penalties::kOnDevice, Samples* samples = nullptr) {
+  Session r = Start(c, seed, graphs,
+                    penalties == Penalties::kOnHost ? 0 : CudaBackendOptions{}.max_penalty_tokens);
   std::vector<std::vector<int32_t>> streams(kSeqs);
+  if (samples) samples->assign(kSeqs, {});
   if (!r.backend) return streams;
   const std::vector<SamplingParams> params = Params(penalties);
   for (int step = 0; step < kSteps; ++step) {
@@ -123,6 +133,7 @@ Streams Serial(const ModelConfig& c, uint64_t seed, bool graphs,
       s.tokens.push_back(out->sampled[k].token_id);
       s.output.push_back(out->sampled[k].token_id);
       streams[order[k]].push_back(out->sampled[k].token_id);
+      if (samples) (*samples)[order[k]].push_back(out->sampled[k]);
     }
   }
   return streams;
@@ -269,6 +280,41 @@ TEST(PipelinedStepsGpuTest, DevicePenaltiesEqualTheHostSampler) {
   EXPECT_GT(changed, 0);
 }
 
+// Top-n logprobs from the device against the CPU sampler's on the same logits rows: sequences 0
+// and 3 are penalized, so kOnHost samples them on the host. Ids equal in the CPU's order,
+// logprobs within 1e-4; sequence 1 (greedy, on the device in both) gets kMaxTopLogprobs entries
+// led by its token, in non-increasing order, and the same bits in both runs.
+TEST(PipelinedStepsGpuTest, TopLogprobsEqualTheHostSamplers) {
+  ForEachShapeAndMode([](const ModelConfig& c, uint64_t seed, bool graphs) {
+    Samples device, host;
+    Serial(c, seed, graphs, Penalties::kOnDevice, &device);
+    Serial(c, seed, graphs, Penalties::kOnHost, &host);
+    const std::vector<SamplingParams> params = Params();
+    for (int i = 0; i < kSeqs; ++i) {
+      ASSERT_EQ(device[i].size(), host[i].size());
+      for (size_t t = 0; t < device[i].size(); ++t) {
+        SCOPED_TRACE(::testing::Message() << "sequence " << i << " token " << t);
+        const SampledToken &d = device[i][t], &h = host[i][t];
+        EXPECT_EQ(d.token_id, h.token_id);
+        ASSERT_EQ(d.top.size(), static_cast<size_t>(params[i].logprobs));
+        ASSERT_EQ(h.top.size(), d.top.size());
+        for (size_t j = 0; j < d.top.size(); ++j) {
+          EXPECT_EQ(d.top[j].token_id, h.top[j].token_id) << "entry " << j;
+          EXPECT_NEAR(d.top[j].logprob, h.top[j].logprob, 1e-4) << "entry " << j;
+          if (j > 0) {
+            EXPECT_LE(d.top[j].logprob, d.top[j - 1].logprob) << "entry " << j;
+          }
+        }
+        if (i == 1) {
+          EXPECT_EQ(d.top[0].token_id, d.token_id);
+          EXPECT_EQ(d.top[0].logprob, d.logprob);
+          EXPECT_EQ(std::memcmp(&d.top[5].logprob, &h.top[5].logprob, sizeof(float)), 0);
+        }
+      }
+    }
+  });
+}
+
 TEST(PipelinedStepsGpuTest, RowsCrossingThePenaltyLimitMidStreamAsTheEngineRunsThem) {
   ForEachShapeAndMode([](const ModelConfig& c, uint64_t seed, bool graphs) {
     ExpectEqualStreams(EngineLike(c, seed, graphs), Serial(c, seed, graphs, Penalties::kOnHost));
@@ -276,7 +322,7 @@ TEST(PipelinedStepsGpuTest, RowsCrossingThePenaltyLimitMidStreamAsTheEngineRunsT
 }
 
 // The request's sizes decide: penalties over more tokens than max_penalty_tokens are sampled
-// on the host (and do not chain), as top-n logprobs are.
+// on the host (and do not chain); top-n logprobs chain.
 TEST(PipelinedStepsGpuTest, ChainsPenaltiesUpToTheirTokenLimit) {
   const ModelConfig c = TinyConfig();
   std::unique_ptr<CudaBackend> backend =
@@ -291,20 +337,20 @@ TEST(PipelinedStepsGpuTest, ChainsPenaltiesUpToTheirTokenLimit) {
   r.output = std::span<const int32_t>(tokens).first(97);
   EXPECT_FALSE(backend->ChainsSample(r));
   r.output = {};
-  SamplingParams logprobs;
-  logprobs.logprobs = 2;
+  SamplingParams logprobs;  // top-n logprobs come back from the device
+  logprobs.logprobs = kernels::kMaxTopLogprobs;
   r.params = &logprobs;
-  EXPECT_FALSE(backend->ChainsSample(r));
+  EXPECT_TRUE(backend->ChainsSample(r));
 }
 
 TEST(PipelinedStepsGpuTest, RefusesStandInsForHostSampledRowsAndAThirdStep) {
   const ModelConfig c = TinyConfig();
   const uint64_t seed = FreshSeed();
-  Session r = Start(c, seed, /*graphs=*/true);
+  Session r = Start(c, seed, /*graphs=*/true, /*max_penalty_tokens=*/0);
   ASSERT_TRUE(r.backend);
   SamplingParams on_host;
   on_host.temperature = 0.0f;
-  on_host.logprobs = 2;  // sampled on the host in Collect
+  on_host.repetition_penalty = 1.3f;  // sampled on the host in Collect
   SamplingParams greedy;
   greedy.temperature = 0.0f;
 

@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -50,7 +51,8 @@ TEST(StepBuffersTest, LayoutsUploadAndDownload) {
                                {64, 64, 5},   {64, 64, 512}, {256, 256, 40}, {8192, 1, 512},
                                {300, 7, 100}, {8192, 256, 512}};
   const StepArrays whole = b.host(cap.max_tokens, cap.max_seqs);
-  const char* end = reinterpret_cast<const char*>(whole.out_logprobs + cap.max_seqs);
+  const char* end =
+      reinterpret_cast<const char*>(whole.out_top + cap.max_seqs * kernels::kMaxTopLogprobs);
   for (const auto& [tokens, seqs, cols] : shapes) {
     SCOPED_TRACE(testing::Message() << tokens << " tokens, " << seqs << " seqs, " << cols
                                     << " columns");
@@ -63,7 +65,8 @@ TEST(StepBuffersTest, LayoutsUploadAndDownload) {
     const char* out = reinterpret_cast<const char*>(h.out_tokens);
     EXPECT_LE(in.back().begin + in.back().bytes, out);
     EXPECT_EQ(reinterpret_cast<const char*>(h.out_logprobs), out + seqs * sizeof(int32_t));
-    EXPECT_LE(reinterpret_cast<const char*>(h.out_logprobs + seqs), end);
+    EXPECT_EQ(reinterpret_cast<const char*>(h.out_top), out + 2 * seqs * sizeof(int32_t));
+    EXPECT_LE(reinterpret_cast<const char*>(h.out_top + seqs * kernels::kMaxTopLogprobs), end);
     EXPECT_EQ(h.token_ids, whole.token_ids);  // every layout starts at the allocation
 
     // Upload: every input array, and the first `cols` columns of every table row.
@@ -89,23 +92,36 @@ TEST(StepBuffersTest, LayoutsUploadAndDownload) {
       }
     }
 
-    // Download: the outputs written on the device come back, nothing else changes.
+    // Download: the outputs written on the device come back, nothing else changes; the top-n
+    // entries only when asked for.
     std::vector<int32_t> tok(seqs);
     std::vector<float> lp(seqs);
+    std::vector<kernels::SampleTopEntry> top(size_t{1} * seqs * kernels::kMaxTopLogprobs);
     for (int32_t i = 0; i < seqs; ++i) {
       tok[i] = static_cast<int32_t>(rng() % 50000);
       lp[i] = -0.001f * static_cast<float>(rng() % 9000);
     }
+    for (kernels::SampleTopEntry& e : top) e = {static_cast<int32_t>(rng() % 50000), -1.5f};
     ASSERT_EQ(cudaMemcpy(d.out_tokens, tok.data(), seqs * sizeof(int32_t), cudaMemcpyHostToDevice),
               cudaSuccess);
     ASSERT_EQ(cudaMemcpy(d.out_logprobs, lp.data(), seqs * sizeof(float), cudaMemcpyHostToDevice),
               cudaSuccess);
+    const size_t top_bytes = top.size() * sizeof(kernels::SampleTopEntry);
+    ASSERT_EQ(cudaMemcpy(d.out_top, top.data(), top_bytes, cudaMemcpyHostToDevice), cudaSuccess);
+    std::fill(h.out_top, h.out_top + top.size(), kernels::SampleTopEntry{-3, 7.0f});
+    const std::vector<char> untouched(reinterpret_cast<const char*>(h.out_top),
+                                      reinterpret_cast<const char*>(h.out_top) + top_bytes);
     const std::vector<char> before(in[0].begin, in.back().begin + in.back().bytes);
     ASSERT_TRUE(b.Download(tokens, seqs, stream).ok());
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     EXPECT_EQ(std::vector<int32_t>(h.out_tokens, h.out_tokens + seqs), tok);
     EXPECT_EQ(std::vector<float>(h.out_logprobs, h.out_logprobs + seqs), lp);
     EXPECT_EQ(std::memcmp(before.data(), in[0].begin, before.size()), 0);
+    EXPECT_EQ(std::memcmp(untouched.data(), h.out_top, top_bytes), 0);
+    ASSERT_TRUE(b.Download(tokens, seqs, stream, 0, /*top=*/true).ok());
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    EXPECT_EQ(std::memcmp(top.data(), h.out_top, top_bytes), 0);
+    EXPECT_EQ(std::vector<int32_t>(h.out_tokens, h.out_tokens + seqs), tok);
   }
   cudaStreamDestroy(stream);
 }
