@@ -62,6 +62,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
   cuda.max_num_tokens = options.max_num_batched_tokens;
   cuda.max_model_len = options.max_model_len;
   cuda.enable_cuda_graphs = options.enable_cuda_graphs;
+  cuda.max_penalty_tokens = options.max_penalty_tokens;
   return CreateCudaBackend(model.config, std::move(model.weights), cuda);
 #else
   return absl::UnimplementedError(absl::StrCat("backend: '", *kind, "' is not built in"));

@@ -21,6 +21,9 @@ struct BackendOptions {
   int32_t max_num_batched_tokens = 512;
   int32_t max_model_len = 2048;
   bool enable_cuda_graphs = true;
+  // CUDA: penalties reading more tokens than this go to the CPU sampler
+  // (CudaBackendOptions::max_penalty_tokens; 0: always).
+  int32_t max_penalty_tokens = 4096;
 };
 
 // True when a CUDA backend was compiled in and a GPU is visible.

@@ -36,6 +36,9 @@ ABSL_FLAG(int32_t, block_size, 16, "tokens per KV block");
 ABSL_FLAG(bool, enable_prefix_caching, true, "reuse KV blocks of shared prompt prefixes");
 ABSL_FLAG(bool, async_scheduling, true,
           "launch the next step while the backend still runs this one (pipelined steps)");
+ABSL_FLAG(int32_t, max_penalty_tokens, 4096,
+          "CUDA backend: a request whose penalties read more tokens than this (prompt and output "
+          "with a repetition penalty, else the output) is sampled by the CPU sampler, 0: always");
 ABSL_FLAG(int32_t, threads, 0, "CPU backend threads (0: every core)");
 ABSL_FLAG(std::string, cpu_weight_dtype, "native",
           "CPU backend weight storage: native (the file's quantized blocks where it has them, "
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
   config.backend.kind = absl::GetFlag(FLAGS_backend);
   config.backend.threads = absl::GetFlag(FLAGS_threads);
   config.backend.cpu_weight_dtype = absl::GetFlag(FLAGS_cpu_weight_dtype);
+  config.backend.max_penalty_tokens = absl::GetFlag(FLAGS_max_penalty_tokens);
   config.host = absl::GetFlag(FLAGS_host);
   config.port = absl::GetFlag(FLAGS_port);
   config.metrics_port = absl::GetFlag(FLAGS_metrics_port);

@@ -3,8 +3,9 @@
 # rtgen-server --backend cuda, streams a chat answer with rtgen-client, then measures end-to-end
 # TPOT at one stream with rtgen-bench (prompt 128, 128 new tokens, greedy) for comparison with
 # the engine benchmark's batch-1 TPOT. A greedy request with penalties, answered on the device,
-# must give the text the same request gives on the host's CPU sampler (sent there by --logprobs
-# 1), each alone with the same prefix cached; then it runs beside a greedy stream. Then the A/B
+# must give the same text with top-n logprobs asked for (also sampled on the device), and the
+# text the same request gives on the CPU sampler (a server restarted with --max-penalty-tokens
+# 0), each alone with the same prefix cached; it also runs beside a greedy stream. Then the A/B
 # of pipelined steps: the server restarted
 # with --async-scheduling=false and =true in turn, rtgen-bench at 1 and 16 streams each time
 # (e2e_{sync,async}_{1,2}_c{1,16}.json; AB_ROUNDS rounds, default 2, 0 skips the A/B).
@@ -54,7 +55,7 @@ if [[ -n "${metrics}" ]]; then
     grep -E '^rtgen_(graph_replays|eager_steps)_total'
 fi
 
-echo "== host-sampled rows (penalty, logprobs) beside a pipelined greedy stream"
+echo "== a sampled request with a penalty and top-n logprobs beside a pipelined greedy stream"
 "${bundle}/bin/rtgen-client" generate --target "127.0.0.1:${port}" --chat \
   --prompt "Tell me a short story about a dragon." --temperature 0 --max-tokens 96 \
   >"${out}/beside_greedy.txt" 2>&1 &
@@ -80,22 +81,19 @@ pen=(--repetition-penalty 1.3 --presence-penalty 0.5 --frequency-penalty 0.3)
 "${bundle}/bin/rtgen-client" "${ask[@]}" "${pen[@]}" >"${out}/penalty_device.txt" \
   2>"${out}/penalty_device.err"
 device_rc=$?
-# --logprobs 1 sends the row to the CPU sampler (the text does not show the logprobs).
-"${bundle}/bin/rtgen-client" "${ask[@]}" "${pen[@]}" --logprobs 1 >"${out}/penalty_host.txt" \
-  2>"${out}/penalty_host.err"
-host_rc=$?
+# Top-n logprobs (the text does not show them) leave the greedy answer as it is.
+"${bundle}/bin/rtgen-client" "${ask[@]}" "${pen[@]}" --logprobs 5 >"${out}/penalty_top.txt" \
+  2>"${out}/penalty_top.err"
+top_rc=$?
 echo "device: exit ${device_rc} $(cat "${out}/penalty_device.err")"
-echo "host:   exit ${host_rc} $(cat "${out}/penalty_host.err")"
+echo "device, top 5 logprobs: exit ${top_rc} $(cat "${out}/penalty_top.err")"
 head -c 300 "${out}/penalty_device.txt"; echo
-if [[ ${device_rc} -ne 0 || ${host_rc} -ne 0 ]] ||
-  ! cmp -s "${out}/penalty_device.txt" "${out}/penalty_host.txt"; then
-  echo "FAILED: the device-penalized answer differs from the host's"
-  diff "${out}/penalty_device.txt" "${out}/penalty_host.txt" | head -20
+if [[ ${device_rc} -ne 0 || ${top_rc} -ne 0 ]] ||
+  ! cmp -s "${out}/penalty_device.txt" "${out}/penalty_top.txt"; then
+  echo "FAILED: asking for top-n logprobs changed the device's answer"
+  diff "${out}/penalty_device.txt" "${out}/penalty_top.txt" | head -20
   exit 1
 fi
-cmp -s "${out}/penalty_device.txt" "${out}/penalty_none.txt" &&
-  echo "device == host; the penalties did not change this answer" ||
-  echo "device == host; the penalties changed the answer (it differs from the unpenalized one)"
 echo "== the penalized request again, chained beside a greedy stream (batched: its text may differ)"
 "${bundle}/bin/rtgen-client" generate --target "127.0.0.1:${port}" --chat \
   --prompt "Tell me a short story about a knight." --temperature 0 --max-tokens 96 \
@@ -109,6 +107,24 @@ beside_rc=$?
 echo "penalized: exit ${batched_rc} $(cat "${out}/penalty_batched.err"); greedy beside it:" \
   "exit ${beside_rc}"
 [[ ${batched_rc} -eq 0 && ${beside_rc} -eq 0 ]] || { echo "FAILED"; cat "${out}/server.log"; exit 1; }
+
+echo "== the same penalized request on the CPU sampler (server restarted, --max-penalty-tokens 0)"
+kill -TERM "${server}" 2>/dev/null; wait "${server}" 2>/dev/null
+start_server --metrics-port -1 --max-penalty-tokens 0 ||
+  { echo "server did not start (--max-penalty-tokens 0)"; cat "${out}/server.log"; exit 1; }
+"${bundle}/bin/rtgen-client" "${ask[@]}" >/dev/null 2>&1  # the same prefix cached
+"${bundle}/bin/rtgen-client" "${ask[@]}" "${pen[@]}" >"${out}/penalty_host.txt" \
+  2>"${out}/penalty_host.err"
+host_rc=$?
+echo "host:   exit ${host_rc} $(cat "${out}/penalty_host.err")"
+if [[ ${host_rc} -ne 0 ]] || ! cmp -s "${out}/penalty_device.txt" "${out}/penalty_host.txt"; then
+  echo "FAILED: the device-penalized answer differs from the host's"
+  diff "${out}/penalty_device.txt" "${out}/penalty_host.txt" | head -20
+  exit 1
+fi
+cmp -s "${out}/penalty_device.txt" "${out}/penalty_none.txt" &&
+  echo "device == host; the penalties did not change this answer" ||
+  echo "device == host; the penalties changed the answer (it differs from the unpenalized one)"
 
 echo "== A/B: async scheduling off / on (server restarted for each), 1 and 16 streams"
 for round in $(seq 1 "${AB_ROUNDS:-2}"); do
