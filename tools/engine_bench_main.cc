@@ -6,7 +6,7 @@
 //                      [--ttft-repeats 5]
 //                      [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]
 //                      [--seed 1] [--device 0] [--json FILE] [--kernel-trace]
-//                      [--penalties] [--max-penalty-tokens N]
+//                      [--penalties] [--max-penalty-tokens N] [--logprobs N]
 //
 // Per model and batch: every sequence is prefilled with `prompt` random tokens through Execute
 // (prefill steps), then `steps` greedy decode steps run through Execute (context prompt+1 ..
@@ -25,7 +25,8 @@
 // (kernels/kernel_trace.h). --penalties samples greedily after repetition 1.1, presence 0.3 and
 // frequency 0.2 penalties over each sequence's prompt and output (on the device unless
 // --max-penalty-tokens is below prompt + steps, 0: always on the host, where rows do not
-// chain and the pipelined variant is skipped).
+// chain and the pipelined variant is skipped). --logprobs N has every row return its top N
+// logprobs (0..20, on the device).
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -79,6 +80,7 @@ struct Options {
   bool eager = true;
   bool kernel_trace = false;
   bool penalties = false;
+  int32_t logprobs = 0;  // top-n logprobs every row asks for
   int32_t max_penalty_tokens = CudaBackendOptions{}.max_penalty_tokens;
   bool help = false;
   uint64_t seed = 1;
@@ -137,10 +139,11 @@ absl::StatusOr<Json> DeviceInfo(int32_t device) {
 }
 
 // Every row's sampling: greedy, after repetition 1.1, presence 0.3 and frequency 0.2 penalties
-// with --penalties.
-SamplingParams BenchSampling(bool penalties) {
+// with --penalties, returning its top `logprobs` logprobs.
+SamplingParams BenchSampling(bool penalties, int32_t logprobs = 0) {
   SamplingParams p;
   p.temperature = 0.0f;
+  p.logprobs = logprobs;
   if (penalties) {
     p.repetition_penalty = 1.1f;
     p.presence_penalty = 0.3f;
@@ -159,12 +162,13 @@ bool PenaltiesOnHost(const Options& o) {
 // Sequences of one batch: sequence i owns blocks [i * blocks_per_seq, (i + 1) * blocks_per_seq).
 class Batch {
  public:
-  Batch(int32_t size, int32_t blocks_per_seq, uint64_t seed, bool penalties = false)
+  Batch(int32_t size, int32_t blocks_per_seq, uint64_t seed,
+        const SamplingParams& params = BenchSampling(false))
       : size_(size),
         blocks_per_seq_(blocks_per_seq),
         last_(size),
         seed_(seed),
-        params_(BenchSampling(penalties)) {}
+        params_(params) {}
 
   // Prompt token p of sequence s (the ids a prefill step gets).
   int32_t PromptToken(int32_t s, int32_t p, int32_t vocab) const {
@@ -204,6 +208,13 @@ class Batch {
       if (t < 0 || t >= vocab) {
         return absl::InternalError(absl::StrCat("sampled token ", t, " is outside the vocab"));
       }
+      const std::vector<TokenLogprob>& top = out.sampled[i].top;
+      if (static_cast<int32_t>(top.size()) != params_.logprobs ||
+          (!top.empty() && top[0].token_id != t)) {
+        return absl::InternalError(absl::StrCat("sampled token ", t, " came with ", top.size(),
+                                                " top logprobs (asked for ", params_.logprobs,
+                                                "), not led by it"));
+      }
       last_[first + i] = t;
     }
     return absl::OkStatus();
@@ -217,7 +228,7 @@ class Batch {
   int32_t blocks_per_seq_;
   std::vector<int32_t> last_;
   uint64_t seed_;
-  SamplingParams params_;  // greedy, with or without penalties
+  SamplingParams params_;  // greedy (BenchSampling)
 };
 
 // Each sequence's prompt and output tokens, which a decode step's samples name (penalties read
@@ -258,7 +269,7 @@ absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig&
                                         const Options& o, int32_t batch_size,
                                         int32_t built_repeats, bool pipelined) {
   const int32_t bps = (o.prompt + o.steps + kBlockSize - 1) / kBlockSize;
-  Batch batch(batch_size, bps, o.seed, o.penalties);
+  Batch batch(batch_size, bps, o.seed, BenchSampling(o.penalties, o.logprobs));
   SeqTokens seq_tokens(batch, o.prompt, o.steps, config.vocab_size);
   const int32_t per_chunk = std::max(1, kMaxNumTokens / o.prompt);
   for (int32_t first = 0; first < batch_size; first += per_chunk) {
@@ -611,6 +622,7 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     else if (a == "--device") ok = (o.device = n) >= 0;
     else if (a == "--json") o.json_path = v;
     else if (a == "--max-penalty-tokens") ok = (o.max_penalty_tokens = n) >= 0;
+    else if (a == "--logprobs") ok = (o.logprobs = n) >= 0 && n <= 20;
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
     if (!has_value) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
     ++i;
@@ -638,16 +650,18 @@ constexpr char kUsage[] =
     "                          [--repeats 5] [--built-repeats 3] [--ttft-repeats 5]\n"
     "                          [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]\n"
     "                          [--seed 1] [--device 0] [--json FILE] [--kernel-trace]\n"
-    "                          [--penalties] [--max-penalty-tokens 4096]\n"
+    "                          [--penalties] [--max-penalty-tokens 4096] [--logprobs 0]\n"
     "Decode TPOT of the CUDA backend at real model shapes (random bf16 weights) against the\n"
     "memory-bandwidth floor, graphs vs eager, TTFT and start-up. Switches read from the\n"
     "environment include RTGEN_MATMUL_TUNE (0 / wide), RTGEN_MATMUL_TUNE_CACHE=FILE and\n"
     "RTGEN_NORM_FOLD=0 (kernels/env_switch.h lists them all).\n";
 
 std::string SamplingLabel(const Options& o) {
-  if (!o.penalties) return "greedy";
+  const std::string top =
+      o.logprobs > 0 ? absl::StrCat(", top ", o.logprobs, " logprobs per row") : "";
+  if (!o.penalties) return absl::StrCat("greedy", top);
   return absl::StrCat("greedy after penalties (repetition 1.1, presence 0.3, frequency 0.2) ",
-                      PenaltiesOnHost(o) ? "on the host" : "on the device");
+                      PenaltiesOnHost(o) ? "on the host" : "on the device", top);
 }
 
 int Main(int argc, char** argv) {
