@@ -5,8 +5,9 @@
 // and top-n logprobs for rows asking for them), penalties included (their distinct prompt and
 // output tokens uploaded with the step, the pending last token read on the device;
 // kernels/sample_penalties.h); requests with penalties reading more than max_penalty_tokens
-// tokens are sampled on the host from their logits row with the CPU sampler. Every SamplingParams feature behaves as on
-// the CPU backend: the penalized logits are the CPU's bit for bit.
+// tokens are sampled on the host from their logits row with the CPU sampler. Every
+// SamplingParams feature behaves as on the CPU backend: the penalized logits are the CPU's bit
+// for bit.
 
 #include <cuda_runtime.h>
 

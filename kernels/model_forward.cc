@@ -128,6 +128,9 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->split_counters_.get(), 0, counters));
   ASSIGN_OR_RETURN(f->sample_states_, DeviceBuffer::Allocate(s * kernels::kMaxSampleSplits *
                                                               kernels::kSampleSplitStateBytes));
+  ASSIGN_OR_RETURN(f->sample_top_, DeviceBuffer::Allocate(s * kernels::kMaxSampleSplits *
+                                                           kernels::kMaxTopLogprobs *
+                                                           sizeof(uint64_t)));
   ASSIGN_OR_RETURN(f->sample_counters_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->sample_counters_.get(), 0, s * sizeof(int32_t)));
   const size_t sums =
@@ -616,6 +619,7 @@ absl::Status ModelForward::Sample(const ForwardShape& shape, const StepArrays& s
   sp.penalty_entries = step.penalty_entries;
   sp.resolved_token_ids = At<int32_t>(resolved_tokens_);
   sp.top = step.out_top;
+  sp.split_top = At<uint64_t>(sample_top_);
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::SampleTokens(sp, stream));
   return absl::OkStatus();
 }

@@ -228,6 +228,7 @@ class ModelForward {
   DeviceBuffer split_counters_;  // i32 decode attention merge counters (zero between launches)
   DeviceBuffer sample_states_;    // split greedy sampling states (kernels/sampling.h)
   DeviceBuffer sample_counters_;  // i32 split greedy sampling counters (zero between launches)
+  DeviceBuffer sample_top_;       // split greedy rows' top-n key lists (kernels/sampling.h)
   // i32 [max_seqs]: every step's sampled tokens by logits row, at fixed addresses; a pending
   // token -1 - r of the next step's input is read from row r here (pipelined steps).
   DeviceBuffer chain_tokens_;

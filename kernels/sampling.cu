@@ -241,6 +241,14 @@ __device__ void ApplyPenalties(const SampleTokensParams& p, const SampleRowParam
   __syncthreads();
 }
 
+// Block-wide: the top-n entries of a row reduced by this block alone (logprob x - lse).
+__device__ void WriteTop(const float* l, int vocab, int n, float lse, bool vec,
+                         SampleTopEntry* top, TopScratch& scratch) {
+  const TopKeys keys(vocab);
+  BlockTopKeys<kThreads>(l, 0, vocab, min(n, vocab), keys, vec, scratch,
+                         [&](int r, uint64_t k) { top[r] = keys.Entry(k, lse); });
+}
+
 // Writes a greedy row's token (id 0 when every logit is -inf, as ArgMax) and its logprob. The
 // chosen logit is the state's max itself (the value of l[r.i]; a tie of +0 and -0 may keep the
 // other zero, which gives the same logprob bits), so only an all -inf row reads the logits again.
@@ -253,19 +261,34 @@ __device__ void WriteGreedy(const SampleTokensParams& p, int row, const float* l
 }
 
 // A greedy row split over p.splits blocks (blockIdx.y = part): each block reduces its chunk of
-// ids to a GreedyState in p.split_states; in the last block of the row to finish, warp 0 reads
-// the parts' states at once and combines them by the fixed tree (so the result does not depend
-// on which block finishes last), writes the token and resets the row's counter for the next
-// launch.
+// ids to a GreedyState in p.split_states (and, when the row asks for its top-n, to its chunk's
+// top-n keys in p.split_top); in the last block of the row to finish, warp 0 reads the parts'
+// states at once and combines them by the fixed tree (so the result does not depend on which
+// block finishes last), writes the token (and merges the top-n lists) and resets the row's
+// counter for the next launch.
 __device__ void GreedySplit(const SampleTokensParams& p, const SampleRowParams& rp, int row,
-                            float* l, GreedyState* warp_states, GreedyState* result) {
+                            float* l, GreedyState* warp_states, GreedyState* result,
+                            SampleTopEntry* top, TopScratch* top_scratch) {
   static_assert(kMaxSampleSplits <= 32);
   const int part = blockIdx.y;
   const int per = ((p.vocab + p.splits - 1) / p.splits + 3) / 4 * 4;
   const int begin = min(p.vocab, part * per), end = min(p.vocab, begin + per);
+  const bool vec = p.row_stride % 4 == 0;
   ApplyPenalties(p, rp, l, begin, end);
-  GreedyPass(l, begin, end, p.row_stride % 4 == 0, warp_states, result);
+  GreedyPass(l, begin, end, vec, warp_states, result);
   RTGEN_TRACE_MARK(1);  // the block's ids reduced to one state
+  const TopKeys keys(p.vocab);
+  const int n = min(rp.top_logprobs, p.vocab);
+  uint64_t* lists =
+      top != nullptr ? p.split_top + int64_t{row} * p.splits * kMaxTopLogprobs : nullptr;
+  if (top != nullptr) {
+    uint64_t* list = lists + part * kMaxTopLogprobs;
+    BlockTopKeys<kThreads>(l, begin, end, n, keys, vec, *top_scratch,
+                           [list](int r, uint64_t k) { list[r] = k; });
+    for (int j = min(n, end - begin) + threadIdx.x; j < n; j += kThreads) list[j] = 0;
+    __threadfence();  // the list is visible before lane 0 counts the arrival
+    __syncthreads();
+  }
   if (threadIdx.x >= 32) return;
   const int lane = threadIdx.x;
   GreedyState* states = static_cast<GreedyState*>(p.split_states) + int64_t{row} * p.splits;
@@ -289,6 +312,10 @@ __device__ void GreedySplit(const SampleTokensParams& p, const SampleRowParams& 
   }
   o = WarpCombine(o);
   if (lane == 0) WriteGreedy(p, row, l, o);
+  if (top != nullptr) {
+    MergeTopLists(lists, p.splits, n, keys, o.m + static_cast<float>(log(o.s)), top,
+                  *top_scratch);
+  }
 }
 
 // Draw in id order over the candidate set: the first id whose inclusive cumulative mass exceeds
@@ -397,23 +424,22 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   float* l = p.logits + row * p.row_stride;
   const bool vec = p.row_stride % 4 == 0;
   const bool greedy = rp.temperature == 0.0f;
-  __shared__ uint64_t top_lists[kThreads / 32 * kMaxTopLogprobs];
+  __shared__ TopScratch top_scratch;
   SampleTopEntry* top = rp.top_logprobs > 0 ? p.top + int64_t{row} * kMaxTopLogprobs : nullptr;
   if (greedy) {
     __shared__ GreedyState warp_states[kThreads / 32];
     __shared__ GreedyState result;
-    if (p.splits > 1 && top == nullptr) {
-      GreedySplit(p, rp, row, l, warp_states, &result);
+    if (p.splits > 1) {
+      GreedySplit(p, rp, row, l, warp_states, &result, top, &top_scratch);
       return;
     }
-    if (blockIdx.y > 0) return;  // a row asking for its top-n is reduced by one block
     ApplyPenalties(p, rp, l, 0, p.vocab);
     GreedyPass(l, 0, p.vocab, vec, warp_states, &result);
     if (threadIdx.x == 0) WriteGreedy(p, row, l, result);
     if (top != nullptr) {
       __syncthreads();  // `result`, written by thread 0
-      const float lse = result.m + static_cast<float>(log(result.s));
-      TopLogprobs<kThreads>(l, p.vocab, rp.top_logprobs, lse, vec, top, top_lists);
+      WriteTop(l, p.vocab, rp.top_logprobs, result.m + static_cast<float>(log(result.s)), vec,
+               top, top_scratch);
     }
     return;
   }
@@ -435,7 +461,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
     if (p.chain_token_ids != nullptr) p.chain_token_ids[row] = token;
     p.logprobs[row] = l[token] - lse;
   }
-  if (top != nullptr) TopLogprobs<kThreads>(l, p.vocab, rp.top_logprobs, lse, vec, top, top_lists);
+  if (top != nullptr) WriteTop(l, p.vocab, rp.top_logprobs, lse, vec, top, top_scratch);
 }
 
 __global__ void CounterUniformKernel(const uint64_t* seeds, const uint64_t* counters, float* out,

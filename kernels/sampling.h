@@ -53,6 +53,9 @@ struct SampleTokensParams {
   // [num_rows, kMaxTopLogprobs] out: row r's top-n in top[r * kMaxTopLogprobs, + n). Read only
   // for rows with top_logprobs > 0 (may be null when there are none).
   SampleTopEntry* top = nullptr;
+  // [num_rows * splits, kMaxTopLogprobs] keys: a split greedy row's parts' top-n lists. Needed
+  // when splits > 1 and a greedy row asks for its top-n.
+  uint64_t* split_top = nullptr;
 };
 
 constexpr int32_t kMaxSampleSplits = 32;

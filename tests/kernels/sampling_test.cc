@@ -76,7 +76,11 @@ void SampleOnDevice(const std::vector<float>& logits, int vocab,
   const std::vector<kernels::SampleTopEntry> unwritten(size_t{1} * rows * kernels::kMaxTopLogprobs,
                                                        kUnwritten);
   DeviceArray<kernels::SampleTopEntry> d_top(unwritten);
-  if (top) p.top = d_top.get();
+  DeviceArray<uint64_t> d_split_top(size_t{1} * rows * splits * kernels::kMaxTopLogprobs);
+  if (top) {
+    p.top = d_top.get();
+    p.split_top = d_split_top.get();
+  }
   GPU_CHECK(kernels::SampleTokens(p, nullptr));
   *tokens = d_tokens.ToHost();
   *logprobs = d_logprobs.ToHost();
@@ -321,12 +325,58 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
   }
 }
 
-// Top-n logprobs on the device against the CPU sampler's, for greedy rows (unsplit even when
-// the other greedy rows are split), sampled rows and penalized rows, n from 1 to
-// kMaxTopLogprobs, rows with many ties (logits rounded to whole numbers: ties go to the lower
-// id) and with -inf logits, a vocabulary smaller than n, rows not 16-byte aligned (1001) and the
-// 8B shape's vocabulary. Ids must be the CPU's in its order, logprobs within 1e-4 of the CPU's,
-// a greedy row's token its first entry; rows asking for none, and entries past n, stay unwritten.
+// Row 12 of TopLogprobsMatchCpuSampler: greedy, n = kMaxTopLogprobs.
+constexpr int kDefeatRow = 12;
+
+// The device's fast top-n path (kernels/sample_top.cuh BlockTopKeys) ranks the keys at or above
+// a threshold, the larger of two bounds from its threads' largest keys, where the thread owning
+// float4 c (ids 4c..4c+3) is c % 512 and its warp that thread / 32: the largest over the warps
+// of their n-th largest lane maximum, and the smallest over the warps of their
+// ceil(n / 16)-th. Here lanes 0..n-2 of warps 0..14 own values near 20, the rest N(0, 3), so
+// both bounds are N(0, 3) values and about half the row passes them, far more than that path
+// takes: the insertion path must give the answer.
+void DefeatTopThreshold(float* row, int vocab, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int i = 0; i < vocab; ++i) {
+    const int thread = (i / 4) % 512;
+    const bool high = thread % 32 < kernels::kMaxTopLogprobs - 1 && thread / 32 < 15;
+    row[i] = high ? 20.0f + normal(rng) : 3.0f * normal(rng);
+  }
+}
+
+// How many ids of `row` reach that threshold for n (vocab % 4 == 0, every warp with ids), on
+// the host.
+int TopThresholdCandidates(const float* row, int vocab, int n) {
+  const auto better = [row](int a, int b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  };
+  std::vector<int> thread_max(512, -1);
+  for (int i = 0; i < vocab; ++i) {
+    int& m = thread_max[(i / 4) % 512];
+    if (m < 0 || better(i, m)) m = i;
+  }
+  const int j = (n + 15) / 16;
+  int largest_nth = -1, smallest_jth = -1;
+  for (int w = 0; w < 16; ++w) {
+    std::vector<int> lanes(thread_max.begin() + 32 * w, thread_max.begin() + 32 * (w + 1));
+    std::sort(lanes.begin(), lanes.end(), better);
+    if (largest_nth < 0 || better(lanes[n - 1], largest_nth)) largest_nth = lanes[n - 1];
+    if (smallest_jth < 0 || better(smallest_jth, lanes[j - 1])) smallest_jth = lanes[j - 1];
+  }
+  const int threshold = better(largest_nth, smallest_jth) ? largest_nth : smallest_jth;
+  int count = 0;
+  for (int i = 0; i < vocab; ++i) count += !better(threshold, i);
+  return count;
+}
+
+// Top-n logprobs on the device against the CPU sampler's, for greedy rows (whole, or split over
+// 3 or 32 blocks whose lists the last one merges; at 1001 ids the last of 32 parts holds 9),
+// sampled rows and penalized rows, n from 1 to kMaxTopLogprobs, rows with many ties (logits
+// rounded to whole numbers: ties go to the lower id) and with -inf logits, a vocabulary smaller
+// than n, rows not 16-byte aligned (1001) and the 8B shape's vocabulary, and at the two largest
+// a row whose candidates overflow the fast path when it is not split (DefeatTopThreshold). Ids
+// must be the CPU's in its order, logprobs within 1e-4 of the CPU's, a greedy row's token its
+// first entry; rows asking for none, and entries past n, stay unwritten.
 TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
   const int ns[] = {1, 2, 5, kernels::kMaxTopLogprobs, 0, 3};
   for (int vocab : {7, 1001, 49152, 128256}) {
@@ -361,6 +411,7 @@ TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
       if (r % 5 == 2) {
         for (int i = 0; i < vocab; i += 2) row[i] = -INFINITY;
       }
+      if (r == kDefeatRow && vocab >= 49152) DefeatTopThreshold(row, vocab, rng);
       kernels::SampleRowParams& p = params[r];
       p.temperature = h.temperature;
       p.top_k = h.top_k;
@@ -375,6 +426,13 @@ TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
       }
     }
     pen.entries.resize(used);
+    ASSERT_EQ(host_params[kDefeatRow].logprobs, kernels::kMaxTopLogprobs);
+    ASSERT_TRUE(host_params[kDefeatRow].greedy());
+    if (vocab >= 49152) {
+      EXPECT_GT(TopThresholdCandidates(logits.data() + size_t{1} * kDefeatRow * vocab, vocab,
+                                       kernels::kMaxTopLogprobs),
+                4096);
+    }
     for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
       SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
       std::vector<int32_t> tokens;
