@@ -91,8 +91,8 @@ constexpr int kTopCandidates = 1024;
 
 struct TopScratch {  // shared memory of BlockTopKeys and MergeTopLists
   uint64_t keys[kTopCandidates];  // candidates, or the warps' lists of the insertion path
-  unsigned long long threshold;   // the larger of two lower bounds (BlockTopKeys)
-  unsigned long long spread;      // the second one, a minimum over the warps
+  unsigned long long threshold;   // BlockTopKeys' first bound, a maximum over the warps
+  unsigned long long spread;      // its second one, a minimum over the warps
   int warps;                      // warps with ids in the range
   int count;
 };
@@ -191,15 +191,16 @@ __device__ void TopKeysByInsertion(const float* l, int begin, int end, int n, co
 // those over the warps; and, with W warps holding ids and j = ceil(n / W), at least the smallest
 // over those warps of their j-th largest (W * j >= n keys reach it). The threshold is the larger
 // bound: the first is tight when threads own many ids (a whole row), the second when they own a
-// few (a split row's part: SmolLM2's 49152 ids in 32 parts are 3 a thread). Scans compare 32-bit
-// ordered logits (the id only on a tie), and build 64-bit keys only for the ids at or above the
-// threshold, which are gathered in shared memory and placed by their rank among them. Past
-// kTopCandidates (rows built to defeat the bounds), the insertion path.
+// few (a split row's part: SmolLM2's 49152 ids in 32 parts are one float4 for each of 384
+// threads, so 12 warps). Scans compare 32-bit ordered logits (the id only on a tie), and build
+// 64-bit keys only for the ids at or above the threshold, which are gathered in shared memory
+// and placed by their rank among them. Past kTopCandidates (rows built to defeat the bounds),
+// the insertion path.
 template <int kThreads, typename Emit>
 __device__ void BlockTopKeys(const float* l, int begin, int end, int n, const TopKeys& keys,
                              bool vec, TopScratch& s, Emit emit) {
   static_assert(kMaxTopLogprobs <= 32 && kThreads / 32 * kMaxTopLogprobs <= kTopCandidates);
-  uint32_t best_o = 0;  // the thread's largest ordered logit (0: no id) and its lowest id
+  uint32_t best_o = 0;  // the thread's largest ordered logit and its lowest id (-1: no id)
   int best_i = -1;
   ForEachOwnLogit<kThreads>(l, begin, end, vec, [&](int i, float x) {
     const uint32_t o = OrderedBits(x);

@@ -476,7 +476,8 @@ __global__ void CounterUniformKernel(const uint64_t* seeds, const uint64_t* coun
 cudaError_t SampleTokens(SampleTokensParams p, cudaStream_t stream) {
   if (p.num_rows <= 0) return cudaSuccess;
   if (p.vocab <= 0 || p.row_stride < p.vocab || p.splits < 1 || p.splits > kMaxSampleSplits ||
-      (p.splits > 1 && (p.split_states == nullptr || p.split_counters == nullptr))) {
+      (p.splits > 1 && (p.split_states == nullptr || p.split_counters == nullptr)) ||
+      (p.splits > 1 && p.top != nullptr && p.split_top == nullptr)) {
     return cudaErrorInvalidValue;
   }
   return LaunchKernel(SampleKernel, dim3(p.num_rows, p.splits), kThreads, 0, stream, p);

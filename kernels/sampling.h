@@ -50,11 +50,11 @@ struct SampleTokensParams {
   // when there are none).
   const SamplePenaltyEntry* penalty_entries = nullptr;
   const int32_t* resolved_token_ids = nullptr;
-  // [num_rows, kMaxTopLogprobs] out: row r's top-n in top[r * kMaxTopLogprobs, + n). Read only
-  // for rows with top_logprobs > 0 (may be null when there are none).
+  // [num_rows, kMaxTopLogprobs] out: row r's top-n in top[r * kMaxTopLogprobs, + n). Written
+  // only for rows with top_logprobs > 0 (may be null when there are none).
   SampleTopEntry* top = nullptr;
   // [num_rows * splits, kMaxTopLogprobs] keys: a split greedy row's parts' top-n lists. Needed
-  // when splits > 1 and a greedy row asks for its top-n.
+  // with `top` when splits > 1.
   uint64_t* split_top = nullptr;
 };
 
