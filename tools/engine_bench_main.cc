@@ -26,7 +26,7 @@
 // frequency 0.2 penalties over each sequence's prompt and output (on the device unless
 // --max-penalty-tokens is below prompt + steps, 0: always on the host, where rows do not
 // chain and the pipelined variant is skipped). --logprobs N has every row return its top N
-// logprobs (0..20, on the device).
+// logprobs (0..kernels::kMaxTopLogprobs = 20, on the device).
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -52,6 +52,7 @@
 #include "kernels/random_fill.h"
 #include "kernels/random_weights.h"
 #include "kernels/sample_penalties.h"
+#include "kernels/sample_row_params.h"
 #include "tools/copy_bandwidth.h"
 #include "tools/median.h"
 #include "nlohmann/json.hpp"
@@ -622,7 +623,7 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     else if (a == "--device") ok = (o.device = n) >= 0;
     else if (a == "--json") o.json_path = v;
     else if (a == "--max-penalty-tokens") ok = (o.max_penalty_tokens = n) >= 0;
-    else if (a == "--logprobs") ok = (o.logprobs = n) >= 0 && n <= 20;
+    else if (a == "--logprobs") ok = (o.logprobs = n) >= 0 && n <= kernels::kMaxTopLogprobs;
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
     if (!has_value) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
     ++i;
