@@ -42,9 +42,9 @@ struct SampleRowParams {
   int32_t penalty_begin = 0;
   int32_t penalty_count = 0;
   int32_t penalty_pending = -1;
-  // The n most likely tokens to return with their logprobs (0: none; at most kMaxTopLogprobs:
-  // the kernel does not clamp it), written to SampleTokensParams::top[row]. A split greedy row
-  // has each of its blocks list its part's n best, merged by the last block.
+  // The n most likely tokens to return with their logprobs (0: none; more than
+  // kMaxTopLogprobs is taken as kMaxTopLogprobs), written to SampleTokensParams::top[row]. A
+  // split greedy row has each of its blocks list its part's n best, merged by the last block.
   int32_t top_logprobs = 0;
 };
 

@@ -138,7 +138,9 @@ __device__ void TopKeysByInsertion(const float* l, int begin, int end, int n, co
       nth = __shfl_sync(kFullMask, mine, n - 1);
     }
   };
-  // Warp w's ids: [begin + w * per, + per), per a multiple of 4 (whole float4s when vec).
+  // Warp w's ids: [begin + w * per, + per), per a multiple of 4 (whole float4s when vec); empty
+  // (first == last) for the last warps of a short range, which then load nothing: the float4
+  // at `end` may hold a neighbour's ids.
   const int per = ((end - begin + kWarps - 1) / kWarps + 3) / 4 * 4;
   const int first = min(end, begin + warp * per), last = min(end, first + per);
   constexpr int kBatch = 8;  // loads in flight per lane
@@ -146,7 +148,8 @@ __device__ void TopKeysByInsertion(const float* l, int begin, int end, int n, co
   // offer 0.
   if (vec) {
     const float4* l4 = reinterpret_cast<const float4*>(l);
-    const int last4 = (last + 3) / 4;  // inside the row's stride: a multiple of 4 when vec
+    // Inside the row's stride (a multiple of 4 when vec).
+    const int last4 = first < last ? (last + 3) / 4 : first / 4;
     for (int base = first / 4; base < last4; base += kBatch * 32) {
       float4 v[kBatch];
 #pragma unroll

@@ -28,28 +28,26 @@ __device__ __forceinline__ float DeviceCounterUniform(uint64_t seed, uint64_t co
 }
 
 // The row's view: scaled logits, their max m, and the candidate set
-// {i : key(i) >= key_lo && l[i] >= threshold}. key(i) = ordered(l[i]) << id_bits | (vocab-1-i),
-// so larger keys come first in (logit desc, id asc) order and keys are unique.
+// {i : key(i) >= key_lo && l[i] >= threshold}. key(i) is TopKeys' key less one,
+// ordered(l[i]) << id_bits | (vocab-1-i): larger keys come first in (logit desc, id asc) order
+// and keys are unique; 0 is a key here (the lowest), which the searches below rely on.
 struct Row {
   const float* l;
-  int32_t vocab;
-  int id_bits;
+  TopKeys keys;
   float m;
   uint64_t key_lo = 0;
   float threshold = -INFINITY;
 
-  __device__ uint64_t Key(int i, float li) const {
-    return (static_cast<uint64_t>(OrderedBits(li)) << id_bits) |
-           static_cast<uint64_t>(vocab - 1 - i);
-  }
+  __device__ uint64_t Key(int i, float li) const { return keys.Key(i, li) - 1; }
   __device__ bool InSet(int i, float li) const { return Key(i, li) >= key_lo && li >= threshold; }
+  __device__ int vocab() const { return keys.vocab; }
 };
 
 // Count (mass = false) or probability mass relative to exp(m) (mass = true) of candidates with
 // key >= k. Block-wide; every thread gets the result.
 __device__ double AtLeast(const Row& r, uint64_t k, bool mass, double* scratch) {
   double acc = 0.0;
-  for (int i = threadIdx.x; i < r.vocab; i += kThreads) {
+  for (int i = threadIdx.x; i < r.vocab(); i += kThreads) {
     const float li = r.l[i];
     if (r.InSet(i, li) && r.Key(i, li) >= k) {
       acc += mass ? static_cast<double>(expf(li - r.m)) : 1.0;
@@ -63,16 +61,14 @@ __device__ double AtLeast(const Row& r, uint64_t k, bool mass, double* scratch) 
 template <typename Pred>
 __device__ uint64_t SearchKey(const Row& r, bool mass, double* scratch, Pred pred) {
   uint64_t best = 0;
-  for (int b = 32 + r.id_bits - 1; b >= 0; --b) {
+  for (int b = 32 + r.keys.id_bits - 1; b >= 0; --b) {
     const uint64_t trial = best | (uint64_t{1} << b);
     if (pred(AtLeast(r, trial, mass, scratch))) best = trial;
   }
   return best;
 }
 
-__device__ int KeyToId(const Row& r, uint64_t key) {
-  return r.vocab - 1 - static_cast<int>(key & ((uint64_t{1} << r.id_bits) - 1));
-}
+__device__ int KeyToId(const Row& r, uint64_t key) { return r.keys.Entry(key + 1, 0.0f).token; }
 
 // Greedy rows in one pass over the logits: the max, its lowest id, and the sum of exp(l - max)
 // (rescaled whenever the running max rises), instead of separate max, sum and argmax passes.
@@ -266,9 +262,10 @@ __device__ void WriteGreedy(const SampleTokensParams& p, int row, const float* l
 // states at once and combines them by the fixed tree (so the result does not depend on which
 // block finishes last), writes the token (and merges the top-n lists) and resets the row's
 // counter for the next launch.
+// top_n: the row's top-n count (1..kMaxTopLogprobs; read only when top is given).
 __device__ void GreedySplit(const SampleTokensParams& p, const SampleRowParams& rp, int row,
                             float* l, GreedyState* warp_states, GreedyState* result,
-                            SampleTopEntry* top, TopScratch* top_scratch) {
+                            SampleTopEntry* top, int top_n, TopScratch* top_scratch) {
   static_assert(kMaxSampleSplits <= 32);
   const int part = blockIdx.y;
   const int per = ((p.vocab + p.splits - 1) / p.splits + 3) / 4 * 4;
@@ -277,13 +274,12 @@ __device__ void GreedySplit(const SampleTokensParams& p, const SampleRowParams& 
   ApplyPenalties(p, rp, l, begin, end);
   GreedyPass(l, begin, end, vec, warp_states, result);
   RTGEN_TRACE_MARK(1);  // the block's ids reduced to one state
-  const TopKeys keys(p.vocab);
-  const int n = min(rp.top_logprobs, p.vocab);
+  const int n = min(top_n, p.vocab);
   uint64_t* lists =
       top != nullptr ? p.split_top + int64_t{row} * p.splits * kMaxTopLogprobs : nullptr;
   if (top != nullptr) {
     uint64_t* list = lists + part * kMaxTopLogprobs;
-    BlockTopKeys<kThreads>(l, begin, end, n, keys, vec, *top_scratch,
+    BlockTopKeys<kThreads>(l, begin, end, n, TopKeys(p.vocab), vec, *top_scratch,
                            [list](int r, uint64_t k) { list[r] = k; });
     for (int j = min(n, end - begin) + threadIdx.x; j < n; j += kThreads) list[j] = 0;
     __threadfence();  // the list is visible before lane 0 counts the arrival
@@ -313,7 +309,7 @@ __device__ void GreedySplit(const SampleTokensParams& p, const SampleRowParams& 
   o = WarpCombine(o);
   if (lane == 0) WriteGreedy(p, row, l, o);
   if (top != nullptr) {
-    MergeTopLists(lists, p.splits, n, keys, o.m + static_cast<float>(log(o.s)), top,
+    MergeTopLists(lists, p.splits, n, TopKeys(p.vocab), o.m + static_cast<float>(log(o.s)), top,
                   *top_scratch);
   }
 }
@@ -321,9 +317,10 @@ __device__ void GreedySplit(const SampleTokensParams& p, const SampleRowParams& 
 // Draw in id order over the candidate set: the first id whose inclusive cumulative mass exceeds
 // u * total, falling back to the last candidate with positive mass.
 __device__ int DrawIdOrder(const Row& r, float u, double* scratch, int* iscratch) {
-  const int chunk = (r.vocab + kThreads - 1) / kThreads;
-  const int lo = min(r.vocab, static_cast<int>(threadIdx.x) * chunk);
-  const int hi = min(r.vocab, lo + chunk);
+  const int vocab = r.vocab();
+  const int chunk = (vocab + kThreads - 1) / kThreads;
+  const int lo = min(vocab, static_cast<int>(threadIdx.x) * chunk);
+  const int hi = min(vocab, lo + chunk);
   double local = 0.0;
   int last_positive = -1;
   for (int i = lo; i < hi; ++i) {
@@ -384,8 +381,7 @@ __device__ int DrawIdOrder(const Row& r, float u, double* scratch, int* iscratch
 // l (max m), then a draw with the row's counter-based uniform. Block-wide.
 __device__ int DrawToken(const float* l, int vocab, float m, const SampleRowParams& rp,
                          double* dscratch, int* iscratch) {
-  Row r{l, vocab, 1, m};
-  while ((1 << r.id_bits) < vocab) ++r.id_bits;
+  Row r{l, TopKeys(vocab), m};
   const float u = DeviceCounterUniform(rp.seed, rp.counter);
   const bool use_top_k = rp.top_k > 0 && rp.top_k < vocab;
   const bool use_top_p = rp.top_p < 1.0f;
@@ -425,12 +421,15 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   const bool vec = p.row_stride % 4 == 0;
   const bool greedy = rp.temperature == 0.0f;
   __shared__ TopScratch top_scratch;
-  SampleTopEntry* top = rp.top_logprobs > 0 ? p.top + int64_t{row} * kMaxTopLogprobs : nullptr;
+  // At most kMaxTopLogprobs entries, the room a row has in p.top (the backend never asks more:
+  // SamplingParams' limit).
+  const int top_n = min(rp.top_logprobs, kMaxTopLogprobs);
+  SampleTopEntry* top = top_n > 0 ? p.top + int64_t{row} * kMaxTopLogprobs : nullptr;
   if (greedy) {
     __shared__ GreedyState warp_states[kThreads / 32];
     __shared__ GreedyState result;
     if (p.splits > 1) {
-      GreedySplit(p, rp, row, l, warp_states, &result, top, &top_scratch);
+      GreedySplit(p, rp, row, l, warp_states, &result, top, top_n, &top_scratch);
       return;
     }
     ApplyPenalties(p, rp, l, 0, p.vocab);
@@ -438,14 +437,18 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
     if (threadIdx.x == 0) WriteGreedy(p, row, l, result);
     if (top != nullptr) {
       __syncthreads();  // `result`, written by thread 0
-      WriteTop(l, p.vocab, rp.top_logprobs, result.m + static_cast<float>(log(result.s)), vec,
-               top, top_scratch);
+      WriteTop(l, p.vocab, top_n, result.m + static_cast<float>(log(result.s)), vec, top,
+               top_scratch);
     }
     return;
   }
   if (blockIdx.y > 0) return;  // a sampled row is drawn by one block
   ApplyPenalties(p, rp, l, 0, p.vocab);
-  for (int i = threadIdx.x; i < p.vocab; i += kThreads) l[i] = l[i] / rp.temperature;
+  // Scaled as the CPU sampler scales (engine/sampling/sampler.cc SampleToken: times the
+  // rounded inverse, not divided), so both see the same logits bit for bit: the same top-n
+  // order on near-ties. Explicit roundings: no contraction into a later operation.
+  const float inv_t = __fdiv_rn(1.0f, rp.temperature);
+  for (int i = threadIdx.x; i < p.vocab; i += kThreads) l[i] = __fmul_rn(l[i], inv_t);
   __syncthreads();  // also makes the global writes visible to the block
   float m = -INFINITY;
   for (int i = threadIdx.x; i < p.vocab; i += kThreads) m = fmaxf(m, l[i]);
@@ -461,7 +464,7 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
     if (p.chain_token_ids != nullptr) p.chain_token_ids[row] = token;
     p.logprobs[row] = l[token] - lse;
   }
-  if (top != nullptr) WriteTop(l, p.vocab, rp.top_logprobs, lse, vec, top, top_scratch);
+  if (top != nullptr) WriteTop(l, p.vocab, top_n, lse, vec, top, top_scratch);
 }
 
 __global__ void CounterUniformKernel(const uint64_t* seeds, const uint64_t* counters, float* out,

@@ -41,18 +41,29 @@ struct PenaltyInputs {
 
 constexpr kernels::SampleTopEntry kUnwritten{-7, 42.0f};
 
+// A value the padding of a row carries: any logit read from there would win every comparison.
+constexpr float kPaddingLogit = 1e30f;
+
 // Runs the device sampler on `rows` rows of logits with one params per row, greedy rows reduced
 // by `splits` blocks each; the split counters must come back to zero. With `penalties`, the
 // logits after the launch (penalized in place) go to `logits_after` when given. With `top`, the
 // rows' top-n entries ([rows, kMaxTopLogprobs], kUnwritten where a row wrote none).
+// `row_stride` > vocab lays the rows out that far apart on the device, the gap filled with
+// kPaddingLogit (a multiple of 4: the 16-byte loads with a partial last float4).
 void SampleOnDevice(const std::vector<float>& logits, int vocab,
                     const std::vector<kernels::SampleRowParams>& params, int splits,
                     std::vector<int32_t>* tokens, std::vector<float>* logprobs,
                     const PenaltyInputs* penalties = nullptr,
                     std::vector<float>* logits_after = nullptr,
-                    std::vector<kernels::SampleTopEntry>* top = nullptr) {
+                    std::vector<kernels::SampleTopEntry>* top = nullptr,
+                    int64_t row_stride = 0) {
   const int rows = static_cast<int>(params.size());
-  DeviceArray<float> d_logits(logits);
+  const int64_t stride = std::max<int64_t>(row_stride, vocab);
+  std::vector<float> laid_out(static_cast<size_t>(rows * stride), kPaddingLogit);
+  for (int r = 0; r < rows; ++r) {
+    std::copy_n(logits.begin() + int64_t{r} * vocab, vocab, laid_out.begin() + r * stride);
+  }
+  DeviceArray<float> d_logits(laid_out);
   const PenaltyInputs none;
   const PenaltyInputs& pen = penalties ? *penalties : none;
   DeviceArray<kernels::SamplePenaltyEntry> d_entries(pen.entries);
@@ -63,8 +74,8 @@ void SampleOnDevice(const std::vector<float>& logits, int vocab,
   DeviceArray<uint8_t> d_states(size_t{1} * rows * splits * kernels::kSampleSplitStateBytes);
   const std::vector<int32_t> zeros(rows, 0);
   DeviceArray<int32_t> d_counters(zeros);
-  kernels::SampleTokensParams p{d_logits.get(), vocab,          d_params.get(), d_tokens.get(),
-                                d_logprobs.get(), rows,          vocab};
+  kernels::SampleTokensParams p{d_logits.get(), stride, d_params.get(), d_tokens.get(),
+                                d_logprobs.get(), rows,   vocab};
   p.splits = splits;
   p.split_states = d_states.get();
   p.split_counters = d_counters.get();
@@ -84,10 +95,29 @@ void SampleOnDevice(const std::vector<float>& logits, int vocab,
   GPU_CHECK(kernels::SampleTokens(p, nullptr));
   *tokens = d_tokens.ToHost();
   *logprobs = d_logprobs.ToHost();
-  if (logits_after) *logits_after = d_logits.ToHost();
+  if (logits_after) {
+    const std::vector<float> after = d_logits.ToHost();
+    logits_after->resize(size_t{1} * rows * vocab);
+    for (int r = 0; r < rows; ++r) {
+      std::copy_n(after.begin() + r * stride, vocab, logits_after->begin() + int64_t{r} * vocab);
+      EXPECT_TRUE(std::all_of(after.begin() + r * stride + vocab, after.begin() + (r + 1) * stride,
+                              [](float x) { return x == kPaddingLogit; }))
+          << "row " << r << ": padding written";
+    }
+  }
   if (top) *top = d_top.ToHost();
   EXPECT_EQ(d_counters.ToHost(), zeros);
 }
+
+// A logits layout: the vocabulary, and the row stride on the device (0: the vocabulary).
+struct Layout {
+  int vocab;
+  int64_t stride;
+};
+
+// 1001 unpadded: rows not 16-byte aligned (the scalar loads, split or not); padded to 1004: the
+// 16-byte loads with the last id alone in its float4 and padding after it.
+constexpr Layout kLayouts[] = {{1000, 0}, {1001, 0}, {1001, 1004}, {49152, 0}};
 
 struct Config {
   float temperature;
@@ -103,10 +133,9 @@ TEST(SamplingTest, MatchesCpuSampler) {
       {0.7f, 0, 0.9f, 0.0f, true},    {0.8f, 50, 0.95f, 0.0f, true},
       {1.0f, 0, 1.0f, 0.05f, true},   {1.3f, 0, 0.5f, 0.1f, true},
       {1.0f, 40, 1.0f, 0.0f, false},  {0.9f, 1, 1.0f, 0.0f, true}};
-  // 1001: rows not 16-byte aligned (the scalar loads, split or not).
-  for (int vocab : {1000, 1001, 49152}) {
+  for (const auto [vocab, stride] : kLayouts) {
     const uint64_t seed = FreshSeed();
-    SCOPED_TRACE(seed);
+    SCOPED_TRACE(testing::Message() << "stride " << stride << " seed " << seed);
     std::mt19937_64 rng(seed);
     const int rows_per_config = 16;
     std::vector<kernels::SampleRowParams> params;
@@ -139,7 +168,8 @@ TEST(SamplingTest, MatchesCpuSampler) {
       SCOPED_TRACE(testing::Message() << "vocab " << vocab << ", greedy splits " << splits);
       std::vector<int32_t> tokens;
       std::vector<float> logprobs;
-      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs);
+      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, nullptr, nullptr, nullptr,
+                     stride);
       EXPECT_EQ(tokens[0], 7);  // the tied ids lie in different parts when split
       int mismatches = 0;
       for (int r = 0; r < rows; ++r) {
@@ -164,7 +194,8 @@ TEST(SamplingTest, MatchesCpuSampler) {
       EXPECT_EQ(mismatches, 0);
       // Same seeds and counters: the same tokens again.
       std::vector<int32_t> again;
-      SampleOnDevice(logits, vocab, params, splits, &again, &logprobs);
+      SampleOnDevice(logits, vocab, params, splits, &again, &logprobs, nullptr, nullptr, nullptr,
+                     stride);
       EXPECT_EQ(again, tokens);
     }
   }
@@ -174,9 +205,9 @@ TEST(SamplingTest, MatchesCpuSampler) {
 // inside one thread's batch of loads go to the lower id; a maximum at the last id (the scalar tail
 // when rows are not 16-byte aligned) is found; logprobs match the CPU and repeat bit for bit.
 TEST(SamplingTest, GreedyEdgeCases) {
-  for (int vocab : {1000, 1001, 49152}) {
+  for (const auto [vocab, stride] : kLayouts) {
     const uint64_t seed = FreshSeed();
-    SCOPED_TRACE(seed);
+    SCOPED_TRACE(testing::Message() << "stride " << stride << " seed " << seed);
     std::mt19937_64 rng(seed);
     const int rows = 4;
     std::vector<float> logits = RandomNormal(size_t{1} * rows * vocab, 3.0f, rng);
@@ -192,7 +223,8 @@ TEST(SamplingTest, GreedyEdgeCases) {
       SCOPED_TRACE(testing::Message() << "vocab " << vocab << ", greedy splits " << splits);
       std::vector<int32_t> tokens;
       std::vector<float> logprobs;
-      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs);
+      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, nullptr, nullptr, nullptr,
+                     stride);
       EXPECT_EQ(tokens, (std::vector<int32_t>{0, 4, vocab - 1, 9}));
       SamplingParams greedy;
       greedy.temperature = 0.0f;
@@ -202,7 +234,8 @@ TEST(SamplingTest, GreedyEdgeCases) {
       }
       std::vector<int32_t> again;
       std::vector<float> logprobs_again;
-      SampleOnDevice(logits, vocab, params, splits, &again, &logprobs_again);
+      SampleOnDevice(logits, vocab, params, splits, &again, &logprobs_again, nullptr, nullptr,
+                     nullptr, stride);
       EXPECT_EQ(again, tokens);
       for (int r = 1; r < rows; ++r) {
         EXPECT_EQ(std::memcmp(&logprobs[r], &logprobs_again[r], sizeof(float)), 0) << r;
@@ -227,9 +260,10 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
                                               {0.0f, 1.0f, 0.7f, -0.4f, 1.1f},
                                               {0.8f, 0.9f, 1.2f, 0.3f, 0.2f},
                                               {1.0f, 1.0f, 1.5f, 0.0f, 0.6f}};
-  for (int vocab : {1000, 1001, 49152}) {
+  for (const auto [vocab, stride] : kLayouts) {
     const uint64_t seed = FreshSeed();
-    SCOPED_TRACE(testing::Message() << "vocab " << vocab << " seed " << seed);
+    SCOPED_TRACE(testing::Message() << "vocab " << vocab << " stride " << stride << " seed "
+                                    << seed);
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<int32_t> near_id(0, std::min(vocab, 300) - 1);
     const int rows_per_config = 12;
@@ -299,7 +333,8 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
       SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
       std::vector<int32_t> tokens, again;
       std::vector<float> logprobs, after;
-      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, &pen, &after);
+      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, &pen, &after, nullptr,
+                     stride);
       int penalty_decided = 0;
       for (int r = 0; r < rows; ++r) {
         std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
@@ -319,7 +354,8 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
         }
       }
       EXPECT_GT(penalty_decided, 0);  // the test could tell penalties from none
-      SampleOnDevice(logits, vocab, params, splits, &again, &logprobs, &pen);
+      SampleOnDevice(logits, vocab, params, splits, &again, &logprobs, &pen, nullptr, nullptr,
+                     stride);
       EXPECT_EQ(again, tokens);
     }
   }
@@ -328,31 +364,38 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
 // Row 12 of TopLogprobsMatchCpuSampler: greedy, n = kMaxTopLogprobs.
 constexpr int kDefeatRow = 12;
 
+// The thread of the sampler's 512 that reads id i of an unsplit row with 16-byte loads
+// (sample_top.cuh ForEachOwnLogit): float4 c (ids 4c..4c+3) is thread c % 512's, and the ids
+// after the last whole float4 go one to each thread from thread 0.
+int OwnerThread(int i, int vocab) {
+  const int whole = vocab / 4 * 4;
+  return i < whole ? (i / 4) % 512 : (i - whole) % 512;
+}
+
 // The device's fast top-n path (kernels/sample_top.cuh BlockTopKeys) ranks the keys at or above
-// a threshold, the larger of two bounds from its threads' largest keys, where the thread owning
-// float4 c (ids 4c..4c+3) is c % 512 and its warp that thread / 32: the largest over the warps
-// of their n-th largest lane maximum, and the smallest over the warps of their
-// ceil(n / 16)-th. Here lanes 0..n-2 of warps 0..14 own values near 20, the rest N(0, 3), so
-// both bounds are N(0, 3) values and about half the row passes them, far more than that path
-// takes: the insertion path must give the answer.
+// a threshold, the larger of two bounds from its threads' largest keys (a thread's warp is
+// thread / 32): the largest over the warps of their n-th largest lane maximum, and the smallest
+// over the warps of their ceil(n / 16)-th. Here lanes 0..n-2 of warps 0..14 own values near 20,
+// the rest N(0, 3), so both bounds are N(0, 3) values and about half the row passes them, far
+// more than that path takes: the insertion path must give the answer.
 void DefeatTopThreshold(float* row, int vocab, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (int i = 0; i < vocab; ++i) {
-    const int thread = (i / 4) % 512;
+    const int thread = OwnerThread(i, vocab);
     const bool high = thread % 32 < kernels::kMaxTopLogprobs - 1 && thread / 32 < 15;
     row[i] = high ? 20.0f + normal(rng) : 3.0f * normal(rng);
   }
 }
 
-// How many ids of `row` reach that threshold for n (vocab % 4 == 0, every warp with ids), on
-// the host.
+// How many ids of `row` reach that threshold for n (an unsplit row read with 16-byte loads,
+// every warp with ids), on the host.
 int TopThresholdCandidates(const float* row, int vocab, int n) {
   const auto better = [row](int a, int b) {
     return row[a] > row[b] || (row[a] == row[b] && a < b);
   };
   std::vector<int> thread_max(512, -1);
   for (int i = 0; i < vocab; ++i) {
-    int& m = thread_max[(i / 4) % 512];
+    int& m = thread_max[OwnerThread(i, vocab)];
     if (m < 0 || better(i, m)) m = i;
   }
   const int j = (n + 15) / 16;
@@ -373,15 +416,20 @@ int TopThresholdCandidates(const float* row, int vocab, int n) {
 // 3 or 32 blocks whose lists the last one merges; at 1001 ids the last of 32 parts holds 9),
 // sampled rows and penalized rows, n from 1 to kMaxTopLogprobs, rows with many ties (logits
 // rounded to whole numbers: ties go to the lower id) and with -inf logits, a vocabulary smaller
-// than n, rows not 16-byte aligned (1001) and the 8B shape's vocabulary, and at the two largest
-// a row whose candidates overflow the fast path when it is not split (DefeatTopThreshold). Ids
+// than n, rows not 16-byte aligned (1001), rows padded after a partial last float4 (1001 in
+// 1004, 49155 in 49160) and the 8B shape's vocabulary, and at the large vocabularies a row
+// whose candidates overflow the fast path when it is not split (DefeatTopThreshold). Ids
 // must be the CPU's in its order, logprobs within 1e-4 of the CPU's, a greedy row's token its
-// first entry; rows asking for none, and entries past n, stay unwritten.
+// first entry; rows asking for none, and entries past n, stay unwritten; two rows ask for more
+// than kMaxTopLogprobs and get that many.
 TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
   const int ns[] = {1, 2, 5, kernels::kMaxTopLogprobs, 0, 3};
-  for (int vocab : {7, 1001, 49152, 128256}) {
+  constexpr Layout kTopLayouts[] = {{7, 0},     {1001, 0},     {1001, 1004},
+                                    {49152, 0}, {49155, 49160}, {128256, 0}};
+  for (const auto [vocab, stride] : kTopLayouts) {
     const uint64_t seed = FreshSeed();
-    SCOPED_TRACE(testing::Message() << "vocab " << vocab << " seed " << seed);
+    SCOPED_TRACE(testing::Message() << "vocab " << vocab << " stride " << stride << " seed "
+                                    << seed);
     std::mt19937_64 rng(seed);
     const int rows = 36;
     std::vector<float> logits = RandomNormal(size_t{1} * rows * vocab, 3.0f, rng);
@@ -417,7 +465,9 @@ TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
       p.top_k = h.top_k;
       p.top_p = h.top_p;
       p.seed = rng();
-      p.top_logprobs = h.logprobs;
+      // Rows 13 and 15 (n = kMaxTopLogprobs, one sampled, one greedy) ask the device for more
+      // than a row has room for: it gives kMaxTopLogprobs.
+      p.top_logprobs = r == 13 || r == 15 ? 1000 : h.logprobs;
       if (kind == 3) {
         for (int i = 0; i < 40; ++i) prompts[r].push_back(static_cast<int32_t>(rng() % vocab));
         // One prompt token lifted to the top: the penalty moves it down the list.
@@ -427,6 +477,8 @@ TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
     }
     pen.entries.resize(used);
     ASSERT_EQ(host_params[kDefeatRow].logprobs, kernels::kMaxTopLogprobs);
+    ASSERT_EQ(host_params[13].logprobs, kernels::kMaxTopLogprobs);
+    ASSERT_EQ(host_params[15].logprobs, kernels::kMaxTopLogprobs);
     ASSERT_TRUE(host_params[kDefeatRow].greedy());
     if (vocab >= 49152) {
       EXPECT_GT(TopThresholdCandidates(logits.data() + size_t{1} * kDefeatRow * vocab, vocab,
@@ -438,7 +490,8 @@ TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
       std::vector<int32_t> tokens;
       std::vector<float> logprobs;
       std::vector<kernels::SampleTopEntry> top;
-      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, &pen, nullptr, &top);
+      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, &pen, nullptr, &top,
+                     stride);
       for (int r = 0; r < rows; ++r) {
         SCOPED_TRACE(testing::Message() << "row " << r << ", n " << host_params[r].logprobs);
         std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
