@@ -15,6 +15,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/env_switch.h"
 #include "kernels/gemv_rows.h"
+#include "kernels/gemv_rows_units.cuh"
 #include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/norm_link.cuh"
@@ -35,90 +36,6 @@ __device__ __forceinline__ void Dot8(const uint4& w, const uint4& x, float* lo, 
   for (int e = 0; e < 4; ++e) *lo = __fmaf_rn(wf[e], xf[e], *lo);
 #pragma unroll
   for (int e = 4; e < 8; ++e) *hi = __fmaf_rn(wf[e], xf[e], *hi);
-}
-
-struct RowsUnit {
-  int row0 = 0, row1 = 0;  // weight rows
-  int pair = -1;           // kRope: the rotation pair (h * half + i), -1 for a v unit
-};
-
-template <GemvRowsEpilogue kEpi>
-__device__ __forceinline__ RowsUnit UnitRows(const GemvParams& p, const GemvRopeParams& r,
-                                             int unit) {
-  RowsUnit u;
-  if constexpr (kEpi == GemvRowsEpilogue::kStore) {
-    u.row0 = 2 * unit;
-    u.row1 = min(2 * unit + 1, p.n - 1);  // a last odd row repeats (in bounds, not stored)
-  } else if constexpr (kEpi == GemvRowsEpilogue::kSwiGlu) {
-    u.row0 = unit;
-    u.row1 = (p.n >> 1) + unit;
-  } else {
-    const int half = r.head_dim >> 1;
-    const int pairs = (r.num_heads + r.num_kv_heads) * half;
-    if (unit < pairs) {
-      u.pair = unit;
-      u.row0 = (unit / half) * r.head_dim + unit % half;
-      u.row1 = u.row0 + half;
-    } else {
-      u.row0 = (r.num_heads + r.num_kv_heads) * r.head_dim + 2 * (unit - pairs);
-      u.row1 = u.row0 + 1;
-    }
-  }
-  return u;
-}
-
-template <GemvRowsEpilogue kEpi>
-__device__ __forceinline__ void StoreUnit(const GemvParams& p, const GemvRopeParams& r,
-                                          const RowsUnit& u, int unit, float sum0, float sum1,
-                                          float c, float s, int32_t slot) {
-  if constexpr (kEpi == GemvRowsEpilogue::kStore) {
-    if (p.link.sum_sq != nullptr) {  // a norm producer (gemv.h GemvNormLink): y is not written
-      const GemvNormLink& l = p.link;
-      const auto join = [&](int row, float v) {
-        return NormLinkJoin(l, row, l.residual[row], l.weight[row], v);
-      };
-      float sq = join(u.row0, sum0);
-      if (2 * unit + 1 < p.n) sq += join(u.row1, sum1);
-      NormLinkAddSquares(l, 0, sq);
-      return;
-    }
-    const auto store = [&](int row, float v) {
-      if (p.y_f32) {
-        static_cast<float*>(p.y)[row] = v;
-      } else {
-        static_cast<__nv_bfloat16*>(p.y)[row] = __float2bfloat16(v);
-      }
-    };
-    store(u.row0, sum0);
-    if (2 * unit + 1 < p.n) store(u.row1, sum1);
-  } else if constexpr (kEpi == GemvRowsEpilogue::kSwiGlu) {
-    static_cast<__nv_bfloat16*>(p.y)[unit] = SiluTimes(RoundBf16(sum0), RoundBf16(sum1));
-  } else {
-    __nv_bfloat16* y = static_cast<__nv_bfloat16*>(p.y);
-    const int half = r.head_dim >> 1, kv_dim = r.num_kv_heads * r.head_dim;
-    const int q_dim = r.num_heads * r.head_dim;
-    if (u.pair >= 0) {
-      const RotatedPair rot = RotateHalf(RoundBf16(sum0), RoundBf16(sum1), c, s);
-      y[u.row0] = rot.lo;
-      y[u.row1] = rot.hi;
-      const int head = u.pair / half;
-      if (head >= r.num_heads && slot >= 0) {
-        __nv_bfloat16* kc = r.k_cache + static_cast<int64_t>(slot) * kv_dim + u.row0 - q_dim;
-        kc[0] = rot.lo;
-        kc[half] = rot.hi;
-      }
-    } else {
-      const __nv_bfloat16 v0 = __float2bfloat16(sum0), v1 = __float2bfloat16(sum1);
-      y[u.row0] = v0;
-      y[u.row1] = v1;
-      if (slot >= 0) {
-        __nv_bfloat16* vc =
-            r.v_cache + static_cast<int64_t>(slot) * kv_dim + (u.row0 - q_dim - kv_dim);
-        vc[0] = v0;
-        vc[1] = v1;
-      }
-    }
-  }
 }
 
 // early_dependents: the RoPE variant lets its dependent (decode attention) start before the main
@@ -182,7 +99,12 @@ __global__ void __launch_bounds__(kWarps * 32)
     sum0 *= inv_rms;
     sum1 *= inv_rms;
   }
-  if (active && lane == 0) StoreUnit<kEpi>(p, r, u, unit, sum0, sum1, c, s, slot);
+  if (active && lane == 0) {
+    const unsigned long long squares = StoreUnit<kEpi>(p, r, u, unit, sum0, sum1, c, s, slot);
+    if (kEpi == GemvRowsEpilogue::kStore && p.link.sum_sq != nullptr) {
+      NormLinkAddFixed(p.link, 0, squares);
+    }
+  }
 }
 
 template <GemvRowsEpilogue kEpi>
@@ -208,18 +130,27 @@ bool GemvRowsRopeEarlyDependents() {
   return early;
 }
 
+int GemvRowsUnitCount(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue epi) {
+  switch (epi) {
+    case GemvRowsEpilogue::kStore: return (p.n + 1) / 2;
+    case GemvRowsEpilogue::kSwiGlu: return p.n / 2;
+    case GemvRowsEpilogue::kRope:
+      return (r.num_heads + r.num_kv_heads) * (r.head_dim / 2) + r.num_kv_heads * r.head_dim / 2;
+  }
+  return 0;
+}
+
 cudaError_t LaunchGemvRows(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue epi,
                            bool pdl, cudaStream_t stream) {
   if (p.m != 1) return cudaErrorInvalidValue;
+  const int units = GemvRowsUnitCount(p, r, epi);
   switch (epi) {
     case GemvRowsEpilogue::kStore:
-      return Launch<GemvRowsEpilogue::kStore>(p, r, (p.n + 1) / 2, pdl, stream);
+      return Launch<GemvRowsEpilogue::kStore>(p, r, units, pdl, stream);
     case GemvRowsEpilogue::kSwiGlu:
-      return Launch<GemvRowsEpilogue::kSwiGlu>(p, r, p.n / 2, pdl, stream);
+      return Launch<GemvRowsEpilogue::kSwiGlu>(p, r, units, pdl, stream);
     case GemvRowsEpilogue::kRope:
-      return Launch<GemvRowsEpilogue::kRope>(
-          p, r, (r.num_heads + r.num_kv_heads) * (r.head_dim / 2) + r.num_kv_heads * r.head_dim / 2,
-          pdl, stream);
+      return Launch<GemvRowsEpilogue::kRope>(p, r, units, pdl, stream);
   }
   return cudaErrorInvalidValue;
 }

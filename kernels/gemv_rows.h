@@ -23,6 +23,9 @@ enum class GemvRowsEpilogue {
 // (RTGEN_ROPE_EARLY_DEPENDENTS, on unless "0"), or after it.
 bool GemvRowsRopeEarlyDependents();
 
+// The units of a launch with epilogue `epi` (gemv_rows_units.cuh: two weight rows each).
+int GemvRowsUnitCount(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue epi);
+
 // Needs GemvSupported(p) and p.m == 1 (and what the epilogue's own entry point checks).
 cudaError_t LaunchGemvRows(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue epi,
                            bool pdl, cudaStream_t stream);

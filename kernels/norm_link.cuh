@@ -34,12 +34,22 @@ __device__ __forceinline__ float NormLinkJoin(const GemvNormLink& link, int64_t 
   return h * h;
 }
 
+// A group of features' sum of squares in the slot's fixed point.
+__device__ __forceinline__ unsigned long long NormSquaresFixed(float sum_sq) {
+  return static_cast<unsigned long long>(__double2ll_rn(double{sum_sq} * kNormSumScale));
+}
+
 // Adds a group of row `row`'s features' sum of squares to the producer's slot in fixed point
-// (integer atomics: the total does not depend on the order in which groups arrive).
+// (integer atomics: the total does not depend on the order in which groups arrive, nor on how
+// groups were added together before: NormSquaresFixed values may be summed first).
+__device__ __forceinline__ void NormLinkAddFixed(const GemvNormLink& link, int row,
+                                                 unsigned long long fixed) {
+  atomicAdd(link.sum_sq + row * kNormSumRowStride, fixed);
+}
+
 __device__ __forceinline__ void NormLinkAddSquares(const GemvNormLink& link, int row,
                                                    float sum_sq) {
-  atomicAdd(link.sum_sq + row * kNormSumRowStride,
-            static_cast<unsigned long long>(__double2ll_rn(double{sum_sq} * kNormSumScale)));
+  NormLinkAddFixed(link, row, NormSquaresFixed(sum_sq));
 }
 
 }  // namespace rtgen::kernels
