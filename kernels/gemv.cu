@@ -30,6 +30,7 @@
 #include "kernels/device_utils.cuh"
 #include "kernels/gemv.h"
 #include "kernels/gemv_rows.h"
+#include "kernels/gemv_slab.h"
 #include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 #include "kernels/mma.cuh"
@@ -456,14 +457,30 @@ __global__ void __launch_bounds__(W * 32)
   }
 }
 
+GemvRowsEpilogue RowsEpilogue(Epilogue epi) {
+  return epi == Epilogue::kSwiGlu ? GemvRowsEpilogue::kSwiGlu
+         : epi == Epilogue::kRope ? GemvRowsEpilogue::kRope
+                                  : GemvRowsEpilogue::kStore;
+}
+
 // Whether `tuning` can run p with epilogue `epi`: the row-streaming kernel takes one input row
-// and no pending products; a producer link needs the plain epilogue, a rebuilt row the RoPE one
-// (GemvSupported has checked the rest of a link).
-bool TuningFits(const GemvParams& p, const GemvTuning& tuning, Epilogue epi) {
+// and no pending products, and the slab kernel what GemvSlabFits says; a producer link needs the
+// plain epilogue, a rebuilt row the RoPE one (GemvSupported has checked the rest of a link).
+bool TuningFits(const GemvParams& p, const GemvRopeParams& r, const GemvTuning& tuning,
+                Epilogue epi) {
   const bool pending = p.link.pending != nullptr || p.link.rebuild.on();
-  return (!tuning.rows || (p.m == 1 && !pending)) &&
+  return (!tuning.rows || (p.m == 1 && !pending)) && (!tuning.slab || tuning.rows) &&
+         (!tuning.slab || GemvSlabFits(p, r, RowsEpilogue(epi))) &&
          (p.link.sum_sq == nullptr || epi == Epilogue::kStore) &&
          (!p.link.rebuild.on() || epi == Epilogue::kRope);
+}
+
+// The default tuning for epilogue `epi`: GemvDefaultTuning's, without the slab kernel where it
+// does not fit that epilogue.
+GemvTuning DefaultTuningFor(const GemvParams& p, const GemvRopeParams& r, Epilogue epi) {
+  GemvTuning tuning = GemvDefaultTuning(p);
+  if (tuning.slab && !GemvSlabFits(p, r, RowsEpilogue(epi))) tuning.slab = false;
+  return tuning;
 }
 
 // Off with RTGEN_PDL=0 (every kernel, launch.h) or RTGEN_GEMV_PDL=0 (the GEMV alone).
@@ -539,10 +556,8 @@ template <Epilogue kEpi>
 cudaError_t LaunchEpilogue(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
                            cudaStream_t stream) {
   if (tuning.rows) {
-    constexpr GemvRowsEpilogue kRows = kEpi == Epilogue::kSwiGlu ? GemvRowsEpilogue::kSwiGlu
-                                       : kEpi == Epilogue::kRope ? GemvRowsEpilogue::kRope
-                                                                 : GemvRowsEpilogue::kStore;
-    return LaunchGemvRows(p, r, kRows, UsePdl(), stream);
+    return tuning.slab ? LaunchGemvSlab(p, r, RowsEpilogue(kEpi), UsePdl(), stream)
+                       : LaunchGemvRows(p, r, RowsEpilogue(kEpi), UsePdl(), stream);
   }
   return p.m > 8 ? LaunchHi<true, kEpi>(p, r, tuning, stream)
                  : LaunchHi<false, kEpi>(p, r, tuning, stream);
@@ -636,11 +651,12 @@ GemvTuning GemvDefaultTuning(const GemvParams& p) {
     }
   }
   tuning.rows = GemvStreamsRows(p);
+  tuning.slab = tuning.rows && GemvSlabByDefault(p);
   return tuning;
 }
 
 cudaError_t GemvTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
-  if (!GemvSupported(p) || !TuningFits(p, tuning, Epilogue::kStore)) {
+  if (!GemvSupported(p) || !TuningFits(p, {}, tuning, Epilogue::kStore)) {
     return cudaErrorInvalidValue;
   }
   return LaunchEpilogue<Epilogue::kStore>(p, {}, tuning, stream);
@@ -651,14 +667,14 @@ bool GemvSiluMulSupported(const GemvParams& p) {
 }
 
 cudaError_t GemvSiluMulTuned(GemvParams p, GemvTuning tuning, cudaStream_t stream) {
-  if (!GemvSiluMulSupported(p) || !TuningFits(p, tuning, Epilogue::kSwiGlu)) {
+  if (!GemvSiluMulSupported(p) || !TuningFits(p, {}, tuning, Epilogue::kSwiGlu)) {
     return cudaErrorInvalidValue;
   }
   return LaunchEpilogue<Epilogue::kSwiGlu>(p, {}, tuning, stream);
 }
 
 cudaError_t GemvSiluMul(GemvParams p, cudaStream_t stream) {
-  return GemvSiluMulTuned(p, GemvDefaultTuning(p), stream);
+  return GemvSiluMulTuned(p, DefaultTuningFor(p, {}, Epilogue::kSwiGlu), stream);
 }
 
 bool GemvRopeKvStoreSupported(const GemvParams& p, const GemvRopeParams& r) {
@@ -671,7 +687,7 @@ bool GemvRopeKvStoreSupported(const GemvParams& p, const GemvRopeParams& r) {
 
 cudaError_t GemvRopeKvStoreTuned(GemvParams p, GemvRopeParams r, GemvTuning tuning,
                                  cudaStream_t stream) {
-  if (!GemvRopeKvStoreSupported(p, r) || !TuningFits(p, tuning, Epilogue::kRope)) {
+  if (!GemvRopeKvStoreSupported(p, r) || !TuningFits(p, r, tuning, Epilogue::kRope)) {
     return cudaErrorInvalidValue;
   }
   return LaunchEpilogue<Epilogue::kRope>(p, r, tuning, stream);
@@ -682,11 +698,11 @@ bool GemvRopeReleasesEarly(const GemvParams& p) {
 }
 
 cudaError_t GemvRopeKvStore(GemvParams p, GemvRopeParams r, cudaStream_t stream) {
-  return GemvRopeKvStoreTuned(p, r, GemvDefaultTuning(p), stream);
+  return GemvRopeKvStoreTuned(p, r, DefaultTuningFor(p, r, Epilogue::kRope), stream);
 }
 
 cudaError_t Gemv(GemvParams p, cudaStream_t stream) {
-  return GemvTuned(p, GemvDefaultTuning(p), stream);
+  return GemvTuned(p, DefaultTuningFor(p, {}, Epilogue::kStore), stream);
 }
 
 }  // namespace rtgen::kernels

@@ -97,11 +97,14 @@ struct GemvParams {
 // warps, unroll and evict_first do not apply to it. Its sums are formed in another order than the
 // tensor-core kernel's, so where the default picks it a row alone (m = 1) and the same row in a
 // batch of 2-16 may differ in the last bits (the tensor-core kernel's rows do not depend on m).
+// `slab` (with rows): the same units streamed by the slab kernel (gemv_slab.h), which forms a
+// row's sum in its own order again (opt-in: GemvSlabByDefault).
 struct GemvTuning {
   int warps = 0;
   int unroll = 0;
   int evict_first = -1;
   bool rows = false;
+  bool slab = false;
 };
 
 // The largest weight (bytes) whose loads are marked evict-first by default:

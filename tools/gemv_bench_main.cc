@@ -19,7 +19,9 @@
 // default tuning), with --sweep every tuning (warps x unroll), `hopper128` and `hopper256`
 // (kernels/hopper_gemm.h with either tile width, m <= 64, where the device runs it) and
 // `hopper_tiled128` / `hopper_tiled256` (the same from weights laid out by HopperTileWeights;
-// all four printed under the row), `cublaslt` (MatmulContext with
+// all four printed under the row), `rows` and `slab` (at m = 1, the two one-row kernels of large
+// weights, kernels/gemv_rows.h and gemv_slab.h, whichever the default picks; printed under the
+// row too), `cublaslt` (MatmulContext with
 // the GEMV off and its algorithm tuned per shape, as the engine runs it; the chosen algorithm is
 // printed under the row) and `heur0` (the same with tuning off: the heuristic's first algorithm).
 // Every variant's output on the first weight copy is compared with cuBLASLt's (relative L2); a
@@ -48,6 +50,8 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
 #include "kernels/gemv.h"
+#include "kernels/gemv_rows.h"
+#include "kernels/gemv_slab.h"
 #include "kernels/hopper_gemm.h"
 #include "kernels/matmul.h"
 #include "kernels/random_fill.h"
@@ -267,6 +271,24 @@ absl::Status Run(const Options& o) {
           }
         }
       }
+      // At one row, both one-row kernels of large weights whatever the default picks: the
+      // row-streaming one (gemv_rows.h) and the slab one (gemv_slab.h).
+      for (const bool slab : {false, true}) {
+        kernels::GemvTuning tuning;
+        tuning.rows = true;
+        tuning.slab = slab;
+        const bool fits =
+            !slab || kernels::GemvSlabFits(base, {}, kernels::GemvRowsEpilogue::kStore);
+        if (m != 1 || !fits) continue;
+        variants.push_back(
+            {slab ? "slab" : "rows", [base, tuning](const __nv_bfloat16* wp, void* yp,
+                                                    cudaStream_t st) {
+               kernels::GemvParams p = base;
+               p.w = wp, p.y = yp;
+               RTGEN_CUDA_RETURN_IF_ERROR(kernels::GemvTuned(p, tuning, st));
+               return absl::OkStatus();
+             }});
+      }
       for (const int tile : {128, 256}) {
         const kernels::HopperGemmParams h{x.as<__nv_bfloat16>(), nullptr, nullptr, s.y_f32, m,
                                           s.n, s.k, false, tile};
@@ -342,7 +364,7 @@ absl::Status Run(const Options& o) {
           blas_t = t;
         } else if (v.name == "heur0") {
           heur_t = t;
-        } else if (v.name.rfind("hopper", 0) == 0) {
+        } else if (v.name.rfind("hopper", 0) == 0 || v.name == "rows" || v.name == "slab") {
           absl::StrAppend(&hopper_line, " ", v.name, " ", absl::SixDigits(t * 1e6), " us (",
                           absl::SixDigits(100.0 * bytes / t / bw), " %)");
         }

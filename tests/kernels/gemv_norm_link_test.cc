@@ -8,6 +8,7 @@
 // where the kernel cannot take them.
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -25,8 +26,9 @@ constexpr float kEps = 1e-5f;
 // A k past the rows threshold, not a whole lane group (1024 elements) at n = 4096.
 int RowsK(int n) { return SmallestRowsK(n) + 8; }
 
-// A launch the link is checked on: a weight shape and a tuning (rows: the row-streaming kernel;
-// otherwise the tensor-core kernel's warps and unroll, {0, 0}: its default).
+// A launch the link is checked on: a weight shape and a tuning (rows: the row-streaming kernel,
+// with slab the slab kernel; otherwise the tensor-core kernel's warps and unroll, {0, 0}: its
+// default).
 struct LinkCase {
   const char* name;
   int n = 0;
@@ -34,13 +36,15 @@ struct LinkCase {
   kernels::GemvTuning tuning{};
 };
 
-// The row-streaming kernel past its threshold, and the tensor-core one at SmolLM2-135M's o / down
-// shapes and at a ragged shape (a last tile of one feature, a partial last group of k) under
-// every warp count, the one-warp tile that stores from registers included.
+// The row-streaming kernel past its threshold, the slab kernel at Llama-3-8B's k, and the
+// tensor-core one at SmolLM2-135M's o / down shapes and at a ragged shape (a last tile of one
+// feature, a partial last group of k) under every warp count, the one-warp tile that stores from
+// registers included.
 std::vector<LinkCase> LinkCases(int rows_n) {
   const int ragged_n = 1001, ragged_k = 520;
   std::vector<LinkCase> cases = {
       {"rows", rows_n, RowsK(rows_n), {0, 0, -1, true}},
+      {"slab", rows_n, 4096, {0, 0, -1, true, true}},
       {"tensor cores, o shape", 576, 576, {}},
       {"tensor cores, down shape", 576, 1536, {}},
   };
@@ -51,6 +55,7 @@ std::vector<LinkCase> LinkCases(int rows_n) {
 }
 
 cudaError_t RunCase(const LinkCase& c, const kernels::GemvParams& p) {
+  if (c.tuning.slab) return kernels::GemvTuned(p, c.tuning, nullptr);
   if (c.tuning.rows || c.tuning.warps == 0) {
     // The default tuning must be the kernel the case means to cover.
     EXPECT_EQ(kernels::GemvDefaultTuning(p).rows, c.tuning.rows) << c.name;
@@ -210,17 +215,29 @@ TEST(GemvNormLinkTest, ConsumerScalesByTheSumAndZeroesThePreviousSlot) {
 }
 
 // A consumer's SwiGLU and RoPE variants: bit for bit the plain consumer (bf16 out) followed by
-// SiluMul / RopeKvStore, as without a link; on the row-streaming kernel (Llama-3-8B's heads) and
-// on the tensor-core one (SmolLM2-135M's shapes).
+// SiluMul / RopeKvStore, as without a link; on the row-streaming kernel and the slab kernel
+// (Llama-3-8B's heads) and on the tensor-core one (SmolLM2-135M's shapes).
 struct VariantCase {
   bool rows = false;
+  bool slab = false;  // with rows: the slab kernel, by its tuning (opt-in by default)
   int swiglu_n = 0, swiglu_k = 0;
   int heads = 0, kv_heads = 0, head_dim = 0, qkv_k = 0;
   int m = 1;  // input rows (each with its own sum)
 };
 
 void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
-  SCOPED_TRACE(vc.rows ? "rows" : "tensor cores");
+  SCOPED_TRACE(vc.slab ? "slab" : vc.rows ? "rows" : "tensor cores");
+  // The default tuning's kernel is the one the case covers, unless the case asks for the slab
+  // kernel: then its tuning is given.
+  const auto expect_kernel = [&vc](const kernels::GemvParams& p) {
+    const kernels::GemvTuning t = kernels::GemvDefaultTuning(p);
+    EXPECT_EQ(t.rows, vc.rows);
+    if (std::getenv("RTGEN_GEMV_SLAB") == nullptr) {
+      EXPECT_FALSE(t.slab);
+    }
+  };
+  kernels::GemvTuning slab;
+  slab.rows = slab.slab = true;
   SCOPED_TRACE(vc.m);
   const int m = vc.m;
   std::vector<unsigned long long> sums(2 * kernels::kNormSlotSize);
@@ -239,11 +256,14 @@ void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
     DeviceArray<uint16_t> d_plain(size_t{1} * m * n), d_act(size_t{1} * m * inter),
         d_fused(size_t{1} * m * inter);
     kernels::GemvParams p{ops.x.bf16(), ops.w.bf16(), d_plain.get(), false, m, n, k, consumer};
-    ASSERT_EQ(kernels::GemvDefaultTuning(p).rows, vc.rows);
-    ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
+    expect_kernel(p);
+    ASSERT_EQ(vc.slab ? kernels::GemvTuned(p, slab, nullptr) : kernels::Gemv(p, nullptr),
+              cudaSuccess);
     ASSERT_EQ(kernels::SiluMul({d_plain.bf16(), d_act.bf16(), m, inter}, nullptr), cudaSuccess);
     p.y = d_fused.get();
-    ASSERT_EQ(kernels::GemvSiluMul(p, nullptr), cudaSuccess);
+    ASSERT_EQ(vc.slab ? kernels::GemvSiluMulTuned(p, slab, nullptr)
+                      : kernels::GemvSiluMul(p, nullptr),
+              cudaSuccess);
     EXPECT_EQ(d_fused.ToHost(), d_act.ToHost());
   }
   {  // RoPE and the KV store
@@ -260,8 +280,9 @@ void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
     DeviceArray<uint16_t> fused_y(size_t{1} * m * n), fused_k(slots * kv_dim),
         fused_v(slots * kv_dim);
     kernels::GemvParams p{ops.x.bf16(), ops.w.bf16(), plain_y.get(), false, m, n, k, consumer};
-    ASSERT_EQ(kernels::GemvDefaultTuning(p).rows, vc.rows);
-    ASSERT_EQ(kernels::Gemv(p, nullptr), cudaSuccess);
+    expect_kernel(p);
+    ASSERT_EQ(vc.slab ? kernels::GemvTuned(p, slab, nullptr) : kernels::Gemv(p, nullptr),
+              cudaSuccess);
     const kernels::RopeParams rope{plain_y.bf16(), plain_y.bf16() + q_dim, n, d_pos.get(),
                                    d_freq.get(), m, heads, kv_heads, head_dim};
     const kernels::KvStoreParams store{plain_y.bf16() + q_dim, plain_y.bf16() + q_dim + kv_dim, n,
@@ -270,7 +291,9 @@ void ExpectConsumerVariantsMatch(const VariantCase& vc, std::mt19937_64& rng) {
     p.y = fused_y.get();
     const kernels::GemvRopeParams r{d_pos.get(),    d_freq.get(), d_slot.get(), fused_k.bf16(),
                                     fused_v.bf16(), heads,        kv_heads,     head_dim};
-    ASSERT_EQ(kernels::GemvRopeKvStore(p, r, nullptr), cudaSuccess);
+    ASSERT_EQ(vc.slab ? kernels::GemvRopeKvStoreTuned(p, r, slab, nullptr)
+                      : kernels::GemvRopeKvStore(p, r, nullptr),
+              cudaSuccess);
     EXPECT_EQ(fused_y.ToHost(), plain_y.ToHost());
     EXPECT_EQ(fused_k.ToHost(), plain_k.ToHost());
     EXPECT_EQ(fused_v.ToHost(), plain_v.ToHost());
@@ -282,13 +305,15 @@ TEST(GemvNormLinkTest, ConsumerVariantsMatchPlainConsumerThenElementwise) {
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
   const int llama8b_qkv = (32 + 2 * 8) * 128;
-  ExpectConsumerVariantsMatch({true, 4096, RowsK(4096), 32, 8, 128, RowsK(llama8b_qkv)}, rng);
-  ExpectConsumerVariantsMatch({false, 2 * 1536, 576, 9, 3, 64, 576}, rng);
+  ExpectConsumerVariantsMatch({true, false, 4096, RowsK(4096), 32, 8, 128, RowsK(llama8b_qkv)},
+                              rng);
+  ExpectConsumerVariantsMatch({true, true, 8192, 4096, 32, 8, 128, 4096}, rng);
+  ExpectConsumerVariantsMatch({false, false, 2 * 1536, 576, 9, 3, 64, 576}, rng);
   // Several rows, each scaled by its own sum (the tensor-core kernel): SmolLM2-135M's shapes and
   // Llama-3.2-1B's.
   for (const int m : {2, 4, 8, kernels::kGemvMaxLinkRows}) {
-    ExpectConsumerVariantsMatch({false, 2 * 1536, 576, 9, 3, 64, 576, m}, rng);
-    ExpectConsumerVariantsMatch({false, 2 * 8192, 2048, 32, 8, 64, 2048, m}, rng);
+    ExpectConsumerVariantsMatch({false, false, 2 * 1536, 576, 9, 3, 64, 576, m}, rng);
+    ExpectConsumerVariantsMatch({false, false, 2 * 8192, 2048, 32, 8, 64, 2048, m}, rng);
   }
 }
 

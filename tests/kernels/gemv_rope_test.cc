@@ -3,7 +3,7 @@
 // must match: the qkv rows (rotated q and k, plain v) and both caches, whose slots the step does
 // not name must keep their poison; padding rows (slot -1) write no cache slot. Shapes: the three
 // Llama shapes the engine runs, tiny heads (head_dim 8) and head_dim 256, every batch row count
-// of the GEMV, several launch shapes.
+// of the GEMV, several launch shapes (the two one-row kernels of large weights among them).
 
 #include <algorithm>
 #include <numeric>
@@ -57,11 +57,13 @@ TEST_P(GemvRopeTest, MatchesGemvThenRopeKvStoreBitForBit) {
     DeviceArray<int32_t> d_pos(pos), d_slots(slots);
     for (const kernels::GemvTuning t :
          {kernels::GemvTuning{0, 0}, kernels::GemvTuning{1, 2}, kernels::GemvTuning{2, 4},
-          kernels::GemvTuning{8, 8}, kernels::GemvTuning{0, 0, -1, true}}) {
-      if (t.rows && m != 1) continue;  // the row-streaming kernel takes one input row
+          kernels::GemvTuning{8, 8}, kernels::GemvTuning{0, 0, -1, true},
+          kernels::GemvTuning{0, 0, -1, true, true}}) {
+      if (t.rows && m != 1) continue;  // the one-row kernels take one input row
+      if (t.slab && s.k % 1024 != 0) continue;  // the slab kernel's warps read 1024-element spans
       SCOPED_TRACE(::testing::Message() << "m=" << m << " slot0=" << slots[0]
                                         << " warps=" << t.warps << " unroll=" << t.unroll
-                                        << " rows=" << t.rows);
+                                        << " rows=" << t.rows << " slab=" << t.slab);
       const kernels::GemvTuning launch = t.warps == 0 && !t.rows
           ? kernels::GemvDefaultTuning({d_x.bf16(), d_w.bf16(), nullptr, false, m, n, s.k})
           : t;

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -231,62 +232,80 @@ TEST(GemvTest, EvictFirstLoadsChangeNoBit) {
   }
 }
 
-// The row-streaming kernel (GemvTuning::rows, one input row) against the fp64 reference at tile
-// and group edges (odd n: a last unit with one stored row; k not a multiple of the 1024 elements
-// a lane group covers per round), bf16 and fp32 output, nothing written past y; its SwiGLU variant
-// bit for bit the plain one followed by SiluMul; the default tuning picks it for large weights
-// with many features only.
-TEST(GemvTest, RowStreamingKernelMatchesReference) {
+// The one-row kernels of large weights (GemvTuning::rows: the row-streaming kernel; with slab,
+// the slab kernel) against the fp64 reference at tile and group edges: odd n (a last unit with
+// one stored row), k not a multiple of the 1024 elements a lane group covers per round (rows),
+// slabs of one unit to dozens a block, and x past the 48 KiB of shared memory a launch gets
+// without asking (k = 32768) (slab); bf16 and fp32
+// output, nothing written past y; the SwiGLU variant bit for bit the plain one followed by
+// SiluMul; the default tuning picks rows for large weights with many features only, and not the
+// slab kernel (opt-in).
+TEST(GemvTest, OneRowKernelsMatchReference) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
+  const std::vector<GemvCase> rows_cases = {GemvCase{1, 8}, GemvCase{7, 40}, GemvCase{130, 520},
+                                            GemvCase{1001, 4104}, GemvCase{64, 14344}};
+  const std::vector<GemvCase> slab_cases = {GemvCase{1, 1024}, GemvCase{7, 2048},
+                                            GemvCase{1001, 4096}, GemvCase{64, 14336},
+                                            GemvCase{20001, 1024}, GemvCase{3, 32768}};
+  for (const bool slab : {false, true}) {
+    SCOPED_TRACE(slab ? "slab kernel" : "row-streaming kernel");
+    kernels::GemvTuning rows;
+    rows.rows = true;
+    rows.slab = slab;
+    for (const GemvCase c : slab ? slab_cases : rows_cases) {
+      SCOPED_TRACE(::testing::Message() << "n=" << c.n << " k=" << c.k);
+      const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * c.k, 1.0f, rng));
+      const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * c.n * c.k, 0.05f, rng));
+      DeviceArray<uint16_t> d_x(x), d_w(w);
+      const std::vector<double> want = MatmulReference(x, w, 1, c.n, c.k);
+      for (const bool f32 : {false, true}) {
+        SCOPED_TRACE(f32 ? "fp32 out" : "bf16 out");
+        DeviceArray<float> d_yf(c.n + kGuard);
+        DeviceArray<uint16_t> d_yb(c.n + kGuard);
+        void* y = f32 ? static_cast<void*>(d_yf.get()) : static_cast<void*>(d_yb.get());
+        ASSERT_EQ(kernels::GemvTuned({d_x.bf16(), d_w.bf16(), y, f32, 1, c.n, c.k}, rows, nullptr),
+                  cudaSuccess);
+        std::vector<float> out;
+        if (f32) {
+          const std::vector<float> all = d_yf.ToHost();
+          for (size_t i = c.n; i < all.size(); ++i) ASSERT_TRUE(std::isnan(all[i])) << i;
+          out.assign(all.begin(), all.begin() + c.n);
+        } else {
+          const std::vector<uint16_t> all = d_yb.ToHost();
+          for (size_t i = c.n; i < all.size(); ++i) ASSERT_EQ(all[i], 0xffff) << i;
+          out = FromBf16(std::vector<uint16_t>(all.begin(), all.begin() + c.n));
+        }
+        EXPECT_LE(RelL2(out, want), f32 ? 1e-4 : 1e-2);
+      }
+      if (c.n % 2 != 0) continue;
+      // SwiGLU: [gate; up] = the n rows, act = silu(gate) * up over n / 2 features.
+      const int inter = c.n / 2;
+      DeviceArray<uint16_t> d_plain(c.n), d_act(inter), d_fused(inter + kGuard);
+      ASSERT_EQ(kernels::GemvTuned({d_x.bf16(), d_w.bf16(), d_plain.get(), false, 1, c.n, c.k},
+                                   rows, nullptr),
+                cudaSuccess);
+      ASSERT_EQ(kernels::SiluMul({d_plain.bf16(), d_act.bf16(), 1, inter}, nullptr), cudaSuccess);
+      ASSERT_EQ(kernels::GemvSiluMulTuned({d_x.bf16(), d_w.bf16(), d_fused.get(), false, 1, c.n,
+                                           c.k},
+                                          rows, nullptr),
+                cudaSuccess);
+      const std::vector<uint16_t> fused = d_fused.ToHost();
+      EXPECT_EQ(std::vector<uint16_t>(fused.begin(), fused.begin() + inter), d_act.ToHost());
+      for (size_t i = inter; i < fused.size(); ++i) ASSERT_EQ(fused[i], 0xffff) << i;
+    }
+  }
+  // Two input rows are refused, and the slab kernel refuses a k it cannot split into its warps'
+  // 1024-element spans; the default takes rows only for one row of a large weight.
+  DeviceArray<uint16_t> buf(4096);
   kernels::GemvTuning rows;
   rows.rows = true;
-  for (const GemvCase c : {GemvCase{1, 8}, GemvCase{7, 40}, GemvCase{130, 520},
-                           GemvCase{1001, 4104}, GemvCase{64, 14344}}) {
-    SCOPED_TRACE(::testing::Message() << "n=" << c.n << " k=" << c.k);
-    const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * c.k, 1.0f, rng));
-    const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * c.n * c.k, 0.05f, rng));
-    DeviceArray<uint16_t> d_x(x), d_w(w);
-    const std::vector<double> want = MatmulReference(x, w, 1, c.n, c.k);
-    for (const bool f32 : {false, true}) {
-      SCOPED_TRACE(f32 ? "fp32 out" : "bf16 out");
-      DeviceArray<float> d_yf(c.n + kGuard);
-      DeviceArray<uint16_t> d_yb(c.n + kGuard);
-      void* y = f32 ? static_cast<void*>(d_yf.get()) : static_cast<void*>(d_yb.get());
-      ASSERT_EQ(kernels::GemvTuned({d_x.bf16(), d_w.bf16(), y, f32, 1, c.n, c.k}, rows, nullptr),
-                cudaSuccess);
-      std::vector<float> out;
-      if (f32) {
-        const std::vector<float> all = d_yf.ToHost();
-        for (size_t i = c.n; i < all.size(); ++i) ASSERT_TRUE(std::isnan(all[i])) << i;
-        out.assign(all.begin(), all.begin() + c.n);
-      } else {
-        const std::vector<uint16_t> all = d_yb.ToHost();
-        for (size_t i = c.n; i < all.size(); ++i) ASSERT_EQ(all[i], 0xffff) << i;
-        out = FromBf16(std::vector<uint16_t>(all.begin(), all.begin() + c.n));
-      }
-      EXPECT_LE(RelL2(out, want), f32 ? 1e-4 : 1e-2);
-    }
-    if (c.n % 2 != 0) continue;
-    // SwiGLU: [gate; up] = the n rows, act = silu(gate) * up over n / 2 features.
-    const int inter = c.n / 2;
-    DeviceArray<uint16_t> d_plain(c.n), d_act(inter), d_fused(inter + kGuard);
-    ASSERT_EQ(kernels::GemvTuned({d_x.bf16(), d_w.bf16(), d_plain.get(), false, 1, c.n, c.k},
-                                 rows, nullptr),
-              cudaSuccess);
-    ASSERT_EQ(kernels::SiluMul({d_plain.bf16(), d_act.bf16(), 1, inter}, nullptr), cudaSuccess);
-    ASSERT_EQ(kernels::GemvSiluMulTuned({d_x.bf16(), d_w.bf16(), d_fused.get(), false, 1, c.n,
-                                         c.k},
-                                        rows, nullptr),
-              cudaSuccess);
-    const std::vector<uint16_t> fused = d_fused.ToHost();
-    EXPECT_EQ(std::vector<uint16_t>(fused.begin(), fused.begin() + inter), d_act.ToHost());
-    for (size_t i = inter; i < fused.size(); ++i) ASSERT_EQ(fused[i], 0xffff) << i;
-  }
-  // Two input rows are refused; the default takes rows only for one row of a large weight.
-  DeviceArray<uint16_t> buf(4096);
   EXPECT_EQ(kernels::GemvTuned({buf.bf16(), buf.bf16(), buf.get(), false, 2, 8, 64}, rows,
+                               nullptr),
+            cudaErrorInvalidValue);
+  rows.slab = true;
+  EXPECT_EQ(kernels::GemvTuned({buf.bf16(), buf.bf16(), buf.get(), false, 1, 2, 1032}, rows,
                                nullptr),
             cudaErrorInvalidValue);
   const int64_t big = kernels::GemvRowsMinBytes();
@@ -299,6 +318,13 @@ TEST(GemvTest, RowStreamingKernelMatchesReference) {
     // Fewer features, as many bytes: the tensor-core kernel.
     EXPECT_FALSE(
         kernels::GemvDefaultTuning({nullptr, nullptr, nullptr, false, 1, n / 2, 2 * k}).rows);
+  }
+  if (std::getenv("RTGEN_GEMV_SLAB") == nullptr && big <= int64_t{4096} * 4096 * 2) {
+    // The slab kernel is opt-in: Llama-3-8B's o projection (k = 4096) streams by rows.
+    const kernels::GemvTuning o =
+        kernels::GemvDefaultTuning({nullptr, nullptr, nullptr, false, 1, 4096, 4096});
+    EXPECT_TRUE(o.rows);
+    EXPECT_FALSE(o.slab);
   }
 }
 
