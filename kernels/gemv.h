@@ -117,7 +117,8 @@ int64_t GemvEvictFirstMaxBytes();
 // The smallest weight (bytes) the default tuning streams by rows at m = 1 (with at least 4096
 // output features): RTGEN_GEMV_ROWS_MIN_MB (0 = never), default 24 MiB. Read once per process.
 int64_t GemvRowsMinBytes();
-// True when the default tuning of `p` is the row-streaming kernel (GemvDefaultTuning().rows).
+// True when the default tuning of `p` is a one-row kernel of large weights
+// (GemvDefaultTuning().rows: the row-streaming kernel, or the slab kernel where opted in).
 bool GemvStreamsRows(const GemvParams& p);
 
 // True when `p`'s shape and alignment suit the kernel. With a norm link (either side), also that

@@ -229,11 +229,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 template <GemvRowsEpilogue kEpi, int T, int B>
 cudaError_t LaunchShape(const GemvParams& p, const GemvRopeParams& r, bool pdl,
                         cudaStream_t stream) {
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(GemvSlabKernel<kEpi, T, B>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           static_cast<int>(kMaxSmemBytes));
-  if (attr != cudaSuccess) return attr;
   const SlabPlan plan = PlanSlab(p, r, kEpi);
+  // Past the 48 KiB a launch gets without asking (k > ~24K): raised per call, since the limit
+  // is a setting of the current device.
+  constexpr size_t kDefaultSmemBytes = 48 * 1024;
+  if (plan.smem > kDefaultSmemBytes) {
+    const cudaError_t attr = cudaFuncSetAttribute(GemvSlabKernel<kEpi, T, B>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  static_cast<int>(kMaxSmemBytes));
+    if (attr != cudaSuccess) return attr;
+  }
   return LaunchKernelPdlIf(pdl, GemvSlabKernel<kEpi, T, B>, dim3(plan.blocks), dim3(T),
                            plan.smem, stream, p, r, plan.units, plan.units_per_block,
                            GemvRowsRopeEarlyDependents());

@@ -235,8 +235,9 @@ TEST(GemvTest, EvictFirstLoadsChangeNoBit) {
 // The one-row kernels of large weights (GemvTuning::rows: the row-streaming kernel; with slab,
 // the slab kernel) against the fp64 reference at tile and group edges: odd n (a last unit with
 // one stored row), k not a multiple of the 1024 elements a lane group covers per round (rows),
-// slabs of one unit to dozens a block, and x past the 48 KiB of shared memory a launch gets
-// without asking (k = 32768) (slab); bf16 and fp32
+// slabs of one unit to dozens a block (SwiGLU's gate rows then up rows over 16 units a block at
+// n = 8192), and x past the 48 KiB of shared memory a launch gets without asking (k = 32768)
+// (slab); bf16 and fp32
 // output, nothing written past y; the SwiGLU variant bit for bit the plain one followed by
 // SiluMul; the default tuning picks rows for large weights with many features only, and not the
 // slab kernel (opt-in).
@@ -248,7 +249,8 @@ TEST(GemvTest, OneRowKernelsMatchReference) {
                                             GemvCase{1001, 4104}, GemvCase{64, 14344}};
   const std::vector<GemvCase> slab_cases = {GemvCase{1, 1024}, GemvCase{7, 2048},
                                             GemvCase{1001, 4096}, GemvCase{64, 14336},
-                                            GemvCase{20001, 1024}, GemvCase{3, 32768}};
+                                            GemvCase{20001, 1024}, GemvCase{8192, 1024},
+                                            GemvCase{3, 32768}};
   for (const bool slab : {false, true}) {
     SCOPED_TRACE(slab ? "slab kernel" : "row-streaming kernel");
     kernels::GemvTuning rows;

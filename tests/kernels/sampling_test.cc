@@ -521,5 +521,47 @@ TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
   }
 }
 
+
+// A sampled row's logits are scaled as the CPU sampler scales them (times 1 / t rounded to
+// fp32, not divided by t): two logits that the CPU's scaling ties but division would not tie
+// must come back in the CPU's top-n order, the lower id first (divided, the higher id's larger
+// quotient would lead).
+TEST(SamplingTest, TemperatureScalesAsTheCpuSampler) {
+  const float t = 1.3f;
+  const float inv_t = 1.0f / t;
+  float x = 0.0f, y = 0.0f;  // adjacent floats: x * inv_t == y * inv_t, x / t < y / t
+  for (float v = 12.0f; v < 16.0f && y == 0.0f; v = std::nextafter(v, 32.0f)) {
+    const float w = std::nextafter(v, 32.0f);
+    if (v * inv_t == w * inv_t && v / t != w / t) x = v, y = w;
+  }
+  ASSERT_GT(y, x) << "no such pair in [12, 16)";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int vocab = 64, low = 10, high = 20;
+  std::vector<float> logits = RandomNormal(vocab, 1.0f, rng);
+  logits[low] = x;
+  logits[high] = y;
+  kernels::SampleRowParams row;
+  row.temperature = t;
+  row.seed = rng();
+  row.top_logprobs = 2;
+  std::vector<int32_t> tokens;
+  std::vector<float> logprobs;
+  std::vector<kernels::SampleTopEntry> top;
+  SampleOnDevice(logits, vocab, {row}, 1, &tokens, &logprobs, nullptr, nullptr, &top);
+  SamplingParams host;
+  host.temperature = t;
+  host.logprobs = 2;
+  const SampledToken cpu = SampleToken(logits, host, {}, {}, row.seed);
+  ASSERT_EQ(cpu.top.size(), 2u);
+  EXPECT_EQ(cpu.top[0].token_id, low);
+  EXPECT_EQ(cpu.top[1].token_id, high);
+  EXPECT_EQ(top[0].token, low);
+  EXPECT_EQ(top[1].token, high);
+  EXPECT_EQ(top[0].logprob, top[1].logprob);  // the same scaled logit
+  EXPECT_EQ(tokens[0], cpu.token_id);
+}
+
 }  // namespace
 }  // namespace rtgen::testing_gpu
