@@ -25,25 +25,9 @@ constexpr int kUnroll = 4;           // 16-byte loads in flight per thread
 constexpr int kSpan = 32 * kUnroll;  // chunks of one row a warp reads per step
 constexpr size_t kMaxSmemBytes = 100 * 1024;  // per block: x, then the spans' sums
 
-// The launch shape: threads per block and blocks per SM, both of 64 registers a thread at most
-// (2 x 512: the whole register file). RTGEN_GEMV_SLAB_SHAPE=TxB for A/B (256x2, 256x4, 512x1;
-// default 512x2).
-struct SlabShape {
-  int threads = 512;
-  int blocks_per_sm = 2;
-};
-
-SlabShape Shape() {
-  static const SlabShape shape = [] {
-    const char* v = EnvValue("RTGEN_GEMV_SLAB_SHAPE", "512x2");
-    SlabShape s;
-    if (std::strcmp(v, "256x2") == 0) s = {256, 2};
-    if (std::strcmp(v, "256x4") == 0) s = {256, 4};
-    if (std::strcmp(v, "512x1") == 0) s = {512, 1};
-    return s;
-  }();
-  return shape;
-}
+constexpr int kThreads = 512;
+constexpr int kBlocksPerSm = 2;  // 2 x 512 threads at <= 64 registers: the whole register file
+constexpr int kStep = kThreads * kUnroll;  // chunks of a block's slab per step
 
 int NumSms() {
   static const int sms = [] {
@@ -67,7 +51,7 @@ struct SlabPlan {
 SlabPlan PlanSlab(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue epi) {
   SlabPlan plan;
   plan.units = GemvRowsUnitCount(p, r, epi);
-  const int most = Shape().blocks_per_sm * NumSms();
+  const int most = kBlocksPerSm * NumSms();
   if (plan.units <= 0 || most <= 0) return plan;
   plan.units_per_block = (plan.units + most - 1) / most;
   plan.blocks = (plan.units + plan.units_per_block - 1) / plan.units_per_block;
@@ -98,27 +82,10 @@ __device__ __forceinline__ int2 SlabPositions(int i, int nb) {
   }
 }
 
-// The block's sum of the threads' fixed-point squares (a norm producer's), added to the slot by
-// one atomic (every thread calls it).
-template <int T>
-__device__ __forceinline__ void AddBlockSquares(const GemvNormLink& link,
-                                                unsigned long long squares) {
-  __shared__ unsigned long long warp_squares[T / 32];
-  for (int o = 16; o > 0; o >>= 1) squares += __shfl_xor_sync(kFullMask, squares, o);
-  if ((threadIdx.x & 31) == 0) warp_squares[threadIdx.x >> 5] = squares;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long total = 0;
-    for (int w = 0; w < T / 32; ++w) total += warp_squares[w];
-    NormLinkAddFixed(link, 0, total);
-  }
-}
-
-template <GemvRowsEpilogue kEpi, int kThreads, int kBlocksPerSm>
+template <GemvRowsEpilogue kEpi>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     GemvSlabKernel(GemvParams p, GemvRopeParams r, int units, int units_per_block,
                    bool early_dependents) {
-  constexpr int kStep = kThreads * kUnroll;
   RTGEN_TRACE_KERNEL(kGemvRows);  // traced under the row-streaming kernel's tag
   constexpr bool kRope = kEpi == GemvRowsEpilogue::kRope;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -216,7 +183,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
       }
       squares = NormSquaresFixed(sq);
     }
-    AddBlockSquares<kThreads>(link, squares);
+    __shared__ unsigned long long scratch[32];
+    squares = BlockSum(squares, scratch);  // integers: exact in any order
+    if (threadIdx.x == 0) NormLinkAddFixed(link, 0, squares);
     return;
   }
   for (int i = threadIdx.x; i < nb; i += kThreads) {
@@ -226,33 +195,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
   }
 }
 
-template <GemvRowsEpilogue kEpi, int T, int B>
-cudaError_t LaunchShape(const GemvParams& p, const GemvRopeParams& r, bool pdl,
-                        cudaStream_t stream) {
+template <GemvRowsEpilogue kEpi>
+cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, bool pdl, cudaStream_t stream) {
   const SlabPlan plan = PlanSlab(p, r, kEpi);
   // Past the 48 KiB a launch gets without asking (k > ~24K): raised per call, since the limit
   // is a setting of the current device.
   constexpr size_t kDefaultSmemBytes = 48 * 1024;
   if (plan.smem > kDefaultSmemBytes) {
-    const cudaError_t attr = cudaFuncSetAttribute(GemvSlabKernel<kEpi, T, B>,
-                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                  static_cast<int>(kMaxSmemBytes));
+    const cudaError_t attr =
+        cudaFuncSetAttribute(GemvSlabKernel<kEpi>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(kMaxSmemBytes));
     if (attr != cudaSuccess) return attr;
   }
-  return LaunchKernelPdlIf(pdl, GemvSlabKernel<kEpi, T, B>, dim3(plan.blocks), dim3(T),
+  return LaunchKernelPdlIf(pdl, GemvSlabKernel<kEpi>, dim3(plan.blocks), dim3(kThreads),
                            plan.smem, stream, p, r, plan.units, plan.units_per_block,
                            GemvRowsRopeEarlyDependents());
-}
-
-template <GemvRowsEpilogue kEpi>
-cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, bool pdl, cudaStream_t stream) {
-  const SlabShape shape = Shape();
-  if (shape.threads == 256) {
-    return shape.blocks_per_sm == 4 ? LaunchShape<kEpi, 256, 4>(p, r, pdl, stream)
-                                    : LaunchShape<kEpi, 256, 2>(p, r, pdl, stream);
-  }
-  return shape.blocks_per_sm == 1 ? LaunchShape<kEpi, 512, 1>(p, r, pdl, stream)
-                                  : LaunchShape<kEpi, 512, 2>(p, r, pdl, stream);
 }
 
 }  // namespace
@@ -267,7 +224,7 @@ bool GemvSlabFits(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue
   // a block has <= threads units.
   const bool one_unit_a_thread = epi == GemvRowsEpilogue::kRope || p.link.sum_sq != nullptr;
   return plan.blocks > 0 && plan.smem <= kMaxSmemBytes &&
-         (!one_unit_a_thread || plan.units_per_block <= Shape().threads);
+         (!one_unit_a_thread || plan.units_per_block <= kThreads);
 }
 
 bool GemvSlabByDefault(const GemvParams& p) {

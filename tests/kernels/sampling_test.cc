@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <span>
 
 #include "engine/pending_token.h"
 #include "engine/sampling/sampler.h"
@@ -37,6 +38,32 @@ TEST(SamplingTest, CounterUniformMatchesHostBitForBit) {
 struct PenaltyInputs {
   std::vector<kernels::SamplePenaltyEntry> entries;
   std::vector<int32_t> resolved;
+};
+
+// A launch's PenaltyInputs built as the backend builds them (kernels::PenaltyEntryBuilder), with
+// room for `per_row` entries a row and every row's resolved id 0 until set.
+class PenaltyInputsBuilder {
+ public:
+  PenaltyInputsBuilder(int rows, int per_row, int vocab) : builder_(vocab) {
+    inputs_.resolved.assign(rows, 0);
+    inputs_.entries.resize(size_t{1} * rows * per_row);
+  }
+  absl::Status Append(const SamplingParams& h, std::span<const int32_t> prompt,
+                      std::span<const int32_t> output, int32_t pending_row,
+                      kernels::SampleRowParams* p) {
+    return builder_.Append(h, prompt, output, pending_row, inputs_.entries, &used_, p);
+  }
+  void SetResolved(int row, int32_t id) { inputs_.resolved[row] = id; }
+  // The inputs, the entries cut to those appended.
+  PenaltyInputs Finish() {
+    inputs_.entries.resize(used_);
+    return inputs_;
+  }
+
+ private:
+  kernels::PenaltyEntryBuilder builder_;
+  PenaltyInputs inputs_;
+  int32_t used_ = 0;
 };
 
 constexpr kernels::SampleTopEntry kUnwritten{-7, 42.0f};
@@ -272,11 +299,7 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
     std::vector<kernels::SampleRowParams> params(rows);
     std::vector<SamplingParams> host_params(rows);
     std::vector<std::vector<int32_t>> prompts(rows), outputs(rows);  // outputs as the CPU sees
-    PenaltyInputs pen;
-    pen.resolved.assign(rows, 0);
-    pen.entries.resize(size_t{1} * rows * 400);
-    int32_t used = 0;
-    kernels::PenaltyEntryBuilder builder(vocab);
+    PenaltyInputsBuilder penalties(rows, 400, vocab);
     for (int r = 0; r < rows; ++r) {
       const PenaltyConfig& c = configs[r / rows_per_config];
       SamplingParams& h = host_params[r];
@@ -301,7 +324,7 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
         }
         const bool seen = r % 3 == 2 && !seen_ids.empty();
         const int32_t value = seen ? seen_ids[rng() % seen_ids.size()] : vocab - 1 - r % 7;
-        pen.resolved[r] = value;
+        penalties.SetResolved(r, value);
         pending_row = r;
         outputs[r].push_back(value);
         device_output.push_back(PendingToken(0));
@@ -311,8 +334,7 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
       p.top_p = c.top_p;
       p.seed = rng();
       p.counter = outputs[r].size();
-      ASSERT_TRUE(builder.Append(h, prompts[r], device_output, pending_row, pen.entries, &used, &p)
-                      .ok());
+      ASSERT_TRUE(penalties.Append(h, prompts[r], device_output, pending_row, &p).ok());
       // Lift two seen tokens to the top (penalties now decide between them and the rest).
       float* row = logits.data() + size_t{1} * r * vocab;
       const float top = *std::max_element(row, row + vocab);
@@ -328,7 +350,7 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
         row[seen[rng() % seen.size()]] = -top - 0.5f;  // a negative one: l * penalty
       }
     }
-    pen.entries.resize(used);
+    const PenaltyInputs pen = penalties.Finish();
     for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
       SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
       std::vector<int32_t> tokens, again;
@@ -436,11 +458,7 @@ TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
     std::vector<kernels::SampleRowParams> params(rows);
     std::vector<SamplingParams> host_params(rows);
     std::vector<std::vector<int32_t>> prompts(rows);
-    PenaltyInputs pen;
-    pen.resolved.assign(rows, 0);
-    pen.entries.resize(size_t{1} * rows * 64);
-    int32_t used = 0;
-    kernels::PenaltyEntryBuilder builder(vocab);
+    PenaltyInputsBuilder penalties(rows, 64, vocab);
     for (int r = 0; r < rows; ++r) {
       SamplingParams& h = host_params[r];
       const int kind = r % 4;  // greedy, sampled, sampled with top-k, greedy with penalties
@@ -472,10 +490,10 @@ TEST(SamplingTest, TopLogprobsMatchCpuSampler) {
         for (int i = 0; i < 40; ++i) prompts[r].push_back(static_cast<int32_t>(rng() % vocab));
         // One prompt token lifted to the top: the penalty moves it down the list.
         row[prompts[r][0]] = *std::max_element(row, row + vocab) + 0.25f;
-        ASSERT_TRUE(builder.Append(h, prompts[r], {}, -1, pen.entries, &used, &p).ok());
+        ASSERT_TRUE(penalties.Append(h, prompts[r], {}, -1, &p).ok());
       }
     }
-    pen.entries.resize(used);
+    const PenaltyInputs pen = penalties.Finish();
     ASSERT_EQ(host_params[kDefeatRow].logprobs, kernels::kMaxTopLogprobs);
     ASSERT_EQ(host_params[13].logprobs, kernels::kMaxTopLogprobs);
     ASSERT_EQ(host_params[15].logprobs, kernels::kMaxTopLogprobs);
