@@ -60,7 +60,7 @@ __device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
 // p.prefetch_kv; kRope: p.rope.on() (never with kPrefetch): q rotated as it is loaded, and the
 // newest key rotated, stored to the caches and put in its tile's row by this kernel.
 template <int kD, int kWarps, int kStages, bool kPrefetch, bool kRope>
-__global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
+__global__ void __launch_bounds__(32 * kWarps, kWarps <= 12 ? 12 / kWarps : 1)
     DecodeAttentionMmaKernel(DecodeAttentionParams p) {
   RTGEN_TRACE_KERNEL(kDecodeAttentionMma);
   static_assert(!(kPrefetch && kRope));
@@ -375,13 +375,25 @@ __global__ void __launch_bounds__(32 * kWarps, 12 / kWarps)
   MergeIfLast<kThreads, kRows>(p, seq, head0, group, kD, role);
 }
 
-// RTGEN_DECODE_MMA_WARPS=2, 4 or 8 fixes the warps per block (A/B); 0 when unset.
+// RTGEN_DECODE_MMA_WARPS=2, 4, 8 or 16 fixes the warps per block (A/B; 16 at head_dim 64 only,
+// 8 at 128); 0 when unset.
 int ForcedWarps() {
   static const int forced = [] {
     const int w = std::atoi(EnvValue("RTGEN_DECODE_MMA_WARPS"));
-    return w == 2 || w == 4 || w == 8 ? w : 0;
+    return w == 2 || w == 4 || w == 8 || w == 16 ? w : 0;
   }();
   return forced;
+}
+
+// Blocks of 16 warps (256-key tiles) exist at head_dim 64: at 128 two stages of their tiles
+// (256 KB) do not fit an SM's shared memory.
+template <int kD>
+constexpr bool kHasSixteen = kD == 64;
+
+// RTGEN_DECODE_MMA_SIXTEEN=0: at most 8 warps a block unless RTGEN_DECODE_MMA_WARPS=16 (A/B).
+bool SixteenWarps() {
+  static const bool on = EnvOnUnlessZero("RTGEN_DECODE_MMA_SIXTEEN");
+  return on;
 }
 
 constexpr int kMaxCachedDevices = 16;
@@ -407,9 +419,11 @@ cudaError_t OptIn(int* per_sm) {
   return cudaSuccess;
 }
 
-// How many blocks of the 8- and of the 4-warp kernel and of the 2-warp kernel with three stages
-// the whole GPU holds at once (eight: 0 where the 8-warp kernel does not fit).
+// How many blocks of the 16-, 8- and 4-warp kernels and of the 2-warp kernel with three stages
+// the whole GPU holds at once (sixteen, eight: 0 where that kernel does not fit or, for sixteen,
+// does not exist or is switched off).
 struct Capacity {
+  int64_t sixteen = 0;
   int64_t eight = 0;
   int64_t four = 0;
   int64_t two_deep = 0;
@@ -420,21 +434,31 @@ struct Capacity {
 template <int kD>
 cudaError_t Prepare(Capacity* capacity) {
   // 0: not prepared yet
-  static std::atomic<int64_t> cached_eight[kMaxCachedDevices], cached_four[kMaxCachedDevices],
-      cached_two_deep[kMaxCachedDevices];
+  static std::atomic<int64_t> cached_sixteen[kMaxCachedDevices], cached_eight[kMaxCachedDevices],
+      cached_four[kMaxCachedDevices], cached_two_deep[kMaxCachedDevices];
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   if (device < kMaxCachedDevices) {
     capacity->four = cached_four[device].load(std::memory_order_acquire);
+    capacity->sixteen = cached_sixteen[device].load(std::memory_order_relaxed);
     capacity->eight = cached_eight[device].load(std::memory_order_relaxed);
     capacity->two_deep = cached_two_deep[device].load(std::memory_order_relaxed);
     if (capacity->four > 0) return cudaSuccess;
   }
   // two_per_sm is not used: the 2-warp, 2-stage kernel is the fallback whatever its capacity
   // (OptIn still sets its shared memory).
-  int eight_per_sm = 0, four_per_sm = 0, two_per_sm = 0, two_deep_per_sm = 0, sms = 0;
-  // A device without the shared memory of an 8-warp block (~136 KB at head_dim 128) runs 4 or 2.
+  int sixteen_per_sm = 0, eight_per_sm = 0, four_per_sm = 0, two_per_sm = 0, two_deep_per_sm = 0,
+      sms = 0;
+  // A device without the shared memory of an 8-warp block (~136 KB at head_dim 128) runs 4 or 2;
+  // one without a 16-warp block's (~130 KB at head_dim 64), 8 or fewer.
+  if constexpr (kHasSixteen<kD>) {
+    if (OptIn<kD, 16, 2>(&sixteen_per_sm) != cudaSuccess) {
+      sixteen_per_sm = 0;
+      (void)cudaGetLastError();
+    }
+    if (!SixteenWarps()) sixteen_per_sm = 0;  // opted in still: RTGEN_DECODE_MMA_WARPS=16
+  }
   if (OptIn<kD, 8, 2>(&eight_per_sm) != cudaSuccess) {
     eight_per_sm = 0;
     (void)cudaGetLastError();  // not sticky: clear it so no later check reports it
@@ -446,10 +470,12 @@ cudaError_t Prepare(Capacity* capacity) {
           cudaSuccess) {
     return err;
   }
+  capacity->sixteen = int64_t{sixteen_per_sm} * sms;
   capacity->eight = int64_t{eight_per_sm} * sms;
   capacity->four = int64_t{four_per_sm} * sms;
   capacity->two_deep = int64_t{two_deep_per_sm} * sms;
   if (device < kMaxCachedDevices) {
+    cached_sixteen[device].store(capacity->sixteen, std::memory_order_relaxed);
     cached_eight[device].store(capacity->eight, std::memory_order_relaxed);
     cached_two_deep[device].store(capacity->two_deep, std::memory_order_relaxed);
     cached_four[device].store(capacity->four, std::memory_order_release);  // published last
@@ -468,12 +494,18 @@ cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
 }
 
 // The most warps (the longest key tile: fewer tiles per sequence, one after another in a block)
-// with which every block of the grid is resident at once: eight (128-key tiles), four (64), else
-// two (32 keys, more blocks per SM than four: one wave instead of two). Measured on the H200 at
-// context ~190 (two stages): Llama-3-8B shape (head_dim 128, 3 blocks of 4 warps per SM) batch 32
-// 5.09 ms with 4 warps vs 5.24 with 2, batch 64 5.59 vs 5.42. Eight against four (session 12,
-// graph TPOT ms at batch 1): SmolLM2-135M 0.50 vs 0.52, Llama-3.2-1B 0.846 vs 0.87, Llama-3-8B
-// 4.08 vs 4.18 at context ~190; 0.64 vs 0.71, 0.93 vs 0.98, 4.23 vs 4.41 at context ~2030.
+// with which every block of the grid is resident at once: sixteen at head_dim 64 (256-key tiles),
+// eight (128), four (64), else two (32 keys, more blocks per SM than four: one wave instead of
+// two). Sixteen against eight (session 38, graph TPOT ms, two rounds): level where the qkv GEMV
+// releases attention after its main loop (SmolLM2-135M b1 0.440 / 0.441 vs 0.440 / 0.440,
+// Llama-3.2-1B b1 0.842 / 0.840 vs 0.836 / 0.836); ahead where it releases it early and the tiles
+// are copied before the wait (1B b1 0.797 / 0.798 vs 0.827 / 0.811, b4 0.910 / 0.910 vs 0.945 /
+// 0.927, b8 0.934 / 0.931 vs 0.969 / 0.950), as it now does there (gemv.cu TcRopeReleasesEarly).
+// Measured on the H200 at context ~190 (two stages): Llama-3-8B shape (head_dim 128, 3 blocks of
+// 4 warps per SM) batch 32 5.09 ms with 4 warps vs 5.24 with 2, batch 64 5.59 vs 5.42. Eight
+// against four (session 12, graph TPOT ms at batch 1): SmolLM2-135M 0.50 vs 0.52, Llama-3.2-1B
+// 0.846 vs 0.87, Llama-3-8B 4.08 vs 4.18 at context ~190; 0.64 vs 0.71, 0.93 vs 0.98, 4.23 vs
+// 4.41 at context ~2030.
 // Two-warp blocks keep three tiles in flight where the grid still fits at once with them (at
 // head_dim 128 four blocks per SM instead of five): with two, a block computes one tile while
 // only the next is in flight, and every block at about the same time, so DRAM idles (session 19,
@@ -487,10 +519,15 @@ cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
   const cudaError_t err = Prepare<kD>(&capacity);
   if (err != cudaSuccess) return err;
   const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
-  const int warps = ForcedWarps() != 0         ? ForcedWarps()
-                    : blocks <= capacity.eight ? 8
-                    : blocks <= capacity.four  ? 4
-                                               : 2;
+  const int forced = ForcedWarps() == 16 && !kHasSixteen<kD> ? 8 : ForcedWarps();
+  const int warps = forced != 0                  ? forced
+                    : blocks <= capacity.sixteen ? 16
+                    : blocks <= capacity.eight   ? 8
+                    : blocks <= capacity.four    ? 4
+                                                 : 2;
+  if constexpr (kHasSixteen<kD>) {
+    if (warps == 16) return Launch<kD, 16, 2>(p, stream);
+  }
   if (warps == 8) return Launch<kD, 8, 2>(p, stream);
   if (warps == 4) return Launch<kD, 4, 2>(p, stream);
   return blocks <= capacity.two_deep ? Launch<kD, 2, 3>(p, stream) : Launch<kD, 2, 2>(p, stream);

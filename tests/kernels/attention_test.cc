@@ -250,67 +250,72 @@ std::vector<int32_t> NewestSlots(const Cache& c, const std::vector<int32_t>& ctx
 // projection does in a decode step) and must be read after the wait, the older keys may be copied
 // before it. The writer (SlowKvStore) releases attention at once and writes 20 us later, so a
 // copy of the newest key taken before the wait reads the previous round's values. Repeated with
-// fresh newest keys at SmolLM2-135M's and Llama-3-8B's heads, contexts around the key tiles.
+// fresh newest keys at SmolLM2-135M's and Llama-3-8B's heads, contexts around the key tiles (at
+// SmolLM2's, 16-warp blocks: 600 puts the newest key past the two tiles copied before the wait).
 TEST(DecodeAttentionPrefetchTest, ReadsTheNewestKeyAfterTheLaunchThatWritesIt) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
   for (const DecodeCase& a :
-       {DecodeCase{9, 3, 64, {190, 1, 128, 129, 257}}, DecodeCase{32, 8, 128, {200}}}) {
+       {DecodeCase{9, 3, 64, {190, 1, 128, 129, 257, 600}}, DecodeCase{32, 8, 128, {200}}}) {
     const int seqs = static_cast<int>(a.ctx.size()), block_size = 16;
     const int kv_dim = a.kv_heads * a.hd, q_dim = a.heads * a.hd;
     Cache c = MakeCache(a.ctx, block_size, a.kv_heads, a.hd, rng);
     const std::vector<uint16_t> q = ToBf16(RandomNormal(size_t{1} * seqs * q_dim, 1.0f, rng));
     const std::vector<int32_t> slots = NewestSlots(c, a.ctx);
-    const kernels::DecodeSplitPlan plan =
-        kernels::PlanDecodeSplits(seqs, a.kv_heads, c.max_blocks * block_size, 132);
-    DeviceArray<uint16_t> d_q(q), d_k(c.k), d_v(c.v), d_out(size_t{1} * seqs * q_dim);
-    DeviceArray<int32_t> d_tables(c.tables), d_ctx(a.ctx), d_slots(slots);
-    const size_t parts = size_t{1} * seqs * a.heads * plan.num_splits;
-    DeviceArray<float> d_po(parts * a.hd), d_ml(parts * 2);
-    DeviceArray<int32_t> d_counters(std::vector<int32_t>(size_t{1} * seqs * a.heads, 0));
-    kernels::DecodeAttentionParams p = DecodeParams(
-        c, seqs, a.heads, plan, {d_q, q_dim, d_k, d_v, d_tables, d_ctx, d_out, d_po, d_ml});
-    p.counters = d_counters.get();
-    p.prefetch_kv = true;
-    cudaStream_t stream;
-    GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    // The arrays were filled on the legacy stream, which a non-blocking one does not wait for.
-    GPU_CHECK(cudaDeviceSynchronize());
-    for (int round = 0; round < 8; ++round) {
-      SCOPED_TRACE(round);
-      // Fresh newest keys and values, far from the old ones (scale 4).
-      const std::vector<uint16_t> nk = ToBf16(RandomNormal(size_t{1} * seqs * kv_dim, 4.0f, rng));
-      const std::vector<uint16_t> nv = ToBf16(RandomNormal(size_t{1} * seqs * kv_dim, 4.0f, rng));
-      DeviceArray<uint16_t> d_nk(nk), d_nv(nv);
-      GPU_CHECK(cudaDeviceSynchronize());  // as above
-      GPU_CHECK(SlowKvStore({d_nk.bf16(), d_nv.bf16(), kv_dim, d_k.bf16(), d_v.bf16(),
-                             d_slots.get(), seqs, kv_dim},
-                            20000, stream));
-      GPU_CHECK(kernels::DecodeAttention(p, stream));
-      for (int s = 0; s < seqs; ++s) {
-        std::copy(nk.begin() + size_t{1} * s * kv_dim, nk.begin() + size_t{1} * (s + 1) * kv_dim,
-                  c.k.begin() + size_t{1} * slots[s] * kv_dim);
-        std::copy(nv.begin() + size_t{1} * s * kv_dim, nv.begin() + size_t{1} * (s + 1) * kv_dim,
-                  c.v.begin() + size_t{1} * slots[s] * kv_dim);
+    // Planned for 132 SMs (key partitions) and for one (none: a partition of more tiles than
+    // are copied before the wait).
+    for (const int32_t sms : {132, 1}) {
+      const kernels::DecodeSplitPlan plan =
+          kernels::PlanDecodeSplits(seqs, a.kv_heads, c.max_blocks * block_size, sms);
+      DeviceArray<uint16_t> d_q(q), d_k(c.k), d_v(c.v), d_out(size_t{1} * seqs * q_dim);
+      DeviceArray<int32_t> d_tables(c.tables), d_ctx(a.ctx), d_slots(slots);
+      const size_t parts = size_t{1} * seqs * a.heads * plan.num_splits;
+      DeviceArray<float> d_po(parts * a.hd), d_ml(parts * 2);
+      DeviceArray<int32_t> d_counters(std::vector<int32_t>(size_t{1} * seqs * a.heads, 0));
+      kernels::DecodeAttentionParams p = DecodeParams(
+          c, seqs, a.heads, plan, {d_q, q_dim, d_k, d_v, d_tables, d_ctx, d_out, d_po, d_ml});
+      p.counters = d_counters.get();
+      p.prefetch_kv = true;
+      cudaStream_t stream;
+      GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+      // The arrays were filled on the legacy stream, which a non-blocking one does not wait for.
+      GPU_CHECK(cudaDeviceSynchronize());
+      for (int round = 0; round < 8; ++round) {
+        SCOPED_TRACE(round);
+        // Fresh newest keys and values, far from the old ones (scale 4).
+        const std::vector<uint16_t> nk = ToBf16(RandomNormal(size_t{1} * seqs * kv_dim, 4.0f, rng));
+        const std::vector<uint16_t> nv = ToBf16(RandomNormal(size_t{1} * seqs * kv_dim, 4.0f, rng));
+        DeviceArray<uint16_t> d_nk(nk), d_nv(nv);
+        GPU_CHECK(cudaDeviceSynchronize());  // as above
+        GPU_CHECK(SlowKvStore({d_nk.bf16(), d_nv.bf16(), kv_dim, d_k.bf16(), d_v.bf16(),
+                               d_slots.get(), seqs, kv_dim},
+                              20000, stream));
+        GPU_CHECK(kernels::DecodeAttention(p, stream));
+        for (int s = 0; s < seqs; ++s) {
+          std::copy(nk.begin() + size_t{1} * s * kv_dim, nk.begin() + size_t{1} * (s + 1) * kv_dim,
+                    c.k.begin() + size_t{1} * slots[s] * kv_dim);
+          std::copy(nv.begin() + size_t{1} * s * kv_dim, nv.begin() + size_t{1} * (s + 1) * kv_dim,
+                    c.v.begin() + size_t{1} * slots[s] * kv_dim);
+        }
+        std::vector<double> want(size_t{1} * seqs * q_dim);
+        for (int s = 0; s < seqs; ++s) {
+          Reference(c, s, a.ctx[s], q.data() + size_t{1} * s * q_dim, a.heads, p.scale,
+                    want.data() + size_t{1} * s * q_dim);
+        }
+        const double err = RelL2(FromBf16(d_out.ToHost()), want);
+        if (err > 1e-2) GPU_CHECK(cudaStreamDestroy(stream));
+        ASSERT_LE(err, 1e-2) << a.heads << " heads, " << sms << " SMs";
       }
-      std::vector<double> want(size_t{1} * seqs * q_dim);
-      for (int s = 0; s < seqs; ++s) {
-        Reference(c, s, a.ctx[s], q.data() + size_t{1} * s * q_dim, a.heads, p.scale,
-                  want.data() + size_t{1} * s * q_dim);
-      }
-      const double err = RelL2(FromBf16(d_out.ToHost()), want);
-      if (err > 1e-2) GPU_CHECK(cudaStreamDestroy(stream));
-      ASSERT_LE(err, 1e-2) << a.heads << " heads";
+      GPU_CHECK(cudaStreamDestroy(stream));
     }
-    GPU_CHECK(cudaStreamDestroy(stream));
   }
 }
 
 // DecodeAttentionParams::rope: attention over unrotated qkv rows that rotates q and the newest
 // key and stores that key and its value itself gives the same output and the same caches, bit for
 // bit, as RopeKvStore followed by attention (which other tests hold to the fp64 reference). At
-// SmolLM2-135M's heads (8-warp blocks, key partitions) and Llama-3-8B's at 64 sequences (2-warp
+// SmolLM2-135M's heads (16-warp blocks, key partitions) and Llama-3-8B's at 64 sequences (2-warp
 // blocks), the newest key in the first tile and in later ones; a sequence whose slot is -1 stores
 // nothing and reads its newest key from the cache.
 TEST(DecodeAttentionRopeTest, MatchesRopeKvStoreThenAttention) {
@@ -398,8 +403,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 8, 128, 16, {3000, 33}, 0, 32},
                       // head_dim 256 with a group of 8: two blocks of 4 query heads per kv head.
                       AttnShape{16, 2, 256, 16, {300, 40}, 0, 32},
-                      // The tensor-core kernel (head_dim 64 and 128; 8-warp blocks while the grid
-                      // fits at once, as most shapes here: 128-key tiles, else 4 or 2 warps):
+                      // The tensor-core kernel (head_dim 64 and 128; 16-warp blocks at 64 and
+                      // 8-warp blocks at 128 while the grid fits at once, as most shapes here:
+                      // 256- and 128-key tiles, else fewer warps):
                       // groups of 4, 8, 16 and 1; contexts around the key tiles; a block table
                       // past the 512 entries kept in shared memory ({9000}); groups past the
                       // warp count in the last-block merge (8 and 16 with splits).
