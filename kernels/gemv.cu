@@ -235,7 +235,7 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
 // 9..16 cost registers only in the kernels that take them.
 // kRebuild: the link's consumer rebuilds x from pending products (GemvPendingRow; with kLink,
 // m = 1): every block forms the row in shared memory after the wait and reads x from there.
-// rope_early: the RoPE variant releases its dependent before its main loop (TcRopeEarlyDependents).
+// rope_early: the RoPE variant releases its dependent before its main loop (TcRopeReleasesEarly).
 template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst, bool kLink, bool kRebuild>
 __global__ void __launch_bounds__(W * 32)
     GemvKernel(GemvParams p, GemvRopeParams r, bool rope_early) {
@@ -489,13 +489,22 @@ bool UsePdl() {
   return use;
 }
 
-// RTGEN_TC_ROPE_EARLY_DEPENDENTS=1: the tensor-core RoPE variant lets decode attention start
-// before its main loop (A/B; off by default: Llama-3.2-1B b1 measured 0.871 -> 0.898 ms in
-// session 12; with decode attention prefetching its K/V tiles, session 14, SmolLM2 b1 0.495 ->
-// 0.513 and 1B 0.857 -> 0.868).
-bool TcRopeEarlyDependents() {
-  static const bool early = EnvIs("RTGEN_TC_ROPE_EARLY_DEPENDENTS", "1");
-  return early;
+// Whether the tensor-core RoPE variant lets decode attention start before its main loop, where
+// attention then copies its K/V tiles before its wait (model_forward.cc PrefetchesKv). By default
+// where head_dim is 64 (attention's 16-warp blocks) and the weight is at least kTcRopeEarlyBytes.
+// Measured on the H200 (session 38, graph TPOT ms, two rounds, late -> early, both with 16-warp
+// attention blocks): Llama-3.2-1B (qkv 12.6 MB) b1 0.829 / 0.826 -> 0.797 / 0.798, b2 0.915 /
+// 0.905 -> 0.883 / 0.883, b8 0.959 / 0.963 -> 0.934 / 0.931; SmolLM2-135M (1.1 MB) b1 0.431 /
+// 0.430 -> 0.437 / 0.435 (its GEMV ends before the early blocks' copies are of use); with 8-warp
+// blocks (head_dim 128) early was slower (session 34: Llama-3-8B b2-b8 +0.02-0.04 ms).
+// RTGEN_TC_ROPE_EARLY_DEPENDENTS=1 / =0: early / late at every shape (A/B).
+constexpr int64_t kTcRopeEarlyBytes = int64_t{8} << 20;
+bool TcRopeReleasesEarly(const GemvParams& p, int32_t head_dim) {
+  static const int forced = EnvIs("RTGEN_TC_ROPE_EARLY_DEPENDENTS", "1")   ? 1
+                            : EnvIs("RTGEN_TC_ROPE_EARLY_DEPENDENTS", "0") ? 0
+                                                                           : -1;
+  if (forced >= 0) return forced == 1;
+  return head_dim == 64 && int64_t{p.n} * p.k * 2 >= kTcRopeEarlyBytes;
 }
 
 template <int W, int U, bool kHi, Epilogue kEpi, bool kLink, bool kRebuild = false>
@@ -507,7 +516,7 @@ cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuni
   const bool evict_first = tuning.evict_first < 0
                                ? int64_t{p.n} * p.k * 2 <= GemvEvictFirstMaxBytes()
                                : tuning.evict_first != 0;
-  const bool rope_early = kEpi == Epilogue::kRope && TcRopeEarlyDependents();
+  const bool rope_early = kEpi == Epilogue::kRope && TcRopeReleasesEarly(p, r.head_dim);
   return evict_first
              ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true, kLink, kRebuild>,
                                  grid, dim3(W * 32), 0, stream, p, r, rope_early)
@@ -693,8 +702,9 @@ cudaError_t GemvRopeKvStoreTuned(GemvParams p, GemvRopeParams r, GemvTuning tuni
   return LaunchEpilogue<Epilogue::kRope>(p, r, tuning, stream);
 }
 
-bool GemvRopeReleasesEarly(const GemvParams& p) {
-  return GemvDefaultTuning(p).rows ? GemvRowsRopeEarlyDependents() : TcRopeEarlyDependents();
+bool GemvRopeReleasesEarly(const GemvParams& p, int32_t head_dim) {
+  return GemvDefaultTuning(p).rows ? GemvRowsRopeEarlyDependents()
+                                   : TcRopeReleasesEarly(p, head_dim);
 }
 
 cudaError_t GemvRopeKvStore(GemvParams p, GemvRopeParams r, cudaStream_t stream) {

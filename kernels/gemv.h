@@ -161,9 +161,10 @@ bool GemvRopeKvStoreSupported(const GemvParams& p, const GemvRopeParams& r);
 cudaError_t GemvRopeKvStore(GemvParams p, GemvRopeParams r, cudaStream_t stream);
 cudaError_t GemvRopeKvStoreTuned(GemvParams p, GemvRopeParams r, GemvTuning tuning,
                                  cudaStream_t stream);
-// True when GemvRopeKvStore(p, ...) lets the next launch (decode attention) start before its main
-// loop, not after it: the row-streaming kernel by default (RTGEN_ROPE_EARLY_DEPENDENTS=0: after),
-// the tensor-core one with RTGEN_TC_ROPE_EARLY_DEPENDENTS=1.
-bool GemvRopeReleasesEarly(const GemvParams& p);
+// True when GemvRopeKvStore(p, r) with r.head_dim == head_dim lets the next launch (decode
+// attention) start before its main loop, not after it: the row-streaming kernel by default
+// (RTGEN_ROPE_EARLY_DEPENDENTS=0: after), the tensor-core one at head_dim 64 with a weight of at
+// least 8 MiB (RTGEN_TC_ROPE_EARLY_DEPENDENTS=1 / =0: at every shape / none).
+bool GemvRopeReleasesEarly(const GemvParams& p, int32_t head_dim);
 
 }  // namespace rtgen::kernels

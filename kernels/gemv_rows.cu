@@ -117,13 +117,13 @@ cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, int units, bool
 
 }  // namespace
 
-// The tensor-core RoPE GEMV lets decode attention start only after its main loop by default
-// (RTGEN_TC_ROPE_EARLY_DEPENDENTS=1 for A/B): that grid is about one block per SM, and placed
-// while the GEMV fills the SMs its blocks land several on the few SMs with room and run slower
-// (Llama-3.2-1B b1 0.871 -> 0.898 ms when started early). Here (Llama-3-8B's qkv at one row: its
-// attention is 8 blocks) starting it before the main loop measured 4.131 / 4.109 -> 4.068 /
-// 4.065 ms for 8B b1 (one call, alternating; that build also capped this kernel at 80
-// registers, which was not kept: alone it measured within noise).
+// The tensor-core RoPE GEMV lets decode attention start only after its main loop at most shapes
+// (gemv.cu TcRopeReleasesEarly): that grid is about one block per SM, and placed while the GEMV
+// fills the SMs its blocks land several on the few SMs with room and run slower (Llama-3.2-1B b1
+// 0.871 -> 0.898 ms when started early in session 12, with 8-warp attention blocks). Here
+// (Llama-3-8B's qkv at one row: its attention is 8 blocks) starting it before the main loop
+// measured 4.131 / 4.109 -> 4.068 / 4.065 ms for 8B b1 (one call, alternating; that build also
+// capped this kernel at 80 registers, which was not kept: alone it measured within noise).
 // RTGEN_ROPE_EARLY_DEPENDENTS=0: after the main loop (A/B).
 bool GemvRowsRopeEarlyDependents() {
   static const bool early = EnvOnUnlessZero("RTGEN_ROPE_EARLY_DEPENDENTS");

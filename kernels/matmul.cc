@@ -593,9 +593,9 @@ bool MatmulTakesLink(const MatmulContext& ctx, const MatmulParams& p, bool rope)
   return p.m == 1 && !p.accumulate && GemvTakes(ctx, p);
 }
 
-bool MatmulRopeReleasesEarly(const MatmulContext& ctx, const MatmulParams& p) {
+bool MatmulRopeReleasesEarly(const MatmulContext& ctx, const MatmulParams& p, int32_t head_dim) {
   const GemvParams g{p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k};
-  return MatmulFusesRope(ctx, p) && GemvRopeReleasesEarly(g);
+  return MatmulFusesRope(ctx, p) && GemvRopeReleasesEarly(g, head_dim);
 }
 
 absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopeParams& rope,

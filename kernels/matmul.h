@@ -176,9 +176,9 @@ absl::Status MatmulRopeKvStore(MatmulContext& ctx, MatmulParams p, const RopePar
 // True when MatmulRopeKvStore would take p's shape to the fused GEMV (given rope and store
 // parameters that suit it, which this does not check: ModelForward's always do).
 bool MatmulFusesRope(const MatmulContext& ctx, const MatmulParams& p);
-// True when MatmulFusesRope and that kernel
-// lets the next launch start before its main loop (gemv.h GemvRopeReleasesEarly). A performance
-// hint only: what runs after it must be correct either way.
-bool MatmulRopeReleasesEarly(const MatmulContext& ctx, const MatmulParams& p);
+// True when MatmulFusesRope and that kernel, rotating heads of head_dim, lets the next launch
+// start before its main loop (gemv.h GemvRopeReleasesEarly). A performance hint only: what runs
+// after it must be correct either way.
+bool MatmulRopeReleasesEarly(const MatmulContext& ctx, const MatmulParams& p, int32_t head_dim);
 
 }  // namespace rtgen::kernels

@@ -512,7 +512,8 @@ bool ModelForward::PrefetchesKv(const ForwardShape& shape) const {
   if (!shape.decode_only || DecodePrefetch() == Prefetch::kNever) return false;
   if (DecodePrefetch() == Prefetch::kAlways) return true;
   // Every layer has the same shapes.
-  return kernels::MatmulRopeReleasesEarly(*matmul_, QkvProjection(0, shape.num_tokens));
+  return kernels::MatmulRopeReleasesEarly(*matmul_, QkvProjection(0, shape.num_tokens),
+                                          config_.head_dim);
 }
 
 kernels::FusedMlpParams ModelForward::MlpParams(int layer) const {

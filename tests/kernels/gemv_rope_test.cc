@@ -6,6 +6,7 @@
 // of the GEMV, several launch shapes (the two one-row kernels of large weights among them).
 
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 
 #include "gtest/gtest.h"
@@ -138,6 +139,30 @@ TEST(GemvRopeTest, RejectsUnsupportedShapes) {
   bad = r;
   bad.slot_mapping = nullptr;
   EXPECT_FALSE(kernels::GemvRopeKvStoreSupported(p, bad));
+}
+
+// Where the tensor-core RoPE GEMV releases decode attention before its main loop by default:
+// head_dim 64 with a weight of 8 MiB or more (Llama-3.2-1B's qkv, 12 MiB), not SmolLM2-135M's
+// (1.1 MB) nor head_dim 128's (8-warp attention blocks); the row-streaming kernel (weights of 24
+// MiB or more with 4096+ features, Llama-3-8B's qkv at one row) always. A host-side rule: no
+// launch.
+TEST(GemvRopeTest, ReleasesAttentionEarlyWhereItsTilesHaveTimeToArrive) {
+  if (std::getenv("RTGEN_TC_ROPE_EARLY_DEPENDENTS") != nullptr ||
+      std::getenv("RTGEN_ROPE_EARLY_DEPENDENTS") != nullptr) {
+    GTEST_SKIP() << "an RTGEN_*ROPE_EARLY_DEPENDENTS override is set: not the default rule";
+  }
+  const auto params = [](int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim,
+                         int32_t hidden) {
+    return kernels::GemvParams{nullptr, nullptr, nullptr, false, m,
+                               (heads + 2 * kv_heads) * head_dim, hidden};
+  };
+  for (const int32_t m : {1, 4, 16}) {
+    SCOPED_TRACE(m);
+    EXPECT_TRUE(kernels::GemvRopeReleasesEarly(params(m, 32, 8, 64, 2048), 64));    // 1B
+    EXPECT_FALSE(kernels::GemvRopeReleasesEarly(params(m, 9, 3, 64, 576), 64));     // SmolLM2
+    EXPECT_FALSE(kernels::GemvRopeReleasesEarly(params(m, 16, 8, 128, 2048), 128));  // 16 MiB
+  }
+  EXPECT_TRUE(kernels::GemvRopeReleasesEarly(params(1, 32, 8, 128, 4096), 128));  // 8B, rows
 }
 
 }  // namespace
