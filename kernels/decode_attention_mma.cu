@@ -390,7 +390,8 @@ int ForcedWarps() {
 template <int kD>
 constexpr bool kHasSixteen = kD == 64;
 
-// RTGEN_DECODE_MMA_SIXTEEN=0: at most 8 warps a block unless RTGEN_DECODE_MMA_WARPS=16 (A/B).
+// RTGEN_DECODE_MMA_SIXTEEN=0: at most 8 warps a block unless RTGEN_DECODE_MMA_WARPS=16 (A/B; by
+// default 16 only with p.prefetch_kv, LaunchFitting).
 bool SixteenWarps() {
   static const bool on = EnvOnUnlessZero("RTGEN_DECODE_MMA_SIXTEEN");
   return on;
@@ -494,13 +495,15 @@ cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
 }
 
 // The most warps (the longest key tile: fewer tiles per sequence, one after another in a block)
-// with which every block of the grid is resident at once: sixteen at head_dim 64 (256-key tiles),
-// eight (128), four (64), else two (32 keys, more blocks per SM than four: one wave instead of
-// two). Sixteen against eight (session 38, graph TPOT ms, two rounds): level where the qkv GEMV
-// releases attention after its main loop (SmolLM2-135M b1 0.440 / 0.441 vs 0.440 / 0.440,
-// Llama-3.2-1B b1 0.842 / 0.840 vs 0.836 / 0.836); ahead where it releases it early and the tiles
-// are copied before the wait (1B b1 0.797 / 0.798 vs 0.827 / 0.811, b4 0.910 / 0.910 vs 0.945 /
-// 0.927, b8 0.934 / 0.931 vs 0.969 / 0.950), as it now does there (gemv.cu TcRopeReleasesEarly).
+// with which every block of the grid is resident at once: sixteen at head_dim 64 (256-key tiles)
+// where the tiles are copied before the wait (p.prefetch_kv), eight (128), four (64), else two
+// (32 keys, more blocks per SM than four: one wave instead of two). Sixteen against eight
+// (session 38, graph TPOT ms, two rounds): ahead where the qkv GEMV releases attention early and
+// the tiles are copied before the wait (Llama-3.2-1B b1 0.797 / 0.798 vs 0.827 / 0.811, b4 0.910
+// / 0.910 vs 0.945 / 0.927, b8 0.934 / 0.931 vs 0.969 / 0.950; gemv.cu TcRopeReleasesEarly);
+// without the copies level at 1-8 rows (SmolLM2-135M b1 0.440 / 0.441 vs 0.440 / 0.440, 1B b1
+// 0.842 / 0.840 vs 0.836 / 0.836) and behind at 16-32 (SmolLM2 b16 0.596 / 0.595 vs 0.582 /
+// 0.581, b32 0.803 / 0.804 vs 0.783 / 0.785).
 // Measured on the H200 at context ~190 (two stages): Llama-3-8B shape (head_dim 128, 3 blocks of
 // 4 warps per SM) batch 32 5.09 ms with 4 warps vs 5.24 with 2, batch 64 5.59 vs 5.42. Eight
 // against four (session 12, graph TPOT ms at batch 1): SmolLM2-135M 0.50 vs 0.52, Llama-3.2-1B
@@ -520,8 +523,8 @@ cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
   const int forced = ForcedWarps() == 16 && !kHasSixteen<kD> ? 8 : ForcedWarps();
-  const int warps = forced != 0                  ? forced
-                    : blocks <= capacity.sixteen ? 16
+  const int warps = forced != 0                                   ? forced
+                    : p.prefetch_kv && blocks <= capacity.sixteen ? 16
                     : blocks <= capacity.eight   ? 8
                     : blocks <= capacity.four    ? 4
                                                  : 2;

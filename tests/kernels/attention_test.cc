@@ -315,7 +315,7 @@ TEST(DecodeAttentionPrefetchTest, ReadsTheNewestKeyAfterTheLaunchThatWritesIt) {
 // DecodeAttentionParams::rope: attention over unrotated qkv rows that rotates q and the newest
 // key and stores that key and its value itself gives the same output and the same caches, bit for
 // bit, as RopeKvStore followed by attention (which other tests hold to the fp64 reference). At
-// SmolLM2-135M's heads (16-warp blocks, key partitions) and Llama-3-8B's at 64 sequences (2-warp
+// SmolLM2-135M's heads (8-warp blocks, key partitions) and Llama-3-8B's at 64 sequences (2-warp
 // blocks), the newest key in the first tile and in later ones; a sequence whose slot is -1 stores
 // nothing and reads its newest key from the cache.
 TEST(DecodeAttentionRopeTest, MatchesRopeKvStoreThenAttention) {
@@ -403,9 +403,9 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 8, 128, 16, {3000, 33}, 0, 32},
                       // head_dim 256 with a group of 8: two blocks of 4 query heads per kv head.
                       AttnShape{16, 2, 256, 16, {300, 40}, 0, 32},
-                      // The tensor-core kernel (head_dim 64 and 128; 16-warp blocks at 64 and
-                      // 8-warp blocks at 128 while the grid fits at once, as most shapes here:
-                      // 256- and 128-key tiles, else fewer warps):
+                      // The tensor-core kernel (head_dim 64 and 128; 8-warp blocks while the grid
+                      // fits at once, as most shapes here: 128-key tiles, else 4 or 2 warps; 16
+                      // at head_dim 64 with prefetch_kv, DecodeAttentionPrefetchTest):
                       // groups of 4, 8, 16 and 1; contexts around the key tiles; a block table
                       // past the 512 entries kept in shared memory ({9000}); groups past the
                       // warp count in the last-block merge (8 and 16 with splits).
