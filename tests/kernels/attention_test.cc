@@ -187,15 +187,28 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
       EXPECT_EQ(d_counters.ToHost(), zeros);
     }
   }
-  // K/V tiles copied before the PDL wait (nothing is written here): the same bits.
+  // K/V tiles copied before the PDL wait (nothing is written here): within the tolerance, the
+  // same bits launched twice, and the same bits as without the copies where the launch keeps its
+  // warps (at head_dim 64 it may take 16-warp blocks, which sum in another order).
   p.tensor_cores = true;
   p.prefetch_kv = true;
   p.counters = d_counters.get();
-  DeviceArray<uint16_t> d_prefetched(size_t{1} * seqs * q_dim);
-  p.out = d_prefetched.bf16();
-  GPU_CHECK(kernels::DecodeAttention(p, nullptr));
-  EXPECT_EQ(d_prefetched.ToHost(), tensor_core_merged) << "prefetch_kv";
-  EXPECT_EQ(d_counters.ToHost(), zeros);
+  std::vector<uint16_t> prefetched_first;
+  for (int launch = 0; launch < 2; ++launch) {
+    DeviceArray<uint16_t> d_prefetched(size_t{1} * seqs * q_dim);
+    p.out = d_prefetched.bf16();
+    GPU_CHECK(kernels::DecodeAttention(p, nullptr));
+    const std::vector<uint16_t> bits = d_prefetched.ToHost();
+    EXPECT_LE(RelL2(FromBf16(bits), want), 1e-2) << "prefetch_kv";
+    if (launch == 0) prefetched_first = bits;
+    if (launch == 1) {
+      EXPECT_EQ(bits, prefetched_first) << "prefetch_kv, launched again";
+    }
+    EXPECT_EQ(d_counters.ToHost(), zeros);
+  }
+  if (a.hd != 64) {
+    EXPECT_EQ(prefetched_first, tensor_core_merged) << "prefetch_kv";
+  }
 }
 
 // Context classes: one bound per distinct split plan, each planned as PlanDecodeSplits at that
