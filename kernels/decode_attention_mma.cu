@@ -525,9 +525,9 @@ cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
   const int forced = ForcedWarps() == 16 && !kHasSixteen<kD> ? 8 : ForcedWarps();
   const int warps = forced != 0                                   ? forced
                     : p.prefetch_kv && blocks <= capacity.sixteen ? 16
-                    : blocks <= capacity.eight   ? 8
-                    : blocks <= capacity.four    ? 4
-                                                 : 2;
+                    : blocks <= capacity.eight                    ? 8
+                    : blocks <= capacity.four                     ? 4
+                                                                  : 2;
   if constexpr (kHasSixteen<kD>) {
     if (warps == 16) return Launch<kD, 16, 2>(p, stream);
   }

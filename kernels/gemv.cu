@@ -492,11 +492,12 @@ bool UsePdl() {
 // Whether the tensor-core RoPE variant lets decode attention start before its main loop, where
 // attention then copies its K/V tiles before its wait (model_forward.cc PrefetchesKv). By default
 // where head_dim is 64 (attention's 16-warp blocks) and the weight is at least kTcRopeEarlyBytes.
-// Measured on the H200 (session 38, graph TPOT ms, two rounds, late -> early, both with 16-warp
-// attention blocks): Llama-3.2-1B (qkv 12.6 MB) b1 0.829 / 0.826 -> 0.797 / 0.798, b2 0.915 /
-// 0.905 -> 0.883 / 0.883, b8 0.959 / 0.963 -> 0.934 / 0.931; SmolLM2-135M (1.1 MB) b1 0.431 /
-// 0.430 -> 0.437 / 0.435 (its GEMV ends before the early blocks' copies are of use); with 8-warp
-// blocks (head_dim 128) early was slower (session 34: Llama-3-8B b2-b8 +0.02-0.04 ms).
+// Measured on the H200 (session 38, graph TPOT ms, two rounds, late with 8-warp attention blocks
+// -> early with 16-warp blocks, as taken now): Llama-3.2-1B (qkv 12.6 MB) b1 0.829 / 0.826 ->
+// 0.797 / 0.798, b2 0.915 / 0.905 -> 0.883 / 0.883, b8 0.959 / 0.963 -> 0.934 / 0.931; SmolLM2-135M
+// (1.1 MB) b1 0.431 / 0.430 -> 0.437 / 0.435 (its GEMV ends before the early blocks' copies are
+// of use); with 8-warp blocks (head_dim 128) early was slower (session 34: Llama-3-8B b2-b8
+// +0.02-0.04 ms).
 // RTGEN_TC_ROPE_EARLY_DEPENDENTS=1 / =0: early / late at every shape (A/B).
 constexpr int64_t kTcRopeEarlyBytes = int64_t{8} << 20;
 bool TcRopeReleasesEarly(const GemvParams& p, int32_t head_dim) {
