@@ -517,17 +517,23 @@ cudaError_t Launch(const DecodeAttentionParams& p, cudaStream_t stream) {
 // wave (8B at batch 67-82; not measured).
 // Three stages for the 8- and 4-warp blocks were slower (8B b1 3.95 -> 4.23, b8 4.64 -> 4.95).
 template <int kD>
+int WarpsFitting(const DecodeAttentionParams& p, const Capacity& capacity) {
+  const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
+  const int forced = ForcedWarps() == 16 && !kHasSixteen<kD> ? 8 : ForcedWarps();
+  return forced != 0                                   ? forced
+         : p.prefetch_kv && blocks <= capacity.sixteen ? 16
+         : blocks <= capacity.eight                    ? 8
+         : blocks <= capacity.four                     ? 4
+                                                       : 2;
+}
+
+template <int kD>
 cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
   Capacity capacity;
   const cudaError_t err = Prepare<kD>(&capacity);
   if (err != cudaSuccess) return err;
   const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
-  const int forced = ForcedWarps() == 16 && !kHasSixteen<kD> ? 8 : ForcedWarps();
-  const int warps = forced != 0                                   ? forced
-                    : p.prefetch_kv && blocks <= capacity.sixteen ? 16
-                    : blocks <= capacity.eight                    ? 8
-                    : blocks <= capacity.four                     ? 4
-                                                                  : 2;
+  const int warps = WarpsFitting<kD>(p, capacity);
   if constexpr (kHasSixteen<kD>) {
     if (warps == 16) return Launch<kD, 16, 2>(p, stream);
   }
@@ -556,6 +562,13 @@ bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p) {
 
 cudaError_t DecodeAttentionMma(const DecodeAttentionParams& p, cudaStream_t stream) {
   return p.head_dim == 64 ? LaunchFitting<64>(p, stream) : LaunchFitting<128>(p, stream);
+}
+
+int DecodeAttentionMmaWarps(const DecodeAttentionParams& p) {
+  Capacity capacity;
+  const cudaError_t err = p.head_dim == 64 ? Prepare<64>(&capacity) : Prepare<128>(&capacity);
+  if (err != cudaSuccess) return -static_cast<int>(err);
+  return p.head_dim == 64 ? WarpsFitting<64>(p, capacity) : WarpsFitting<128>(p, capacity);
 }
 
 }  // namespace rtgen::kernels

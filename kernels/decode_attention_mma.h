@@ -13,9 +13,15 @@ namespace rtgen::kernels {
 
 // True when the tensor-core kernel serves p: p.tensor_cores, head_dim 64 or 128 (split or not;
 // RTGEN_DECODE_MMA128_SPLITS=0 keeps split head_dim 128 on CUDA cores, for A/B), and at most 16
-// query heads per kv head. Blocks of 8, 4 or 2 warps (128-, 64- or 32-key tiles): the most with
-// which the whole grid is resident at once.
+// query heads per kv head. Blocks of 8, 4 or 2 warps (128-, 64- or 32-key tiles), or 16 (256
+// keys) at head_dim 64 with p.prefetch_kv: the most with which the whole grid is resident at once.
 bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p);
+
+// The warps per block DecodeAttentionMma(p) launches with on the current device (2, 4, 8 or 16),
+// or a CUDA error's negated code where the kernels cannot be prepared. Blocks of different warp
+// counts sum the warps' partial outputs in different orders: tests compare bits only between
+// launches of the same count.
+int DecodeAttentionMmaWarps(const DecodeAttentionParams& p);
 
 // Called by DecodeAttention when DecodeAttentionMmaSupports(p), after it has validated p
 // (sizes, 16-byte alignment of q and the caches, q_stride % 8 == 0); nothing is checked again.

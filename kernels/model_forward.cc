@@ -38,7 +38,9 @@ bool DecodeTensorCores() {
 // the row-streaming GEMV, which releases attention before its main loop) 4.00-4.02 vs 4.07;
 // SmolLM2-135M b1 (the tensor-core GEMV releases it after its main loop) 0.523-0.526 vs 0.495,
 // Llama-3.2-1B b1 0.862-0.869 vs 0.855-0.858; at batch 64 within noise (8B 5.33 vs 5.35) or
-// worse (SmolLM2 1.04-1.06 vs 1.01-1.04).
+// worse (SmolLM2 1.04-1.06 vs 1.01-1.04). Since session 38 the tensor-core GEMV releases it
+// early at head_dim 64 with large weights (gemv.cu TcRopeReleasesEarly: 1B b1 0.83 -> 0.80 ms,
+// with 16-warp attention blocks that copy a whole 256-key tile per stage).
 // RTGEN_DECODE_PREFETCH=all: at every decode step, whichever kernel writes the newest key (A/B;
 // the rule it needs, launch.h, holds for every kernel of the step; session 18: SmolLM2 b1 0.453
 // -> 0.474).

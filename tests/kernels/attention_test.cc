@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/decode_attention.h"
+#include "kernels/decode_attention_mma.h"
 #include "kernels/kv_store.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rope.h"
@@ -191,7 +192,13 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
   // same bits launched twice, and the same bits as without the copies where the launch keeps its
   // warps (at head_dim 64 it may take 16-warp blocks, which sum in another order).
   p.tensor_cores = true;
+  p.prefetch_kv = false;
+  const bool mma = kernels::DecodeAttentionMmaSupports(p);
+  const int plain_warps = mma ? kernels::DecodeAttentionMmaWarps(p) : 0;
   p.prefetch_kv = true;
+  const int prefetch_warps = mma ? kernels::DecodeAttentionMmaWarps(p) : 0;
+  ASSERT_GE(plain_warps, 0);
+  ASSERT_GE(prefetch_warps, 0);
   p.counters = d_counters.get();
   std::vector<uint16_t> prefetched_first;
   for (int launch = 0; launch < 2; ++launch) {
@@ -206,8 +213,10 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
     }
     EXPECT_EQ(d_counters.ToHost(), zeros);
   }
-  if (a.hd != 64) {
-    EXPECT_EQ(prefetched_first, tensor_core_merged) << "prefetch_kv";
+  if (prefetch_warps == plain_warps) {
+    EXPECT_EQ(prefetched_first, tensor_core_merged) << "prefetch_kv, " << plain_warps << " warps";
+  } else {
+    EXPECT_EQ(prefetch_warps, 16) << "only 16-warp blocks come from prefetch_kv alone";
   }
 }
 

@@ -147,9 +147,9 @@ TEST(GemvRopeTest, RejectsUnsupportedShapes) {
 // MiB or more with 4096+ features, Llama-3-8B's qkv at one row) always. A host-side rule: no
 // launch.
 TEST(GemvRopeTest, ReleasesAttentionEarlyWhereItsTilesHaveTimeToArrive) {
-  if (std::getenv("RTGEN_TC_ROPE_EARLY_DEPENDENTS") != nullptr ||
-      std::getenv("RTGEN_ROPE_EARLY_DEPENDENTS") != nullptr) {
-    GTEST_SKIP() << "an RTGEN_*ROPE_EARLY_DEPENDENTS override is set: not the default rule";
+  for (const char* name : {"RTGEN_TC_ROPE_EARLY_DEPENDENTS", "RTGEN_ROPE_EARLY_DEPENDENTS",
+                           "RTGEN_GEMV_ROWS_MIN_MB"}) {
+    if (std::getenv(name) != nullptr) GTEST_SKIP() << name << " is set: not the default rule";
   }
   const auto params = [](int32_t m, int32_t heads, int32_t kv_heads, int32_t head_dim,
                          int32_t hidden) {
@@ -161,6 +161,8 @@ TEST(GemvRopeTest, ReleasesAttentionEarlyWhereItsTilesHaveTimeToArrive) {
     EXPECT_TRUE(kernels::GemvRopeReleasesEarly(params(m, 32, 8, 64, 2048), 64));    // 1B
     EXPECT_FALSE(kernels::GemvRopeReleasesEarly(params(m, 9, 3, 64, 576), 64));     // SmolLM2
     EXPECT_FALSE(kernels::GemvRopeReleasesEarly(params(m, 16, 8, 128, 2048), 128));  // 16 MiB
+    EXPECT_TRUE(kernels::GemvRopeReleasesEarly(params(m, 16, 8, 64, 2048), 64));  // 8 MiB
+    EXPECT_FALSE(kernels::GemvRopeReleasesEarly(params(m, 16, 8, 64, 2040), 64));  // just under
   }
   EXPECT_TRUE(kernels::GemvRopeReleasesEarly(params(1, 32, 8, 128, 4096), 128));  // 8B, rows
 }
