@@ -469,8 +469,8 @@ GemvRowsEpilogue RowsEpilogue(Epilogue epi) {
 bool TuningFits(const GemvParams& p, const GemvRopeParams& r, const GemvTuning& tuning,
                 Epilogue epi) {
   const bool pending = p.link.pending != nullptr || p.link.rebuild.on();
-  return (!tuning.rows || (p.m == 1 && !pending)) && (!tuning.slab || tuning.rows) &&
-         (!tuning.slab || GemvSlabFits(p, r, RowsEpilogue(epi))) &&
+  return (!tuning.rows || (p.m == 1 && !pending)) &&
+         (!tuning.slab || (tuning.rows && GemvSlabFits(p, r, RowsEpilogue(epi)))) &&
          (p.link.sum_sq == nullptr || epi == Epilogue::kStore) &&
          (!p.link.rebuild.on() || epi == Epilogue::kRope);
 }

@@ -44,9 +44,21 @@ __device__ __forceinline__ RowsUnit UnitRows(const GemvParams& p, const GemvRope
   return u;
 }
 
-// Writes unit `unit`'s outputs from its two rows' sums. A norm producer (gemv.h GemvNormLink;
-// plain epilogue) writes no y: it joins the features to the residual and returns their sum of
-// squares in the slot's fixed point (NormSquaresFixed), for the caller to add; otherwise 0.
+// A norm producer's unit (gemv.h GemvNormLink; plain epilogue): joins its rows' features to the
+// residual, given the residual's and the norm weight's values at its two rows (read by the
+// caller), and returns their sum of squares in the slot's fixed point (NormSquaresFixed). A last
+// odd unit joins its first row only.
+__device__ __forceinline__ unsigned long long JoinUnit(const GemvParams& p, const RowsUnit& u,
+                                                       int unit, float sum0, float sum1,
+                                                       float res0, float res1, float weight0,
+                                                       float weight1) {
+  float sq = NormLinkJoin(p.link, u.row0, res0, weight0, sum0);
+  if (2 * unit + 1 < p.n) sq += NormLinkJoin(p.link, u.row1, res1, weight1, sum1);
+  return NormSquaresFixed(sq);
+}
+
+// Writes unit `unit`'s outputs from its two rows' sums. A norm producer writes no y: it returns
+// JoinUnit's fixed-point squares, for the caller to add; otherwise 0.
 template <GemvRowsEpilogue kEpi>
 __device__ __forceinline__ unsigned long long StoreUnit(const GemvParams& p,
                                                         const GemvRopeParams& r,
@@ -55,13 +67,9 @@ __device__ __forceinline__ unsigned long long StoreUnit(const GemvParams& p,
                                                         int32_t slot) {
   if constexpr (kEpi == GemvRowsEpilogue::kStore) {
     if (p.link.sum_sq != nullptr) {
-      const GemvNormLink& l = p.link;
-      const auto join = [&](int row, float v) {
-        return NormLinkJoin(l, row, l.residual[row], l.weight[row], v);
-      };
-      float sq = join(u.row0, sum0);
-      if (2 * unit + 1 < p.n) sq += join(u.row1, sum1);
-      return NormSquaresFixed(sq);
+      const GemvNormLink& l = p.link;  // row1 is in bounds (a last odd unit repeats row0)
+      return JoinUnit(p, u, unit, sum0, sum1, l.residual[u.row0], l.residual[u.row1],
+                      l.weight[u.row0], l.weight[u.row1]);
     }
     const auto store = [&](int row, float v) {
       if (p.y_f32) {

@@ -171,17 +171,14 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     return link.scale_by != nullptr ? total * inv_rms : total;
   };
   if (producer) {
-    // StoreUnit's producer join with the operands read above; the squares summed over the block
-    // first (exact in fixed point), so that one atomic a block, not one a unit, meets the others
-    // at the slot, all at the end of the launch.
+    // The unit's join with the operands read above; the squares summed over the block first
+    // (exact in fixed point), so that one atomic a block, not one a unit, meets the others at
+    // the slot, all at the end of the launch.
     unsigned long long squares = 0;
     if (owns_unit) {
       const int2 at = SlabPositions<kEpi>(threadIdx.x, nb);
-      float sq = NormLinkJoin(link, unit.row0, res0, weight0, row_sum(at.x));
-      if (2 * (u0 + static_cast<int>(threadIdx.x)) + 1 < p.n) {
-        sq += NormLinkJoin(link, unit.row1, res1, weight1, row_sum(at.y));
-      }
-      squares = NormSquaresFixed(sq);
+      squares = JoinUnit(p, unit, u0 + static_cast<int>(threadIdx.x), row_sum(at.x),
+                         row_sum(at.y), res0, res1, weight0, weight1);
     }
     __shared__ unsigned long long scratch[32];
     squares = BlockSum(squares, scratch);  // integers: exact in any order

@@ -19,8 +19,8 @@
 // default tuning), with --sweep every tuning (warps x unroll), `hopper128` and `hopper256`
 // (kernels/hopper_gemm.h with either tile width, m <= 64, where the device runs it) and
 // `hopper_tiled128` / `hopper_tiled256` (the same from weights laid out by HopperTileWeights;
-// all four printed under the row), `rows` and `slab` (at m = 1, the two one-row kernels of large
-// weights, kernels/gemv_rows.h and gemv_slab.h, whichever the default picks; printed under the
+// all four printed under the row), `rows` and `slab` (at m = 1, both one-row kernels of large
+// weights, kernels/gemv_rows.h and gemv_slab.h, whatever the default picks; printed under the
 // row too), `cublaslt` (MatmulContext with
 // the GEMV off and its algorithm tuned per shape, as the engine runs it; the chosen algorithm is
 // printed under the row) and `heur0` (the same with tuning off: the heuristic's first algorithm).
