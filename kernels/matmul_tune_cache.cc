@@ -176,6 +176,13 @@ absl::Status MatmulTuneCache::Put(const std::string& device_tag, const std::stri
   return Write();
 }
 
+std::string MatmulTuneCache::FormatLine(const std::string& device_tag, const std::string& mode,
+                                        const Shape& shape, const Entry& entry) {
+  return absl::StrCat(device_tag, "\t", mode, "\t", shape.m, "\t", shape.n, "\t", shape.k, "\t",
+                      shape.y_f32 ? 1 : 0, "\t", shape.accumulate ? 1 : 0, "\t",
+                      Hex(entry.algo), "\t", entry.note.empty() ? "-" : entry.note, "\n");
+}
+
 absl::Status MatmulTuneCache::Write() const {
   const std::string tmp = absl::StrCat(path_, ".tmp.", getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "w");
@@ -186,9 +193,7 @@ absl::Status MatmulTuneCache::Write() const {
   bool ok = true;
   for (const auto& [key, e] : entries_) {
     const auto& [device, mode, m, n, k, f32, acc] = key;
-    const std::string line =
-        absl::StrCat(device, "\t", mode, "\t", m, "\t", n, "\t", k, "\t", f32 ? 1 : 0, "\t",
-                     acc ? 1 : 0, "\t", Hex(e.algo), "\t", e.note.empty() ? "-" : e.note, "\n");
+    const std::string line = FormatLine(device, mode, Shape{m, n, k, f32, acc}, e);
     ok = ok && std::fwrite(line.data(), 1, line.size(), f) == line.size();
   }
   ok = ok && std::fflush(f) == 0 && fsync(fileno(f)) == 0;

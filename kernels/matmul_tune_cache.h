@@ -69,6 +69,9 @@ class MatmulTuneCache {
   }
   std::optional<Entry> Find(const std::string& device_tag, const std::string& mode,
                             const Shape& shape) const;
+  // One line of the file's format (newline included) for an entry; the fields as Put requires.
+  static std::string FormatLine(const std::string& device_tag, const std::string& mode,
+                                const Shape& shape, const Entry& entry);
   // Adds (or replaces) the entry and rewrites the file as the header says. The tag, mode and
   // note must hold no tabs or newlines, the tag and mode not be empty, the shape be positive.
   absl::Status Put(const std::string& device_tag, const std::string& mode, const Shape& shape,

@@ -122,6 +122,30 @@ TEST(MatmulTuneCacheFileTest, ParsedTableSkipsCommentsAndIsReadOnly) {
   EXPECT_NE(bad.status().message().find("a table line 2"), std::string::npos) << bad.status();
 }
 
+// FormatLine (what RTGEN_MATMUL_TUNE_RANKED appends, one line per candidate) is a line that
+// Parse reads back to the same key and entry; an empty note is written as "-".
+TEST(MatmulTuneCacheFileTest, FormattedLineParsesBack) {
+  const MatmulTuneCache::Shape shape{64, 4096, 14336, false, true};
+  const std::string line = MatmulTuneCache::FormatLine(
+      "gpu sm_90 132 SMs", "wide", shape, {Bytes(7), "rank 2 of 32, 33.9 us alone"});
+  ASSERT_FALSE(line.empty());
+  EXPECT_EQ(line.back(), '\n');
+  auto table = MatmulTuneCache::Parse(
+      line + MatmulTuneCache::FormatLine("gpu", "list", {1, 2, 3, true, false}, {Bytes(8), ""}),
+      "formatted");
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->size(), 2u);
+  const auto e = table->Find("gpu sm_90 132 SMs", "wide", shape);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->algo, Bytes(7));
+  EXPECT_EQ(e->note, "rank 2 of 32, 33.9 us alone");
+  EXPECT_FALSE(table->Find("gpu sm_90 132 SMs", "wide", {64, 4096, 14336, false, false}));
+  const auto f32 = table->Find("gpu", "list", {1, 2, 3, true, false});
+  ASSERT_TRUE(f32);
+  EXPECT_EQ(f32->algo, Bytes(8));
+  EXPECT_EQ(f32->note, "-");
+}
+
 // The tables of kernels/tuned_matmul compiled in: they parse (a malformed one would be dropped
 // with a message at run time), and hold the wide search's choices, for positive shapes only.
 TEST(MatmulTuneCacheFileTest, ShippedTablesParse) {
