@@ -240,6 +240,35 @@ std::string MatmulContext::PlanInfo(int32_t m, int32_t n, int32_t k, bool y_f32,
   return it == plans_.end() ? std::string() : it->second.info;
 }
 
+// RTGEN_MATMUL_TUNE_RANKED=path: every timed candidate of a tuned shape appended to `path`, fastest
+// first, one tune-cache line each (its note: rank and median), so that a candidate can be run in
+// the decode step on its own (a one-line RTGEN_MATMUL_TUNE_CACHE file; scripts/device/
+// matmul_in_step.sh) rather than judged by its time alone. Tuning's choice is unchanged.
+void MatmulContext::AppendRanked(const MatmulParams& p,
+                                 const std::vector<cublasLtMatmulAlgo_t>& cands,
+                                 std::vector<std::pair<float, size_t>> timed) const {
+  const char* path = EnvValue("RTGEN_MATMUL_TUNE_RANKED");
+  if (path[0] == '\0') return;
+  std::stable_sort(timed.begin(), timed.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::string text;
+  for (size_t r = 0; r < timed.size(); ++r) {
+    const auto& [us, i] = timed[r];
+    absl::StrAppend(&text, MatmulTuneCache::FormatLine(
+                               device_tag_, MatmulTuneModeName(),
+                               {p.m, p.n, p.k, p.y_f32, p.accumulate},
+                               {ToBytes(cands[i]),
+                                absl::StrCat(AlgoInfo(cands[i]), "; rank ", r, " of ",
+                                             timed.size(), ", candidate ", i, ", ",
+                                             absl::SixDigits(us), " us alone")}));
+  }
+  std::FILE* f = std::fopen(path, "a");
+  const bool ok = f != nullptr && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (f == nullptr || std::fclose(f) != 0 || !ok) {
+    std::fprintf(stderr, "rtgen: RTGEN_MATMUL_TUNE_RANKED: cannot append to %s\n", path);
+  }
+}
+
 absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Plan* plan) {
   cublasLtMatmulPreference_t pref = nullptr;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulPreferenceCreate(&pref));
@@ -376,12 +405,15 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
   }
   int best = -1;
   float best_us = std::numeric_limits<float>::infinity(), first_us = NAN;
+  std::vector<std::pair<float, size_t>> timed;  // (median us, candidate) of those that ran
   for (const size_t i : order) {
     ASSIGN_OR_RETURN(const float median, median_us(i, kReps));
     if (std::isnan(median)) continue;
+    timed.emplace_back(median, i);
     if (i == 0) first_us = median;
     if (median < best_us) best = static_cast<int>(i), best_us = median;
   }
+  AppendRanked(p, cands, timed);
   if (best < 0) {
     return absl::InternalError(absl::StrCat("cuBLASLt: no candidate ran for m=", p.m, " n=", p.n,
                                             " k=", p.k));

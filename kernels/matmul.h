@@ -45,6 +45,8 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -125,6 +127,9 @@ class MatmulContext {
   absl::StatusOr<const Plan*> GetPlan(const MatmulParams& p, cudaStream_t stream);
   // Times the candidates for `plan`'s shape on p's operands; sets plan->algo and plan->info.
   absl::Status Tune(const MatmulParams& p, cudaStream_t stream, Plan* plan);
+  // Tune's timed candidates (median us, index into cands) to RTGEN_MATMUL_TUNE_RANKED's file.
+  void AppendRanked(const MatmulParams& p, const std::vector<cublasLtMatmulAlgo_t>& cands,
+                    std::vector<std::pair<float, size_t>> timed) const;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

@@ -2,8 +2,11 @@
 // server) runs the cached choice without tuning; the shipped table's choice runs on its GPU. The
 // file itself: tests/kernels_host.
 
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/env_switch.h"
@@ -92,6 +95,77 @@ TEST(MatmulTuneCacheTest, ShippedChoiceRunsOnTheGpuItWasTunedOn) {
   const std::string info = (*ctx)->PlanInfo(m, n, k, false);
   EXPECT_EQ(info.rfind("from the shipped table", 0), 0u) << info;
   EXPECT_LE(RelL2(FromBf16(y.ToHost()), MatmulReference(x, w, m, n, k)), 1e-2);
+}
+
+// RTGEN_MATMUL_TUNE_RANKED: tuning a shape appends every timed candidate to the file, one
+// tune-cache line each, ranks 0, 1, ... fastest first; tuning's own choice is among them, and a
+// ranked line used as a one-line cache runs and meets the reference.
+TEST(MatmulTuneCacheTest, RankedCandidatesAreWrittenFastestFirst) {
+  if (kernels::EnvIs("RTGEN_MATMUL_TUNE", "0")) GTEST_SKIP() << "RTGEN_MATMUL_TUNE=0";
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  // A shape no other test (nor an earlier repeat of this one: a tuned shape is not tuned again
+  // in a process) tunes.
+  static int repeat = 0;
+  const int m = 44, n = 640 + 16 * repeat++, k = 1280;
+  const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng));
+  const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng));
+  DeviceArray<uint16_t> d_x(x), d_w(w), y(size_t{1} * m * n);
+  const testing::ScopedTempPath ranked("ranked.tsv", {});
+  const testing::ScopedTempPath one("one.tsv", {".lock"});
+  auto ctx = kernels::MatmulContext::Create(false, true);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  (*ctx)->AllowTuning(true);
+  ASSERT_EQ(setenv("RTGEN_MATMUL_TUNE_RANKED", ranked.path().c_str(), 1), 0);
+  const absl::Status st =
+      kernels::Matmul(**ctx, {d_x.bf16(), d_w.bf16(), y.bf16(), false, m, n, k}, nullptr);
+  unsetenv("RTGEN_MATMUL_TUNE_RANKED");
+  ASSERT_TRUE(st.ok()) << st;
+  const std::string info = (*ctx)->PlanInfo(m, n, k, false);
+
+  std::ifstream in(ranked.path());
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_FALSE(lines.empty()) << "nothing appended to " << ranked.path() << "; plan " << info;
+  float previous_us = 0.0f;
+  bool chosen_listed = false;
+  for (size_t r = 0; r < lines.size(); ++r) {
+    SCOPED_TRACE(lines[r]);
+    auto table = MatmulTuneCache::Parse(lines[r] + "\n", "ranked line");
+    ASSERT_TRUE(table.ok()) << table.status();
+    const auto e = table->Find((*ctx)->device_tag(), kernels::MatmulTuneModeName(),
+                               {m, n, k, false, false});
+    ASSERT_TRUE(e);
+    const std::string rank = "; rank " + std::to_string(r) + " of " +
+                             std::to_string(lines.size()) + ", candidate ";
+    const size_t at = e->note.find(rank);
+    ASSERT_NE(at, std::string::npos);
+    // The note: "<algo>; rank r of N, candidate i, <us> us alone"; <algo> is how PlanInfo begins.
+    const float us = std::stof(e->note.substr(e->note.find(", ", at + rank.size()) + 2));
+    EXPECT_GE(us, previous_us);
+    previous_us = us;
+    chosen_listed = chosen_listed || info.rfind(e->note.substr(0, at) + "; tuned", 0) == 0;
+  }
+  EXPECT_TRUE(chosen_listed) << "tuning's choice is not among the ranked lines: " << info;
+
+  // The slowest ranked candidate as a one-line cache: a fresh context runs it, not tuning's.
+  {
+    std::ofstream out(one.path());
+    out << lines.back() << "\n";
+  }
+  auto cache = MatmulTuneCache::Load(one.path());
+  ASSERT_TRUE(cache.ok()) << cache.status();
+  auto other = kernels::MatmulContext::Create(false, true);
+  ASSERT_TRUE(other.ok());
+  (*other)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(cache)));
+  DeviceArray<uint16_t> y2(size_t{1} * m * n);
+  const absl::Status st2 =
+      kernels::Matmul(**other, {d_x.bf16(), d_w.bf16(), y2.bf16(), false, m, n, k}, nullptr);
+  ASSERT_TRUE(st2.ok()) << st2;
+  const std::string other_info = (*other)->PlanInfo(m, n, k, false);
+  EXPECT_EQ(other_info.rfind("from the tune cache", 0), 0u) << other_info;
+  EXPECT_LE(RelL2(FromBf16(y2.ToHost()), MatmulReference(x, w, m, n, k)), 1e-2);
 }
 
 }  // namespace
