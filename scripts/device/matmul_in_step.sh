@@ -51,6 +51,7 @@ if [[ "${what}" == step || "${what}" == all ]]; then
     label="n${n}_k${k}_a${acc}_f${f32}_r${rank}"
     grep -P "^[^\t]*\t[^\t]*\t${m}\t${n}\t${k}\t${f32}\t${acc}\t.*; rank ${rank} of" "${ranked}" \
       > "${out}/caches/${label}.tsv"
+    cp "${out}/caches/${label}.tsv" "${out}/caches/${label}.want"
     variants+=("${label}=RTGEN_MATMUL_TUNE=wide,RTGEN_MATMUL_TUNE_CACHE=${out}/caches/${label}.tsv")
   done < <(grep -v '^#' "${ranked}")
   echo "== in the step: ${#variants[@]} variants (base: the shipped choices)"
@@ -60,5 +61,15 @@ if [[ "${what}" == step || "${what}" == all ]]; then
   MODELS="${model}" BATCHES="${batch}" STEPS="${STEPS:-128}" ROUNDS="${ROUNDS:-2}" \
     OUT="${out}/ab" "${script_dir}/env_ab.sh" "${bundle}" "${variants[@]}"
   rc=$(( rc | $? ))
+  # A run adds the shipped choices it took to its cache file and would have replaced the line
+  # under test had cuBLASLt rejected it: the line must still be there, as written.
+  for want in "${out}"/caches/*.want; do
+    if grep -qxF -f "${want}" "${want%.want}.tsv"; then
+      echo "   $(basename "${want%.want}"): ran from its cache line"
+    else
+      echo "matmul_in_step: $(basename "${want%.want}")'s line was replaced (rejected?)" >&2
+      rc=1
+    fi
+  done
 fi
 exit "${rc}"
