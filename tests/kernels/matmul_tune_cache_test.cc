@@ -20,6 +20,29 @@ namespace {
 
 using kernels::MatmulTuneCache;
 
+// Random bf16 operands of an m x n x k product (y = x w^T), on the host and the device.
+struct Operands {
+  Operands(int m_, int n_, int k_, std::mt19937_64& rng)
+      : m(m_), n(n_), k(k_), x(ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng))),
+        w(ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng))), d_x(x), d_w(w) {}
+  // Runs the product on ctx; its plan's info must begin with `source` (any where empty) and its
+  // result meet the fp64 reference. Returns the result (bf16 bits).
+  std::vector<uint16_t> Run(kernels::MatmulContext& ctx, const std::string& source) const {
+    DeviceArray<uint16_t> y(size_t{1} * m * n);
+    const absl::Status st =
+        kernels::Matmul(ctx, {d_x.bf16(), d_w.bf16(), y.bf16(), false, m, n, k}, nullptr);
+    EXPECT_TRUE(st.ok()) << st;
+    const std::string info = ctx.PlanInfo(m, n, k, false);
+    EXPECT_EQ(info.rfind(source, 0), 0u) << info;
+    const std::vector<uint16_t> out = y.ToHost();
+    EXPECT_LE(RelL2(FromBf16(out), MatmulReference(x, w, m, n, k)), 1e-2);
+    return out;
+  }
+  int m, n, k;
+  std::vector<uint16_t> x, w;
+  DeviceArray<uint16_t> d_x, d_w;
+};
+
 // One process tunes a decode shape with the cache attached (the choice is written); a context
 // with the file loaded afresh (as after a restart) runs that choice without tuning, bitwise equal.
 TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
@@ -27,25 +50,15 @@ TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
   const int m = 40, n = 1024, k = 768;  // a shape no other test tunes
-  const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng));
-  const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng));
-  DeviceArray<uint16_t> d_x(x), d_w(w);
+  const Operands ops(m, n, k, rng);
   const testing::ScopedTempPath tmp("tune.tsv", {".lock"});
-  const auto run = [&](kernels::MatmulContext& ctx) {
-    DeviceArray<uint16_t> y(size_t{1} * m * n);
-    const absl::Status st =
-        kernels::Matmul(ctx, {d_x.bf16(), d_w.bf16(), y.bf16(), false, m, n, k}, nullptr);
-    EXPECT_TRUE(st.ok()) << st;
-    return y.ToHost();
-  };
   auto first = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(first.ok()) << first.status();
   auto cache = MatmulTuneCache::Load(tmp.path());
   ASSERT_TRUE(cache.ok());
   (*first)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(cache)));
   (*first)->AllowTuning(true);
-  const std::vector<uint16_t> want = run(**first);
-  EXPECT_LE(RelL2(FromBf16(want), MatmulReference(x, w, m, n, k)), 1e-2);
+  const std::vector<uint16_t> want = ops.Run(**first, "");
   const std::string first_info = (*first)->PlanInfo(m, n, k, false);
 
   auto loaded = MatmulTuneCache::Load(tmp.path());
@@ -57,11 +70,9 @@ TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
   auto restarted = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(restarted.ok());
   (*restarted)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(loaded)));
-  const std::vector<uint16_t> got = run(**restarted);  // tuning not allowed here
-  // The plan's info is what shows the cache was read: the process-wide choice of the first
-  // context would give the same bits without it.
-  const std::string info = (*restarted)->PlanInfo(m, n, k, false);
-  EXPECT_EQ(info.rfind("from the tune cache", 0), 0u) << info;
+  // Tuning is not allowed here. The plan's info is what shows the cache was read: the
+  // process-wide choice of the first context would give the same bits without it.
+  const std::vector<uint16_t> got = ops.Run(**restarted, "from the tune cache");
   EXPECT_EQ(got, want) << "the cached choice gave other bits";
 }
 
@@ -84,17 +95,8 @@ TEST(MatmulTuneCacheTest, ShippedChoiceRunsOnTheGpuItWasTunedOn) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const int m = pick.m, n = pick.n, k = pick.k;
-  SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k);
-  const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng));
-  const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng));
-  DeviceArray<uint16_t> d_x(x), d_w(w), y(size_t{1} * m * n);
-  const absl::Status st =
-      kernels::Matmul(**ctx, {d_x.bf16(), d_w.bf16(), y.bf16(), false, m, n, k}, nullptr);
-  ASSERT_TRUE(st.ok()) << st;
-  const std::string info = (*ctx)->PlanInfo(m, n, k, false);
-  EXPECT_EQ(info.rfind("from the shipped table", 0), 0u) << info;
-  EXPECT_LE(RelL2(FromBf16(y.ToHost()), MatmulReference(x, w, m, n, k)), 1e-2);
+  SCOPED_TRACE(::testing::Message() << pick.m << "x" << pick.n << "x" << pick.k);
+  Operands(pick.m, pick.n, pick.k, rng).Run(**ctx, "from the shipped table");
 }
 
 // RTGEN_MATMUL_TUNE_RANKED: tuning a shape appends every timed candidate to the file, one
@@ -109,19 +111,15 @@ TEST(MatmulTuneCacheTest, RankedCandidatesAreWrittenFastestFirst) {
   // in a process) tunes.
   static int repeat = 0;
   const int m = 44, n = 640 + 16 * repeat++, k = 1280;
-  const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * m * k, 1.0f, rng));
-  const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * n * k, 0.05f, rng));
-  DeviceArray<uint16_t> d_x(x), d_w(w), y(size_t{1} * m * n);
+  const Operands ops(m, n, k, rng);
   const testing::ScopedTempPath ranked("ranked.tsv", {});
   const testing::ScopedTempPath one("one.tsv", {".lock"});
   auto ctx = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   (*ctx)->AllowTuning(true);
   ASSERT_EQ(setenv("RTGEN_MATMUL_TUNE_RANKED", ranked.path().c_str(), 1), 0);
-  const absl::Status st =
-      kernels::Matmul(**ctx, {d_x.bf16(), d_w.bf16(), y.bf16(), false, m, n, k}, nullptr);
+  ops.Run(**ctx, "");
   unsetenv("RTGEN_MATMUL_TUNE_RANKED");
-  ASSERT_TRUE(st.ok()) << st;
   const std::string info = (*ctx)->PlanInfo(m, n, k, false);
 
   std::ifstream in(ranked.path());
@@ -159,13 +157,7 @@ TEST(MatmulTuneCacheTest, RankedCandidatesAreWrittenFastestFirst) {
   auto other = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(other.ok());
   (*other)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(cache)));
-  DeviceArray<uint16_t> y2(size_t{1} * m * n);
-  const absl::Status st2 =
-      kernels::Matmul(**other, {d_x.bf16(), d_w.bf16(), y2.bf16(), false, m, n, k}, nullptr);
-  ASSERT_TRUE(st2.ok()) << st2;
-  const std::string other_info = (*other)->PlanInfo(m, n, k, false);
-  EXPECT_EQ(other_info.rfind("from the tune cache", 0), 0u) << other_info;
-  EXPECT_LE(RelL2(FromBf16(y2.ToHost()), MatmulReference(x, w, m, n, k)), 1e-2);
+  ops.Run(**other, "from the tune cache");
 }
 
 }  // namespace
