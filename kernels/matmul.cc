@@ -176,6 +176,10 @@ struct TuneScratch {
 
 }  // namespace
 
+std::string MatmulAlgoInfo(const MatmulTuneCache::AlgoBytes& algo) {
+  return AlgoInfo(FromBytes(algo));
+}
+
 const char* MatmulTuneModeName() {
   return TuneModeFromEnv() == TuneMode::kWide ? "wide" : "list";
 }
@@ -240,9 +244,10 @@ std::string MatmulContext::PlanInfo(int32_t m, int32_t n, int32_t k, bool y_f32,
   return it == plans_.end() ? std::string() : it->second.info;
 }
 
-// RTGEN_MATMUL_TUNE_RANKED=path: every timed candidate of a tuned shape appended to `path`, fastest
-// first, one tune-cache line each (its note: rank and median), so that a candidate can be run in
-// the decode step on its own (a one-line RTGEN_MATMUL_TUNE_CACHE file; scripts/device/
+// RTGEN_MATMUL_TUNE_RANKED=path: a tuned shape's finalists (the candidates timed kReps times, up
+// to kTuneCandidates; the wide search's others, timed once, are not) appended to `path`, fastest
+// first, one tune-cache line each (its note: rank, candidate and median), so that a candidate can
+// be run in the decode step on its own (a one-line RTGEN_MATMUL_TUNE_CACHE file; scripts/device/
 // matmul_in_step.sh) rather than judged by its time alone. Tuning's choice is unchanged.
 void MatmulContext::AppendRanked(const MatmulParams& p,
                                  const std::vector<cublasLtMatmulAlgo_t>& cands,
@@ -405,7 +410,7 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
   }
   int best = -1;
   float best_us = std::numeric_limits<float>::infinity(), first_us = NAN;
-  std::vector<std::pair<float, size_t>> timed;  // (median us, candidate) of those that ran
+  std::vector<std::pair<float, size_t>> timed;  // (median us, candidate) of the finalists
   for (const size_t i : order) {
     ASSIGN_OR_RETURN(const float median, median_us(i, kReps));
     if (std::isnan(median)) continue;

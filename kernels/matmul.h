@@ -127,7 +127,7 @@ class MatmulContext {
   absl::StatusOr<const Plan*> GetPlan(const MatmulParams& p, cudaStream_t stream);
   // Times the candidates for `plan`'s shape on p's operands; sets plan->algo and plan->info.
   absl::Status Tune(const MatmulParams& p, cudaStream_t stream, Plan* plan);
-  // Tune's timed candidates (median us, index into cands) to RTGEN_MATMUL_TUNE_RANKED's file.
+  // Tune's finalists (median us, index into cands) to RTGEN_MATMUL_TUNE_RANKED's file.
   void AppendRanked(const MatmulParams& p, const std::vector<cublasLtMatmulAlgo_t>& cands,
                     std::vector<std::pair<float, size_t>> timed) const;
 
@@ -152,6 +152,10 @@ bool MatmulRunsOnCublas(const MatmulContext& ctx, const MatmulParams& p);
 // The tuning mode as the tune cache names it ("wide" for RTGEN_MATMUL_TUNE=wide, else "list"):
 // choices of the wide search and of the heuristic's list are kept apart.
 const char* MatmulTuneModeName();
+
+// An algorithm's configuration as text (ids, tile, stages, split-K, reduction, swizzle): how a
+// plan's info (PlanInfo) and a ranked line's note (RTGEN_MATMUL_TUNE_RANKED) begin. Host only.
+std::string MatmulAlgoInfo(const MatmulTuneCache::AlgoBytes& algo);
 
 // True when Matmul (and MatmulSiluMul, MatmulRopeKvStore) runs p's shape on the GEMV at
 // 1..kGemvMaxLinkRows rows (gemv.h), which is what takes a norm link.

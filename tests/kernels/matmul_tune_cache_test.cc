@@ -99,11 +99,15 @@ TEST(MatmulTuneCacheTest, ShippedChoiceRunsOnTheGpuItWasTunedOn) {
   Operands(pick.m, pick.n, pick.k, rng).Run(**ctx, "from the shipped table");
 }
 
-// RTGEN_MATMUL_TUNE_RANKED: tuning a shape appends every timed candidate to the file, one
-// tune-cache line each, ranks 0, 1, ... fastest first; tuning's own choice is among them, and a
-// ranked line used as a one-line cache runs and meets the reference.
+// RTGEN_MATMUL_TUNE_RANKED: tuning a shape appends its finalists to the file, one tune-cache
+// line each, ranks 0, 1, ... fastest first, each line's bytes the algorithm its note names;
+// tuning's own choice is among them (by candidate index, with its bytes), and a ranked line used
+// as a one-line cache runs and meets the reference.
 TEST(MatmulTuneCacheTest, RankedCandidatesAreWrittenFastestFirst) {
   if (kernels::EnvIs("RTGEN_MATMUL_TUNE", "0")) GTEST_SKIP() << "RTGEN_MATMUL_TUNE=0";
+  if (kernels::EnvValue("RTGEN_MATMUL_TUNE_RANKED")[0] != '\0') {
+    GTEST_SKIP() << "RTGEN_MATMUL_TUNE_RANKED is set (the test sets its own)";
+  }
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
@@ -113,14 +117,25 @@ TEST(MatmulTuneCacheTest, RankedCandidatesAreWrittenFastestFirst) {
   const int m = 44, n = 640 + 16 * repeat++, k = 1280;
   const Operands ops(m, n, k, rng);
   const testing::ScopedTempPath ranked("ranked.tsv", {});
+  const testing::ScopedTempPath own_cache("own.tsv", {".lock"});
   const testing::ScopedTempPath one("one.tsv", {".lock"});
   auto ctx = kernels::MatmulContext::Create(false, true);
   ASSERT_TRUE(ctx.ok()) << ctx.status();
+  // An empty cache of its own: a process RTGEN_MATMUL_TUNE_CACHE holding this shape (from an
+  // earlier run) would spare it the tuning this test needs.
+  auto empty = MatmulTuneCache::Load(own_cache.path());
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  (*ctx)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(empty)));
   (*ctx)->AllowTuning(true);
   ASSERT_EQ(setenv("RTGEN_MATMUL_TUNE_RANKED", ranked.path().c_str(), 1), 0);
   ops.Run(**ctx, "");
   unsetenv("RTGEN_MATMUL_TUNE_RANKED");
+  // "<algo>; tuned: candidate <best> of ..." where tuning chose.
   const std::string info = (*ctx)->PlanInfo(m, n, k, false);
+  const std::string tuned = "; tuned: candidate ";
+  const size_t tuned_at = info.find(tuned), best_at = tuned_at + tuned.size();
+  ASSERT_NE(tuned_at, std::string::npos) << info;
+  const std::string best = info.substr(best_at, info.find(' ', best_at) - best_at);
 
   std::ifstream in(ranked.path());
   std::vector<std::string> lines;
@@ -135,15 +150,21 @@ TEST(MatmulTuneCacheTest, RankedCandidatesAreWrittenFastestFirst) {
     const auto e = table->Find((*ctx)->device_tag(), kernels::MatmulTuneModeName(),
                                {m, n, k, false, false});
     ASSERT_TRUE(e);
+    // The note: "<algo>; rank r of N, candidate i, <us> us alone".
     const std::string rank = "; rank " + std::to_string(r) + " of " +
                              std::to_string(lines.size()) + ", candidate ";
     const size_t at = e->note.find(rank);
     ASSERT_NE(at, std::string::npos);
-    // The note: "<algo>; rank r of N, candidate i, <us> us alone"; <algo> is how PlanInfo begins.
-    const float us = std::stof(e->note.substr(e->note.find(", ", at + rank.size()) + 2));
+    EXPECT_EQ(e->note.substr(0, at), kernels::MatmulAlgoInfo(e->algo));
+    const size_t index_at = at + rank.size(), comma = e->note.find(", ", index_at);
+    ASSERT_NE(comma, std::string::npos);
+    const float us = std::stof(e->note.substr(comma + 2));
     EXPECT_GE(us, previous_us);
     previous_us = us;
-    chosen_listed = chosen_listed || info.rfind(e->note.substr(0, at) + "; tuned", 0) == 0;
+    if (e->note.substr(index_at, comma - index_at) == best) {
+      chosen_listed = true;
+      EXPECT_EQ(info.substr(0, tuned_at), kernels::MatmulAlgoInfo(e->algo));
+    }
   }
   EXPECT_TRUE(chosen_listed) << "tuning's choice is not among the ranked lines: " << info;
 
