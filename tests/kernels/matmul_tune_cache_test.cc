@@ -2,7 +2,10 @@
 // server) runs the cached choice without tuning; the shipped table's choice runs on its GPU. The
 // file itself: tests/kernels_host.
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -12,6 +15,7 @@
 #include "kernels/env_switch.h"
 #include "kernels/matmul.h"
 #include "kernels/matmul_tune_cache.h"
+#include "kernels/random_fill.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/unique_temp_path.h"
 
@@ -97,6 +101,77 @@ TEST(MatmulTuneCacheTest, ShippedChoiceRunsOnTheGpuItWasTunedOn) {
   std::mt19937_64 rng(seed);
   SCOPED_TRACE(::testing::Message() << pick.m << "x" << pick.n << "x" << pick.k);
   Operands(pick.m, pick.n, pick.k, rng).Run(**ctx, "from the shipped table");
+}
+
+// Every shipped entry of this GPU's tag (kernels/tuned_matmul) is accepted by cuBLASLt and runs
+// from the shipped table (a rejected entry falls back to tuning or the heuristic without an
+// error: matmul.h), on device-drawn operands, a sample of its output finite. On a GPU no table
+// names, the test says it has nothing to run.
+TEST(MatmulTuneCacheTest, EveryShippedChoiceOfThisGpuRunsFromTheTable) {
+  if (kernels::EnvIs("RTGEN_MATMUL_SHIPPED", "0")) GTEST_SKIP() << "RTGEN_MATMUL_SHIPPED=0";
+  if (kernels::EnvIs("RTGEN_MATMUL_TUNE", "0")) GTEST_SKIP() << "RTGEN_MATMUL_TUNE=0";
+  auto ctx = kernels::MatmulContext::Create(false, true);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  // An empty cache of its own: a process RTGEN_MATMUL_TUNE_CACHE would be read first.
+  const testing::ScopedTempPath own_cache("own.tsv", {".lock"});
+  auto empty = MatmulTuneCache::Load(own_cache.path());
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  (*ctx)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(empty)));
+  std::vector<MatmulTuneCache::Shape> shapes;
+  size_t x_elems = 0, w_elems = 0, y_elems = 0;
+  MatmulTuneCache::Shipped().ForEach([&](const std::string& tag, const std::string&,
+                                         const MatmulTuneCache::Shape& s,
+                                         const MatmulTuneCache::Entry&) {
+    if (tag != (*ctx)->device_tag()) return;
+    shapes.push_back(s);
+    x_elems = std::max(x_elems, size_t{1} * s.m * s.k);
+    w_elems = std::max(w_elems, size_t{1} * s.n * s.k);
+    y_elems = std::max(y_elems, size_t{1} * s.m * s.n);
+  });
+  if (shapes.empty()) GTEST_SKIP() << "no shipped choice for " << (*ctx)->device_tag();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  DeviceArray<uint16_t> x(x_elems), w(w_elems);
+  DeviceArray<float> y(y_elems);  // fp32 outputs use all of it, bf16 ones half
+  ASSERT_EQ(kernels::RandomFillBf16(x.bf16(), static_cast<int64_t>(x_elems), {seed, 1, 0.0f, 1.0f},
+                                    nullptr),
+            cudaSuccess);
+  ASSERT_EQ(kernels::RandomFillBf16(w.bf16(), static_cast<int64_t>(w_elems),
+                                    {seed, 2, 0.0f, 0.05f}, nullptr),
+            cudaSuccess);
+  for (const MatmulTuneCache::Shape& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " f32 " << s.y_f32
+                                      << " accumulate " << s.accumulate);
+    ASSERT_EQ(cudaMemset(y.get(), 0, y_elems * sizeof(float)), cudaSuccess);  // β = 1 reads it
+    kernels::MatmulParams p;
+    p.x = x.bf16();
+    p.w = w.bf16();
+    p.y = y.get();
+    p.y_f32 = s.y_f32;
+    p.m = s.m;
+    p.n = s.n;
+    p.k = s.k;
+    p.accumulate = s.accumulate;
+    const absl::Status st = kernels::Matmul(**ctx, p, nullptr);
+    ASSERT_TRUE(st.ok()) << st;
+    const std::string info = (*ctx)->PlanInfo(s.m, s.n, s.k, s.y_f32, s.accumulate);
+    EXPECT_EQ(info.rfind("from the shipped table", 0), 0u) << info;
+    // The first values of the output (bf16 pairs read as one float where the output is bf16).
+    const size_t sample = std::min<size_t>(1024, size_t{1} * s.m * s.n / (s.y_f32 ? 1 : 2));
+    std::vector<float> head(sample);
+    ASSERT_EQ(cudaMemcpy(head.data(), y.get(), sample * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    for (size_t i = 0; i < sample; ++i) {
+      if (s.y_f32) {
+        ASSERT_TRUE(std::isfinite(head[i])) << "output " << i;
+      } else {
+        uint16_t pair[2];
+        std::memcpy(pair, &head[i], sizeof(pair));
+        ASSERT_TRUE(std::isfinite(FromBf16(pair[0])) && std::isfinite(FromBf16(pair[1])))
+            << "outputs " << 2 * i << ", " << 2 * i + 1;
+      }
+    }
+  }
 }
 
 // RTGEN_MATMUL_TUNE_RANKED: tuning a shape appends its finalists to the file, one tune-cache
