@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -47,6 +46,19 @@ struct Operands {
   DeviceArray<uint16_t> d_x, d_w;
 };
 
+// A tuning context that reads, and adds its choices to, the cache file at `path` (its own: a
+// process RTGEN_MATMUL_TUNE_CACHE would otherwise be read first; a missing file is an empty
+// cache). Null, with the failure recorded, where the context or the file cannot be had.
+std::unique_ptr<kernels::MatmulContext> ContextWithCache(const std::string& path) {
+  auto ctx = kernels::MatmulContext::Create(false, true);
+  EXPECT_TRUE(ctx.ok()) << ctx.status();
+  auto cache = MatmulTuneCache::Load(path);
+  EXPECT_TRUE(cache.ok()) << cache.status();
+  if (!ctx.ok() || !cache.ok()) return nullptr;
+  (*ctx)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(cache)));
+  return *std::move(ctx);
+}
+
 // One process tunes a decode shape with the cache attached (the choice is written); a context
 // with the file loaded afresh (as after a restart) runs that choice without tuning, bitwise equal.
 TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
@@ -56,27 +68,23 @@ TEST(MatmulTuneCacheTest, RestartedContextRunsTheCachedChoice) {
   const int m = 40, n = 1024, k = 768;  // a shape no other test tunes
   const Operands ops(m, n, k, rng);
   const testing::ScopedTempPath tmp("tune.tsv", {".lock"});
-  auto first = kernels::MatmulContext::Create(false, true);
-  ASSERT_TRUE(first.ok()) << first.status();
-  auto cache = MatmulTuneCache::Load(tmp.path());
-  ASSERT_TRUE(cache.ok());
-  (*first)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(cache)));
-  (*first)->AllowTuning(true);
-  const std::vector<uint16_t> want = ops.Run(**first, "");
-  const std::string first_info = (*first)->PlanInfo(m, n, k, false);
+  const auto first = ContextWithCache(tmp.path());
+  ASSERT_NE(first, nullptr);
+  first->AllowTuning(true);
+  const std::vector<uint16_t> want = ops.Run(*first, "");
+  const std::string first_info = first->PlanInfo(m, n, k, false);
 
   auto loaded = MatmulTuneCache::Load(tmp.path());
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const auto entry = loaded->Find((*first)->device_tag(), kernels::MatmulTuneModeName(),
+  const auto entry = loaded->Find(first->device_tag(), kernels::MatmulTuneModeName(),
                                   {m, n, k, false, false});
   ASSERT_TRUE(entry) << "the tuned choice was not written to " << tmp.path();
   EXPECT_EQ(entry->note, first_info);
-  auto restarted = kernels::MatmulContext::Create(false, true);
-  ASSERT_TRUE(restarted.ok());
-  (*restarted)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(loaded)));
+  const auto restarted = ContextWithCache(tmp.path());
+  ASSERT_NE(restarted, nullptr);
   // Tuning is not allowed here. The plan's info is what shows the cache was read: the
   // process-wide choice of the first context would give the same bits without it.
-  const std::vector<uint16_t> got = ops.Run(**restarted, "from the tune cache");
+  const std::vector<uint16_t> got = ops.Run(*restarted, "from the tune cache");
   EXPECT_EQ(got, want) << "the cached choice gave other bits";
 }
 
@@ -110,25 +118,21 @@ TEST(MatmulTuneCacheTest, ShippedChoiceRunsOnTheGpuItWasTunedOn) {
 TEST(MatmulTuneCacheTest, EveryShippedChoiceOfThisGpuRunsFromTheTable) {
   if (kernels::EnvIs("RTGEN_MATMUL_SHIPPED", "0")) GTEST_SKIP() << "RTGEN_MATMUL_SHIPPED=0";
   if (kernels::EnvIs("RTGEN_MATMUL_TUNE", "0")) GTEST_SKIP() << "RTGEN_MATMUL_TUNE=0";
-  auto ctx = kernels::MatmulContext::Create(false, true);
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
-  // An empty cache of its own: a process RTGEN_MATMUL_TUNE_CACHE would be read first.
   const testing::ScopedTempPath own_cache("own.tsv", {".lock"});
-  auto empty = MatmulTuneCache::Load(own_cache.path());
-  ASSERT_TRUE(empty.ok()) << empty.status();
-  (*ctx)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(empty)));
+  const auto ctx = ContextWithCache(own_cache.path());  // empty
+  ASSERT_NE(ctx, nullptr);
   std::vector<MatmulTuneCache::Shape> shapes;
   size_t x_elems = 0, w_elems = 0, y_elems = 0;
   MatmulTuneCache::Shipped().ForEach([&](const std::string& tag, const std::string&,
                                          const MatmulTuneCache::Shape& s,
                                          const MatmulTuneCache::Entry&) {
-    if (tag != (*ctx)->device_tag()) return;
+    if (tag != ctx->device_tag()) return;
     shapes.push_back(s);
     x_elems = std::max(x_elems, size_t{1} * s.m * s.k);
     w_elems = std::max(w_elems, size_t{1} * s.n * s.k);
     y_elems = std::max(y_elems, size_t{1} * s.m * s.n);
   });
-  if (shapes.empty()) GTEST_SKIP() << "no shipped choice for " << (*ctx)->device_tag();
+  if (shapes.empty()) GTEST_SKIP() << "no shipped choice for " << ctx->device_tag();
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   DeviceArray<uint16_t> x(x_elems), w(w_elems);
@@ -152,24 +156,19 @@ TEST(MatmulTuneCacheTest, EveryShippedChoiceOfThisGpuRunsFromTheTable) {
     p.n = s.n;
     p.k = s.k;
     p.accumulate = s.accumulate;
-    const absl::Status st = kernels::Matmul(**ctx, p, nullptr);
+    const absl::Status st = kernels::Matmul(*ctx, p, nullptr);
     ASSERT_TRUE(st.ok()) << st;
-    const std::string info = (*ctx)->PlanInfo(s.m, s.n, s.k, s.y_f32, s.accumulate);
+    const std::string info = ctx->PlanInfo(s.m, s.n, s.k, s.y_f32, s.accumulate);
     EXPECT_EQ(info.rfind("from the shipped table", 0), 0u) << info;
-    // The first values of the output (bf16 pairs read as one float where the output is bf16).
-    const size_t sample = std::min<size_t>(1024, size_t{1} * s.m * s.n / (s.y_f32 ? 1 : 2));
-    std::vector<float> head(sample);
-    ASSERT_EQ(cudaMemcpy(head.data(), y.get(), sample * sizeof(float), cudaMemcpyDeviceToHost),
+    // The first outputs (up to 1024), finite.
+    const size_t sample = std::min<size_t>(1024, size_t{1} * s.m * s.n);
+    std::vector<float> f32(s.y_f32 ? sample : 0);
+    std::vector<uint16_t> bf16(s.y_f32 ? 0 : sample);
+    ASSERT_EQ(s.y_f32 ? cudaMemcpy(f32.data(), y.get(), sample * 4, cudaMemcpyDeviceToHost)
+                      : cudaMemcpy(bf16.data(), y.get(), sample * 2, cudaMemcpyDeviceToHost),
               cudaSuccess);
     for (size_t i = 0; i < sample; ++i) {
-      if (s.y_f32) {
-        ASSERT_TRUE(std::isfinite(head[i])) << "output " << i;
-      } else {
-        uint16_t pair[2];
-        std::memcpy(pair, &head[i], sizeof(pair));
-        ASSERT_TRUE(std::isfinite(FromBf16(pair[0])) && std::isfinite(FromBf16(pair[1])))
-            << "outputs " << 2 * i << ", " << 2 * i + 1;
-      }
+      ASSERT_TRUE(std::isfinite(s.y_f32 ? f32[i] : FromBf16(bf16[i]))) << "output " << i;
     }
   }
 }
@@ -194,19 +193,16 @@ TEST(MatmulTuneCacheTest, RankedCandidatesAreWrittenFastestFirst) {
   const testing::ScopedTempPath ranked("ranked.tsv", {});
   const testing::ScopedTempPath own_cache("own.tsv", {".lock"});
   const testing::ScopedTempPath one("one.tsv", {".lock"});
-  auto ctx = kernels::MatmulContext::Create(false, true);
-  ASSERT_TRUE(ctx.ok()) << ctx.status();
   // An empty cache of its own: a process RTGEN_MATMUL_TUNE_CACHE holding this shape (from an
   // earlier run) would spare it the tuning this test needs.
-  auto empty = MatmulTuneCache::Load(own_cache.path());
-  ASSERT_TRUE(empty.ok()) << empty.status();
-  (*ctx)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(empty)));
-  (*ctx)->AllowTuning(true);
+  const auto ctx = ContextWithCache(own_cache.path());
+  ASSERT_NE(ctx, nullptr);
+  ctx->AllowTuning(true);
   ASSERT_EQ(setenv("RTGEN_MATMUL_TUNE_RANKED", ranked.path().c_str(), 1), 0);
-  ops.Run(**ctx, "");
+  ops.Run(*ctx, "");
   unsetenv("RTGEN_MATMUL_TUNE_RANKED");
   // "<algo>; tuned: candidate <best> of ..." where tuning chose.
-  const std::string info = (*ctx)->PlanInfo(m, n, k, false);
+  const std::string info = ctx->PlanInfo(m, n, k, false);
   const std::string tuned = "; tuned: candidate ";
   const size_t tuned_at = info.find(tuned), best_at = tuned_at + tuned.size();
   ASSERT_NE(tuned_at, std::string::npos) << info;
@@ -222,7 +218,7 @@ TEST(MatmulTuneCacheTest, RankedCandidatesAreWrittenFastestFirst) {
     SCOPED_TRACE(lines[r]);
     auto table = MatmulTuneCache::Parse(lines[r] + "\n", "ranked line");
     ASSERT_TRUE(table.ok()) << table.status();
-    const auto e = table->Find((*ctx)->device_tag(), kernels::MatmulTuneModeName(),
+    const auto e = table->Find(ctx->device_tag(), kernels::MatmulTuneModeName(),
                                {m, n, k, false, false});
     ASSERT_TRUE(e);
     // The note: "<algo>; rank r of N, candidate i, <us> us alone".
@@ -248,12 +244,9 @@ TEST(MatmulTuneCacheTest, RankedCandidatesAreWrittenFastestFirst) {
     std::ofstream out(one.path());
     out << lines.back() << "\n";
   }
-  auto cache = MatmulTuneCache::Load(one.path());
-  ASSERT_TRUE(cache.ok()) << cache.status();
-  auto other = kernels::MatmulContext::Create(false, true);
-  ASSERT_TRUE(other.ok());
-  (*other)->UseTuneCache(std::make_shared<MatmulTuneCache>(*std::move(cache)));
-  ops.Run(**other, "from the tune cache");
+  const auto other = ContextWithCache(one.path());
+  ASSERT_NE(other, nullptr);
+  ops.Run(*other, "from the tune cache");
 }
 
 }  // namespace
