@@ -34,12 +34,6 @@ struct TileBuffers {
   __nv_bfloat16 v[kStages][kTileKeys][kD];
 };
 
-// Where element `col` of a row `r` lives in its swizzled row: 16-byte chunk (col / 8) ^ (r % 8)
-// (rows of 8 or 16 chunks; the XOR keeps a chunk within its row).
-__device__ __forceinline__ int Swz(int r, int col) {
-  return ((((col >> 3) ^ (r & 7))) << 3) | (col & 7);
-}
-
 // Per-warp outputs for the final merge, in the K and V tiles' space (free by then). Rows of
 // kD + kPad floats: a warp stores its fragment as float2 pairs (row g, columns 8 n + 2 t), and
 // with rows 72 or 136 floats apart each half-warp's 16 pairs fall in 32 different banks (with rows
@@ -49,11 +43,6 @@ template <int kD, int kWarps>
 struct MergeBuffers {
   float o[kWarps][kRows][kD + kPad];
 };
-
-__device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
 
 // grid (num_kv_heads, num_seqs, num_splits), 32 * kWarps threads,
 // sizeof(TileBuffers<kD, kWarps, kStages>) bytes of dynamic shared memory. kPrefetch:

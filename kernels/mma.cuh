@@ -7,6 +7,8 @@
 // 2t..2t+1, col g), b1 = (k 2t+8..2t+9, col g); C/D (16 x 8) d0, d1 = (row g, cols 2t, 2t+1),
 // d2, d3 = (row g+8, same cols).
 
+#include <cuda_bf16.h>
+
 #include <cstdint>
 
 namespace rtgen::kernels {
@@ -36,6 +38,21 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* ro
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(a));
+}
+
+// Where element `col` of row `r` lives in a swizzled shared-memory row of bf16: 16-byte chunk
+// (col / 8) ^ (r % 8) (rows of 8 or 16 chunks; the XOR keeps a chunk within its row), so
+// ldmatrix's eight rows of one 16-byte column fall in eight different bank groups without
+// padding.
+__device__ __forceinline__ int Swz(int r, int col) {
+  return ((((col >> 3) ^ (r & 7))) << 3) | (col & 7);
+}
+
+// Two floats as one bf16x2 register (lo in the low half), each rounded to nearest: an A or B
+// fragment register.
+__device__ __forceinline__ uint32_t PackBf16x2(float lo, float hi) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&h);
 }
 
 }  // namespace rtgen::kernels
