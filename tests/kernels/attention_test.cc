@@ -1,5 +1,5 @@
-// Paged decode attention (with and without KV splits) and causal prefill attention against an
-// fp64 reference over the same bf16 cache.
+// Paged decode attention (with and without KV splits) against an fp64 reference over the same
+// bf16 cache.
 
 #include <algorithm>
 #include <cmath>
@@ -9,77 +9,13 @@
 #include "kernels/decode_attention.h"
 #include "kernels/decode_attention_mma.h"
 #include "kernels/kv_store.h"
-#include "kernels/prefill_attention.h"
 #include "kernels/rope.h"
+#include "tests/kernels/attention_reference.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/slow_kv_writer.h"
 
 namespace rtgen::testing_gpu {
 namespace {
-
-struct Cache {
-  int num_blocks, block_size, kv_heads, hd, max_blocks;
-  std::vector<uint16_t> k, v;
-  std::vector<int32_t> tables;  // [seqs, max_blocks]
-};
-
-// Random cache; each sequence gets distinct random blocks for its context.
-Cache MakeCache(const std::vector<int32_t>& ctx, int block_size, int kv_heads, int hd,
-                std::mt19937_64& rng) {
-  Cache c{0, block_size, kv_heads, hd, 1, {}, {}, {}};
-  int total = 0;
-  for (int32_t n : ctx) {
-    const int b = (n + block_size - 1) / block_size;
-    total += b;
-    c.max_blocks = std::max(c.max_blocks, b);
-  }
-  c.num_blocks = total + 3;
-  const size_t elems = size_t{1} * c.num_blocks * block_size * kv_heads * hd;
-  c.k = ToBf16(RandomNormal(elems, 1.0f, rng));
-  c.v = ToBf16(RandomNormal(elems, 1.0f, rng));
-  std::vector<int32_t> perm(c.num_blocks);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
-  c.tables.assign(ctx.size() * c.max_blocks, -1);
-  int next = 0;
-  for (size_t s = 0; s < ctx.size(); ++s) {
-    for (int j = 0; j < (ctx[s] + block_size - 1) / block_size; ++j) {
-      c.tables[s * c.max_blocks + j] = perm[next++];
-    }
-  }
-  return c;
-}
-
-// out[heads * hd] for one query attending to positions [0, len) of sequence s.
-void Reference(const Cache& c, int s, int len, const uint16_t* q, int heads, float scale,
-               double* out) {
-  const int group = heads / c.kv_heads;
-  for (int h = 0; h < heads; ++h) {
-    const int kvh = h / group;
-    std::vector<double> score(len);
-    double m = -INFINITY;
-    for (int p = 0; p < len; ++p) {
-      const size_t slot = size_t{1} * c.tables[s * c.max_blocks + p / c.block_size] * c.block_size +
-                          p % c.block_size;
-      const size_t base = (slot * c.kv_heads + kvh) * c.hd;
-      double d = 0.0;
-      for (int i = 0; i < c.hd; ++i) d += FromBf16(q[h * c.hd + i]) * FromBf16(c.k[base + i]);
-      score[p] = d * scale;
-      m = std::max(m, score[p]);
-    }
-    double l = 0.0;
-    for (double& x : score) l += (x = std::exp(x - m));
-    for (int i = 0; i < c.hd; ++i) {
-      double acc = 0.0;
-      for (int p = 0; p < len; ++p) {
-        const size_t slot = size_t{1} * c.tables[s * c.max_blocks + p / c.block_size] *
-                                c.block_size + p % c.block_size;
-        acc += score[p] * FromBf16(c.v[(slot * c.kv_heads + kvh) * c.hd + i]);
-      }
-      out[h * c.hd + i] = len > 0 ? acc / l : 0.0;
-    }
-  }
-}
 
 // The device side of a decode attention launch over cache c: query rows of q_stride elements,
 // output rows, the split plan and its partial buffers.
@@ -447,55 +383,6 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 8, 128, 16, SpreadContexts(80, 37, 300), 1},
                       AttnShape{9, 3, 64, 16, SpreadContexts(400, 13, 260), 1},
                       AttnShape{9, 3, 64, 16, SpreadContexts(100, 29, 700), 4}));
-
-TEST(PrefillAttentionTest, CausalOverChunksMatchesReference) {
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  const int heads = 8, kv_heads = 2, hd = 64, block_size = 16;
-  // (context after the step, tokens in this step): the rest was cached by earlier chunks.
-  const std::vector<std::pair<int32_t, int32_t>> seqs = {{37, 37}, {300, 45}, {1, 1}, {20, 3}};
-  std::vector<int32_t> ctx;
-  for (auto [n, q] : seqs) ctx.push_back(n);
-  Cache c = MakeCache(ctx, block_size, kv_heads, hd, rng);
-  std::vector<int32_t> token_seq, positions;
-  for (size_t s = 0; s < seqs.size(); ++s) {
-    for (int32_t p = seqs[s].first - seqs[s].second; p < seqs[s].first; ++p) {
-      token_seq.push_back(static_cast<int32_t>(s));
-      positions.push_back(p);
-    }
-  }
-  const int tokens = static_cast<int>(positions.size()), q_dim = heads * hd;
-  const int stride = q_dim + 2 * kv_heads * hd;
-  const std::vector<uint16_t> q = ToBf16(RandomNormal(size_t{1} * tokens * stride, 1.0f, rng));
-  DeviceArray<uint16_t> d_q(q), d_k(c.k), d_v(c.v), d_out(size_t{1} * tokens * q_dim);
-  DeviceArray<int32_t> d_seq(token_seq), d_pos(positions), d_tables(c.tables), d_ctx(ctx);
-  kernels::PrefillAttentionParams p;
-  p.q = d_q.bf16();
-  p.q_stride = stride;
-  p.k_cache = d_k.bf16();
-  p.v_cache = d_v.bf16();
-  p.token_seq = d_seq.get();
-  p.positions = d_pos.get();
-  p.block_tables = d_tables.get();
-  p.context_lens = d_ctx.get();
-  p.out = d_out.bf16();
-  p.num_tokens = tokens;
-  p.num_heads = heads;
-  p.num_kv_heads = kv_heads;
-  p.head_dim = hd;
-  p.block_size = block_size;
-  p.max_blocks_per_seq = c.max_blocks;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  GPU_CHECK(kernels::PrefillAttention(p, nullptr));
-  const std::vector<float> out = FromBf16(d_out.ToHost());
-  std::vector<double> want(out.size());
-  for (int t = 0; t < tokens; ++t) {
-    Reference(c, token_seq[t], positions[t] + 1, q.data() + size_t{1} * t * stride, heads,
-              p.scale, want.data() + size_t{1} * t * q_dim);
-  }
-  EXPECT_LE(RelL2(out, want), 1e-2);
-}
 
 }  // namespace
 }  // namespace rtgen::testing_gpu
