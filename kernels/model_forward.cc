@@ -32,6 +32,12 @@ bool DecodeTensorCores() {
   return on;
 }
 
+// RTGEN_PREFILL_MMA=0: prefill attention on the CUDA-core kernel (A/B).
+bool PrefillTensorCores() {
+  static const bool on = kernels::EnvOnUnlessZero("RTGEN_PREFILL_MMA");
+  return on;
+}
+
 // Decode attention copies its first K/V tiles before its PDL wait where the qkv launch before it
 // releases it early (RTGEN_DECODE_PREFETCH=0: never, for A/B). Measured on the H200 (session 14,
 // graph TPOT ms, three alternating rounds, prefetch on everywhere vs off): Llama-3-8B b1 (qkv on
@@ -295,6 +301,7 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
     a.block_size = kv.block_size;
     a.max_blocks_per_seq = table_width;
     a.scale = scale;
+    a.tensor_cores = PrefillTensorCores();
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::PrefillAttention(a, stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kO)) {

@@ -1,12 +1,14 @@
 #include "kernels/attention_common.cuh"
 #include "kernels/launch.h"
 #include "kernels/prefill_attention.h"
+#include "kernels/prefill_attention_mma.h"
 
 namespace rtgen::kernels {
 namespace {
 
-// grid (num_heads, num_tokens). Correctness first: one block per (token, head), keys streamed
-// from the cache in chunks (no reuse of K/V across the query tokens of a chunk yet).
+// grid (num_heads, num_tokens): one block per (token, head), keys streamed from the cache in
+// chunks on CUDA cores (no reuse of K/V across the query tokens of a chunk): the fallback where
+// the tensor-core kernel (prefill_attention_mma.h) does not apply.
 __global__ void __launch_bounds__(kAttnThreads) PrefillAttentionKernel(PrefillAttentionParams p) {
   __shared__ AttnSmem smem;
   PdlWait();
@@ -37,6 +39,7 @@ cudaError_t PrefillAttention(PrefillAttentionParams p, cudaStream_t stream) {
   if (p.head_dim > kAttnMaxHeadDim || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0) {
     return cudaErrorInvalidValue;
   }
+  if (p.tensor_cores && PrefillAttentionMmaSupports(p)) return PrefillAttentionMma(p, stream);
   return LaunchKernel(PrefillAttentionKernel, dim3(p.num_heads, p.num_tokens), kAttnThreads, 0,
                       stream, p);
 }

@@ -28,6 +28,9 @@ struct PrefillAttentionParams {
   int32_t block_size = 0;
   int32_t max_blocks_per_seq = 0;
   float scale = 1.0f;
+  // False: always the CUDA-core kernel (tests, and A/B through RTGEN_PREFILL_MMA=0); true: the
+  // tensor-core kernel where it applies (prefill_attention_mma.h).
+  bool tensor_cores = true;
 };
 
 cudaError_t PrefillAttention(PrefillAttentionParams p, cudaStream_t stream);

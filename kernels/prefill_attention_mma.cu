@@ -1,0 +1,393 @@
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+
+#include "kernels/device_utils.cuh"
+#include "kernels/launch.h"
+#include "kernels/mma.cuh"
+#include "kernels/prefill_attention_mma.h"
+
+namespace rtgen::kernels {
+namespace {
+
+constexpr int kRowWarps = 4;               // warps of a key group, 16 query rows each
+constexpr int kBlockRows = 16 * kRowWarps;  // query tokens of a block
+constexpr int kGroupKeys = 64;              // keys of a tile a key group attends to
+
+// A block of kGroups key groups (kGroups * kRowWarps warps): every group holds all kBlockRows
+// rows and takes its own 64 keys of each tile (kGroups * 64 keys), so a block walks a sequence's
+// keys in 1 / kGroups of the tiles; the groups' states are merged at the end.
+template <int kGroups>
+constexpr int kThreads = 32 * kRowWarps * kGroups;
+
+// Rows of kD bf16, swizzled (mma.cuh Swz).
+template <int kD, int kGroups>
+struct PrefillTiles {
+  static_assert(kD == 64 || kD == 128, "Swz needs rows of 8 or 16 chunks");
+  static constexpr int kTileKeys = kGroupKeys * kGroups;
+  static_assert(kThreads<kGroups> == 2 * kTileKeys, "a tile's row is copied by two threads");
+  __nv_bfloat16 q[kBlockRows][kD];
+  __nv_bfloat16 k[2][kTileKeys][kD];
+  __nv_bfloat16 v[2][kTileKeys][kD];
+};
+
+// The other groups' states for the final merge, in the K tiles' space (free by then): rows of
+// kD + 8 floats (float2 stores of a quad fall in different banks, as decode's MergeBuffers).
+template <int kD, int kGroups>
+struct GroupMerge {
+  static constexpr int kOthers = kGroups > 1 ? kGroups - 1 : 1;  // (one group: unused)
+  float o[kOthers][kBlockRows][kD + 8];
+  float m[kOthers][kBlockRows];
+  float l[kOthers][kBlockRows];
+};
+
+// A warp's 16 query rows against one sequence's keys: its running softmax state and output.
+template <int kD>
+struct RowsState {
+  uint32_t qa[kD / 16][4];  // Q as A fragments
+  float o[kD / 8][4];       // O: rows g, g + 8; dims 8 n + 2 t + {0, 1}
+  float m[2];               // running max (base 2) of rows g, g + 8 (quad-uniform)
+  float l[2];               // this thread's part of the running sums
+};
+
+// 64 keys of a tile (stage st, rows kb .., keys key0 ..) into a warp's state. lim[h]: row g + 8 h
+// sees keys < lim[h] (0: none of this tile's sequence).
+template <int kD, int kGroups>
+__device__ __forceinline__ void AttendKeys(const PrefillTiles<kD, kGroups>& sm, int st, int kb,
+                                           int key0, const int (&lim)[2], float qscale,
+                                           RowsState<kD>& rs) {
+  const int lane = threadIdx.x & 31, t = lane & 3;
+  const int mi = lane >> 3, mr = lane & 7;  // ldmatrix: this lane's matrix and row
+  float s[kGroupKeys / 8][4] = {};          // keys 8 j + 2 t + {0, 1}; rows g (0, 1), g + 8 (2, 3)
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+#pragma unroll
+    for (int j2 = 0; j2 < kGroupKeys / 16; ++j2) {
+      uint32_t b[4];
+      const int r = kb + j2 * 16 + (mi >> 1) * 8 + mr;
+      LdMatrixX4(b, &sm.k[st][r][Swz(r, kk * 16 + (mi & 1) * 8)]);
+      const uint32_t(&a)[4] = rs.qa[kk];
+      Mma(s[2 * j2], a[0], a[1], a[2], a[3], b[0], b[1]);
+      Mma(s[2 * j2 + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+    }
+  }
+  uint32_t pa[kGroupKeys / 16][4];  // P as A fragments, 16 keys each
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {  // row g + 8 h
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kGroupKeys / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int key = key0 + 8 * j + 2 * t + e;
+        float& x = s[j][2 * h + e];
+        x = key < lim[h] ? x * qscale : -INFINITY;
+        mx = fmaxf(mx, x);
+      }
+    }
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+    const float mn = fmaxf(rs.m[h], mx);
+    const float base = mn == -INFINITY ? 0.0f : mn;  // all masked so far: p = 0, no NaN
+    const float alpha = exp2f(rs.m[h] - base);       // 0 while m is -inf
+    rs.m[h] = mn;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kGroupKeys / 8; ++j) {
+      const float p0 = RoundBf16(exp2f(s[j][2 * h] - base));
+      const float p1 = RoundBf16(exp2f(s[j][2 * h + 1] - base));
+      sum += p0 + p1;
+      // a0 / a1 (keys 2 t, 2 t + 1 of a 16-key group) from even j, a2 / a3 (8 + 2 t ..) from odd
+      pa[j / 2][(j & 1) * 2 + h] = PackBf16x2(p0, p1);
+    }
+    rs.l[h] = rs.l[h] * alpha + sum;
+#pragma unroll
+    for (int n = 0; n < kD / 8; ++n) {
+      rs.o[n][2 * h] *= alpha;
+      rs.o[n][2 * h + 1] *= alpha;
+    }
+  }
+#pragma unroll
+  for (int j2 = 0; j2 < kGroupKeys / 16; ++j2) {
+#pragma unroll
+    for (int nd = 0; nd < kD / 16; ++nd) {
+      uint32_t b[4];
+      const int r = kb + j2 * 16 + (mi & 1) * 8 + mr;
+      LdMatrixX4Trans(b, &sm.v[st][r][Swz(r, nd * 16 + (mi >> 1) * 8)]);
+      Mma(rs.o[2 * nd], pa[j2][0], pa[j2][1], pa[j2][2], pa[j2][3], b[0], b[1]);
+      Mma(rs.o[2 * nd + 1], pa[j2][0], pa[j2][1], pa[j2][2], pa[j2][3], b[2], b[3]);
+    }
+  }
+}
+
+// grid (num_heads, ceil(num_tokens / kBlockRows)), kThreads<kGroups> threads,
+// sizeof(PrefillTiles<kD, kGroups>) bytes of dynamic shared memory. Block y serves tokens from
+// (gridDim.y - 1 - y) * kBlockRows: the last tokens, which see the most keys, are scheduled first.
+template <int kD, int kGroups>
+__global__ void __launch_bounds__(kThreads<kGroups>)
+    PrefillAttentionMmaKernel(PrefillAttentionParams p) {
+  using Tiles = PrefillTiles<kD, kGroups>;
+  constexpr int kTileKeys = Tiles::kTileKeys;
+  constexpr int kThreadsOf = kThreads<kGroups>;
+  constexpr int kChunks = kD / 8;  // 16-byte pieces per row
+  static_assert(kGroups == 1 || sizeof(GroupMerge<kD, kGroups>) <= sizeof(Tiles::k));
+  extern __shared__ __align__(16) unsigned char s_raw[];
+  Tiles& sm = *reinterpret_cast<Tiles*>(s_raw);
+  __shared__ int32_t s_seq[kBlockRows], s_pos[kBlockRows];  // seq -1: no keys (outputs zeros)
+  PdlWait();
+  PdlLaunchDependents();
+  const int head = blockIdx.x;
+  const int tok0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
+  const int kv_head = head / (p.num_heads / p.num_kv_heads);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int group = warp / kRowWarps, row_warp = warp % kRowWarps;
+  const int g = lane >> 2, t = lane & 3;
+  const int mi = lane >> 3, mr = lane & 7;
+
+  for (int c = threadIdx.x; c < kBlockRows * kChunks; c += kThreadsOf) {
+    const int r = c / kChunks, ch = c % kChunks, tok = tok0 + r;
+    const bool valid = tok < p.num_tokens;
+    const __nv_bfloat16* src =
+        p.q + static_cast<int64_t>(valid ? tok : 0) * p.q_stride + head * kD + ch * 8;
+    CpAsync16(&sm.q[r][Swz(r, ch * 8)], src, valid);
+  }
+  CpAsyncCommit();
+  if (threadIdx.x < kBlockRows) {
+    const int tok = tok0 + threadIdx.x;
+    const int32_t pos = tok < p.num_tokens ? p.positions[tok] : -1;
+    s_seq[threadIdx.x] = pos >= 0 ? p.token_seq[tok] : -1;
+    s_pos[threadIdx.x] = pos;
+  }
+  CpAsyncWait<0>();
+  __syncthreads();  // q, s_seq and s_pos
+
+  RowsState<kD> rs;
+#pragma unroll
+  for (int kk = 0; kk < kD / 16; ++kk) {
+    const int r = row_warp * 16 + (mi & 1) * 8 + mr;
+    LdMatrixX4(rs.qa[kk], &sm.q[r][Swz(r, kk * 16 + (mi >> 1) * 8)]);
+  }
+#pragma unroll
+  for (int n = 0; n < kD / 8; ++n) rs.o[n][0] = rs.o[n][1] = rs.o[n][2] = rs.o[n][3] = 0.0f;
+  rs.m[0] = rs.m[1] = -INFINITY;
+  rs.l[0] = rs.l[1] = 0.0f;
+
+  const float qscale = p.scale * kLog2e;  // scores in base 2
+  const int64_t row_elems = static_cast<int64_t>(p.num_kv_heads) * kD;  // per cache slot
+  const __nv_bfloat16* kbase = p.k_cache + static_cast<int64_t>(kv_head) * kD;
+  const __nv_bfloat16* vbase = p.v_cache + static_cast<int64_t>(kv_head) * kD;
+  const int my_rows[2] = {row_warp * 16 + g, row_warp * 16 + g + 8};
+  const int kb = group * kGroupKeys;  // this group's keys within a tile
+  // Runs of rows of one sequence (the same on every thread): each run walks its sequence's keys
+  // [0, kend) with the rows of other runs masked out (their state unchanged: p = 0, alpha = 1).
+  for (int r0 = 0; r0 < kBlockRows;) {
+    const int seq = s_seq[r0];
+    int r1 = r0 + 1, kend = s_pos[r0] + 1;
+    for (; r1 < kBlockRows && s_seq[r1] == seq; ++r1) kend = max(kend, s_pos[r1] + 1);
+    if (seq < 0) {
+      r0 = r1;
+      continue;
+    }
+    const int ctx = p.context_lens[seq];
+    kend = min(kend, ctx);
+    int lim[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = my_rows[h];
+      lim[h] = r >= r0 && r < r1 ? min(s_pos[r] + 1, ctx) : 0;
+    }
+    int warp_lim = max(lim[0], lim[1]);  // keys past it are masked for every row of the warp
+    for (int x = 16; x > 0; x >>= 1) {
+      warp_lim = max(warp_lim, __shfl_xor_sync(kFullMask, warp_lim, x));
+    }
+
+    const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
+    const int cr = threadIdx.x >> 1, ch0 = (threadIdx.x & 1) * (kChunks / 2);
+    // Row cr of tile `tile` (keys past kend zero-filled), half of its pieces, into its stage.
+    const auto copy_tile = [&](int tile) {
+      const int st = tile & 1, key = tile * kTileKeys + cr;
+      const bool valid = key < kend;
+      const int64_t slot =
+          valid ? static_cast<int64_t>(table[key / p.block_size]) * p.block_size +
+                      key % p.block_size
+                : 0;
+      const __nv_bfloat16* ks = kbase + slot * row_elems;
+      const __nv_bfloat16* vs = vbase + slot * row_elems;
+#pragma unroll
+      for (int c = ch0; c < ch0 + kChunks / 2; ++c) {
+        CpAsync16(&sm.k[st][cr][Swz(cr, c * 8)], ks + c * 8, valid);
+        CpAsync16(&sm.v[st][cr][Swz(cr, c * 8)], vs + c * 8, valid);
+      }
+    };
+    const int tiles = (kend + kTileKeys - 1) / kTileKeys;
+    if (tiles > 0) copy_tile(0);
+    CpAsyncCommit();
+    for (int tile = 0; tile < tiles; ++tile) {
+      if (tile + 1 < tiles) copy_tile(tile + 1);  // into the stage tile - 1 used (barrier below)
+      CpAsyncCommit();
+      CpAsyncWait<1>();  // this tile's group has landed (the newest may still be in flight)
+      __syncthreads();
+      const int key0 = tile * kTileKeys + kb;
+      if (key0 < warp_lim) {  // causal: keys past every row of the warp are skipped
+        AttendKeys(sm, tile & 1, kb, key0, lim, qscale, rs);
+      }
+      __syncthreads();  // every warp is done with this stage before it is refilled
+    }
+    r0 = r1;
+  }
+
+  // Each row's sum over its quad; then the groups' states merged into group 0's (in group order,
+  // so the result is the same on every run), which writes O / l (zeros for a row that saw no key).
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    rs.l[h] += __shfl_xor_sync(kFullMask, rs.l[h], 1);
+    rs.l[h] += __shfl_xor_sync(kFullMask, rs.l[h], 2);
+  }
+  if constexpr (kGroups > 1) {
+    GroupMerge<kD, kGroups>& mg = *reinterpret_cast<GroupMerge<kD, kGroups>*>(&sm.k[0][0][0]);
+    // The loop's last barrier: no warp reads the K tiles any more.
+    if (group > 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = my_rows[h];
+#pragma unroll
+        for (int n = 0; n < kD / 8; ++n) {
+          *reinterpret_cast<float2*>(&mg.o[group - 1][r][8 * n + 2 * t]) =
+              make_float2(rs.o[n][2 * h], rs.o[n][2 * h + 1]);
+        }
+        if (t == 0) {
+          mg.m[group - 1][r] = rs.m[h];
+          mg.l[group - 1][r] = rs.l[h];
+        }
+      }
+    }
+    __syncthreads();
+    if (group > 0) return;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = my_rows[h];
+      float m = rs.m[h];
+      for (int gi = 0; gi < kGroups - 1; ++gi) m = fmaxf(m, mg.m[gi][r]);
+      const float base = m == -INFINITY ? 0.0f : m;
+      const float f = exp2f(rs.m[h] - base);  // 0 for a state that saw no key (m = -inf)
+      rs.l[h] *= f;
+#pragma unroll
+      for (int n = 0; n < kD / 8; ++n) {
+        rs.o[n][2 * h] *= f;
+        rs.o[n][2 * h + 1] *= f;
+      }
+      for (int gi = 0; gi < kGroups - 1; ++gi) {
+        const float fo = exp2f(mg.m[gi][r] - base);
+        rs.l[h] += mg.l[gi][r] * fo;
+#pragma unroll
+        for (int n = 0; n < kD / 8; ++n) {
+          const float2 x = *reinterpret_cast<const float2*>(&mg.o[gi][r][8 * n + 2 * t]);
+          rs.o[n][2 * h] += x.x * fo;
+          rs.o[n][2 * h + 1] += x.y * fo;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int tok = tok0 + my_rows[h];
+    if (tok >= p.num_tokens) continue;
+    const float inv = rs.l[h] > 0.0f ? 1.0f / rs.l[h] : 0.0f;
+    __nv_bfloat16* out =
+        p.out + (static_cast<int64_t>(tok) * p.num_heads + head) * kD + 2 * t;
+#pragma unroll
+    for (int n = 0; n < kD / 8; ++n) {
+      *reinterpret_cast<uint32_t*>(out + 8 * n) =
+          PackBf16x2(rs.o[n][2 * h] * inv, rs.o[n][2 * h + 1] * inv);
+    }
+  }
+}
+
+template <int kD, int kGroups>
+cudaError_t Launch(const PrefillAttentionParams& p, cudaStream_t stream) {
+  const dim3 grid(p.num_heads, (p.num_tokens + kBlockRows - 1) / kBlockRows);
+  return LaunchKernel(PrefillAttentionMmaKernel<kD, kGroups>, grid, kThreads<kGroups>,
+                      sizeof(PrefillTiles<kD, kGroups>), stream, p);
+}
+
+// Opts the head_dim-kD kernel of kGroups groups into its dynamic shared memory on the current
+// device; *per_sm: how many of its blocks an SM holds at once.
+template <int kD, int kGroups>
+cudaError_t OptIn(int* per_sm) {
+  const auto kernel = PrefillAttentionMmaKernel<kD, kGroups>;
+  constexpr size_t kSmem = sizeof(PrefillTiles<kD, kGroups>);
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (err != cudaSuccess) return err;
+  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(per_sm, kernel, kThreads<kGroups>, kSmem);
+}
+
+constexpr int kMaxCachedDevices = 16;
+
+// On the current device: both head_dim-kD kernels opted in, and how many blocks of the two-group
+// one the device holds at once. Done once per device (past kMaxCachedDevices: every call); a
+// failure is returned, not remembered.
+template <int kD>
+cudaError_t Prepare(int64_t* two_group_capacity) {
+  static std::atomic<int64_t> cached[kMaxCachedDevices];  // 0: not prepared yet
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  if (device < kMaxCachedDevices) {
+    *two_group_capacity = cached[device].load(std::memory_order_acquire);
+    if (*two_group_capacity > 0) return cudaSuccess;
+  }
+  int one_per_sm = 0, two_per_sm = 0, sms = 0;
+  if ((err = OptIn<kD, 1>(&one_per_sm)) != cudaSuccess ||
+      (err = OptIn<kD, 2>(&two_per_sm)) != cudaSuccess ||
+      (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) !=
+          cudaSuccess) {
+    return err;
+  }
+  *two_group_capacity = std::max<int64_t>(int64_t{two_per_sm} * sms, 1);
+  if (device < kMaxCachedDevices) {
+    cached[device].store(*two_group_capacity, std::memory_order_release);
+  }
+  return cudaSuccess;
+}
+
+// Two key groups a block where its grid takes at most two waves of them (few heads or prompts
+// up to ~1k tokens: each block's walk over the keys is the critical path, and two groups halve
+// it); one group past that (smaller blocks, more of them resident at once). Measured on the H200
+// (TTFT ms at batch 1, one group against two, three rounds): SmolLM2-135M prompt 2048 (288
+// blocks; 264 two-group blocks fit at once) 4.68-5.17 vs 4.05-4.10, 1024 2.78-3.08 vs 2.46-2.47;
+// Llama-3.2-1B prompt 1024 (512 blocks) 4.56-4.58 vs 4.23-4.28, 2048 (1024) 8.71-8.74 vs
+// 9.18-9.21; Llama-3-8B prompt 2048 (1024 blocks; 132 fit) 54.36 vs 54.73-55.02 (one call).
+// RTGEN_PREFILL_GROUPS=1 or 2 forces one (A/B).
+template <int kD>
+cudaError_t LaunchFitting(const PrefillAttentionParams& p, cudaStream_t stream) {
+  int64_t capacity = 0;
+  const cudaError_t err = Prepare<kD>(&capacity);
+  if (err != cudaSuccess) return err;
+  static const int forced = [] {
+    const int v = std::atoi(EnvValue("RTGEN_PREFILL_GROUPS"));
+    return v == 1 || v == 2 ? v : 0;
+  }();
+  const int64_t blocks = int64_t{p.num_heads} * ((p.num_tokens + kBlockRows - 1) / kBlockRows);
+  const bool two = forced != 0 ? forced == 2 : blocks <= 2 * capacity;
+  return two ? Launch<kD, 2>(p, stream) : Launch<kD, 1>(p, stream);
+}
+
+}  // namespace
+
+bool PrefillAttentionMmaSupports(const PrefillAttentionParams& p) {
+  return (p.head_dim == 64 || p.head_dim == 128) && p.num_kv_heads > 0 &&
+         p.num_heads % p.num_kv_heads == 0 && p.q_stride % 8 == 0 &&
+         reinterpret_cast<uintptr_t>(p.q) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(p.k_cache) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(p.v_cache) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(p.out) % 4 == 0;
+}
+
+cudaError_t PrefillAttentionMma(const PrefillAttentionParams& p, cudaStream_t stream) {
+  if (p.num_tokens <= 0) return cudaSuccess;
+  return p.head_dim == 64 ? LaunchFitting<64>(p, stream) : LaunchFitting<128>(p, stream);
+}
+
+}  // namespace rtgen::kernels

@@ -1,0 +1,134 @@
+// Causal paged prefill attention, the tensor-core kernel and the CUDA-core one, against an fp64
+// reference over the same bf16 cache.
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/prefill_attention.h"
+#include "kernels/prefill_attention_mma.h"
+#include "tests/kernels/attention_reference.h"
+#include "tests/kernels/gpu_test_util.h"
+
+namespace rtgen::testing_gpu {
+namespace {
+
+struct PrefillShape {
+  int heads, kv_heads, hd, block_size;
+  // Per sequence (context after the step, its tokens in this step): the rest of its keys were
+  // cached by earlier chunks.
+  std::vector<std::pair<int32_t, int32_t>> seqs;
+  // The step's tokens dealt one at a time over the sequences instead of one sequence after
+  // another (a tensor-core block then serves several sequences).
+  bool interleave = false;
+};
+
+// The step's (sequence, position) per token, plus one padding token (position -1) in the middle.
+std::vector<std::pair<int32_t, int32_t>> StepTokens(const PrefillShape& a) {
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> per_seq(a.seqs.size());
+  for (size_t s = 0; s < a.seqs.size(); ++s) {
+    for (int32_t p = a.seqs[s].first - a.seqs[s].second; p < a.seqs[s].first; ++p) {
+      per_seq[s].push_back({static_cast<int32_t>(s), p});
+    }
+  }
+  std::vector<std::pair<int32_t, int32_t>> tokens;
+  if (a.interleave) {
+    for (size_t i = 0;; ++i) {
+      bool any = false;
+      for (const auto& run : per_seq) {
+        if (i < run.size()) tokens.push_back(run[i]), any = true;
+      }
+      if (!any) break;
+    }
+  } else {
+    for (const auto& run : per_seq) tokens.insert(tokens.end(), run.begin(), run.end());
+  }
+  tokens.insert(tokens.begin() + static_cast<std::ptrdiff_t>(tokens.size() / 2), {0, -1});
+  return tokens;
+}
+
+class PrefillAttentionTest : public ::testing::TestWithParam<PrefillShape> {};
+
+TEST_P(PrefillAttentionTest, BothKernelsMatchReference) {
+  const PrefillShape& a = GetParam();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  std::vector<int32_t> ctx;
+  for (auto [n, q] : a.seqs) ctx.push_back(n);
+  const Cache c = MakeCache(ctx, a.block_size, a.kv_heads, a.hd, rng);
+  std::vector<int32_t> token_seq, positions;
+  for (auto [s, p] : StepTokens(a)) {
+    token_seq.push_back(s);
+    positions.push_back(p);
+  }
+  const int tokens = static_cast<int>(positions.size()), q_dim = a.heads * a.hd;
+  const int stride = q_dim + 2 * a.kv_heads * a.hd;  // q rows inside the qkv projection's rows
+  const std::vector<uint16_t> q = ToBf16(RandomNormal(size_t{1} * tokens * stride, 1.0f, rng));
+  DeviceArray<uint16_t> d_q(q), d_k(c.k), d_v(c.v), d_out(size_t{1} * tokens * q_dim);
+  DeviceArray<int32_t> d_seq(token_seq), d_pos(positions), d_tables(c.tables), d_ctx(ctx);
+  kernels::PrefillAttentionParams p;
+  p.q = d_q.bf16();
+  p.q_stride = stride;
+  p.k_cache = d_k.bf16();
+  p.v_cache = d_v.bf16();
+  p.token_seq = d_seq.get();
+  p.positions = d_pos.get();
+  p.block_tables = d_tables.get();
+  p.context_lens = d_ctx.get();
+  p.out = d_out.bf16();
+  p.num_tokens = tokens;
+  p.num_heads = a.heads;
+  p.num_kv_heads = a.kv_heads;
+  p.head_dim = a.hd;
+  p.block_size = a.block_size;
+  p.max_blocks_per_seq = c.max_blocks;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
+  EXPECT_EQ(kernels::PrefillAttentionMmaSupports(p), a.hd == 64 || a.hd == 128);
+
+  std::vector<double> want(size_t{1} * tokens * q_dim, 0.0);
+  for (int t = 0; t < tokens; ++t) {
+    if (positions[t] < 0) continue;  // padding: zeros
+    Reference(c, token_seq[t], positions[t] + 1, q.data() + size_t{1} * t * stride, a.heads,
+              p.scale, want.data() + size_t{1} * t * q_dim);
+  }
+  const int padding = static_cast<int>(
+      std::find(positions.begin(), positions.end(), -1) - positions.begin());  // StepTokens'
+  for (const bool tensor_cores : {true, false}) {
+    SCOPED_TRACE(tensor_cores ? "tensor-core kernel" : "CUDA-core kernel");
+    p.tensor_cores = tensor_cores;
+    GPU_CHECK(kernels::PrefillAttention(p, nullptr));
+    const std::vector<float> out = FromBf16(d_out.ToHost());
+    EXPECT_LE(RelL2(out, want), 1e-2);
+    for (int i = 0; i < q_dim; ++i) {
+      ASSERT_EQ(out[size_t{1} * padding * q_dim + i], 0.0f) << "padding token, element " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PrefillAttentionTest,
+    ::testing::Values(
+        // Chunks over earlier chunks' keys, a one-token sequence, a short tail.
+        PrefillShape{8, 2, 64, 16, {{37, 37}, {300, 45}, {1, 1}, {20, 3}}},
+        // SmolLM2-135M's heads: one long prompt (blocks of 64 rows past many key tiles), then a
+        // later chunk of 256 tokens over 744 cached keys beside a new sequence.
+        PrefillShape{9, 3, 64, 16, {{700, 700}}},
+        PrefillShape{9, 3, 64, 16, {{1000, 256}, {40, 40}}},
+        // Llama-3.2-1B's and Llama-3-8B's heads (head_dim 64 and 128), 32-key pages.
+        PrefillShape{32, 8, 64, 32, {{300, 200}, {5, 1}, {64, 64}}},
+        PrefillShape{32, 8, 128, 16, {{330, 130}, {1, 1}, {129, 65}}},
+        // A group of 16 query heads per kv head; one kv head per query head.
+        PrefillShape{16, 1, 128, 16, {{100, 100}}},
+        PrefillShape{4, 4, 64, 16, {{90, 90}, {17, 17}}, true},
+        // A mixed step: decode tokens of three sequences dealt among a prefill chunk's.
+        PrefillShape{32, 8, 128, 16, {{20, 1}, {50, 1}, {7, 1}, {300, 80}}, true},
+        // Head dims the tensor-core kernel leaves to the CUDA-core one.
+        PrefillShape{4, 2, 32, 8, {{50, 50}}}, PrefillShape{4, 2, 256, 16, {{40, 40}}}));
+
+}  // namespace
+}  // namespace rtgen::testing_gpu
