@@ -301,6 +301,7 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
     a.block_size = kv.block_size;
     a.max_blocks_per_seq = table_width;
     a.scale = scale;
+    a.num_seqs = shape.num_seqs;
     a.tensor_cores = PrefillTensorCores();
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::PrefillAttention(a, stream));
   }

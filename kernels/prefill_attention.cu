@@ -2,17 +2,32 @@
 #include "kernels/launch.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/prefill_attention_mma.h"
+#include "kernels/prefill_runs.cuh"
 
 namespace rtgen::kernels {
 namespace {
 
 // grid (num_heads, num_tokens): one block per (token, head), keys streamed from the cache in
-// chunks on CUDA cores (no reuse of K/V across the query tokens of a chunk): the fallback where
-// the tensor-core kernel (prefill_attention_mma.h) does not apply.
+// chunks on CUDA cores (no reuse of K/V across the query tokens of a chunk): where the
+// tensor-core kernel (prefill_attention_mma.h) does not apply, and with kManyRunsOnly for the
+// tokens of the blocks of more than kPrefillMaxRuns runs, which that kernel leaves
+// (prefill_runs.cuh; the other blocks return at once).
+template <bool kManyRunsOnly>
 __global__ void __launch_bounds__(kAttnThreads) PrefillAttentionKernel(PrefillAttentionParams p) {
   __shared__ AttnSmem smem;
   PdlWait();
   PdlLaunchDependents();
+  if constexpr (kManyRunsOnly) {
+    __shared__ int32_t s_seq[kPrefillBlockRows];  // as the tensor-core kernel reads them
+    static_assert(kPrefillBlockRows <= kAttnThreads);
+    if (threadIdx.x < kPrefillBlockRows) {
+      const int tok = blockIdx.y / kPrefillBlockRows * kPrefillBlockRows + threadIdx.x;
+      const bool in = tok < p.num_tokens && p.positions[tok] >= 0;
+      s_seq[threadIdx.x] = in ? p.token_seq[tok] : -1;
+    }
+    __syncthreads();
+    if (PrefillRuns(s_seq) <= kPrefillMaxRuns) return;  // the tensor-core kernel's (whole block)
+  }
   const int head = blockIdx.x, t = blockIdx.y;
   const int seq = p.token_seq[t];
   const int end = min(p.positions[t] + 1, p.context_lens[seq]);
@@ -39,9 +54,14 @@ cudaError_t PrefillAttention(PrefillAttentionParams p, cudaStream_t stream) {
   if (p.head_dim > kAttnMaxHeadDim || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0) {
     return cudaErrorInvalidValue;
   }
-  if (p.tensor_cores && PrefillAttentionMmaSupports(p)) return PrefillAttentionMma(p, stream);
-  return LaunchKernel(PrefillAttentionKernel, dim3(p.num_heads, p.num_tokens), kAttnThreads, 0,
-                      stream, p);
+  const dim3 grid(p.num_heads, p.num_tokens);
+  if (p.tensor_cores && PrefillAttentionMmaSupports(p)) {
+    const cudaError_t err = PrefillAttentionMma(p, stream);
+    // One sequence: every block is one run, all the tensor-core kernel's.
+    if (err != cudaSuccess || p.num_seqs == 1) return err;
+    return LaunchKernel(PrefillAttentionKernel<true>, grid, kAttnThreads, 0, stream, p);
+  }
+  return LaunchKernel(PrefillAttentionKernel<false>, grid, kAttnThreads, 0, stream, p);
 }
 
 }  // namespace rtgen::kernels

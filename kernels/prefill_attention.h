@@ -28,9 +28,16 @@ struct PrefillAttentionParams {
   int32_t block_size = 0;
   int32_t max_blocks_per_seq = 0;
   float scale = 1.0f;
+  // The step's sequences: with 1, no block of tokens mixes sequences (prefill_runs.cuh) and the
+  // CUDA-core kernel is not launched beside the tensor-core one; 0: not known.
+  int32_t num_seqs = 0;
   // False: always the CUDA-core kernel (tests, and A/B through RTGEN_PREFILL_MMA=0); true: the
-  // tensor-core kernel where it applies (prefill_attention_mma.h).
+  // tensor-core kernel where it applies (prefill_attention_mma.h), for the blocks of at most
+  // kPrefillMaxRuns runs, and the CUDA-core kernel for the other blocks' tokens.
   bool tensor_cores = true;
+  // The tensor-core kernel's key groups a block: 0 chosen by the grid (prefill_attention_mma.cu
+  // LaunchFitting), 1 or 2 forced (tests).
+  int32_t key_groups = 0;
 };
 
 cudaError_t PrefillAttention(PrefillAttentionParams p, cudaStream_t stream);

@@ -5,14 +5,17 @@
 
 #include "kernels/device_utils.cuh"
 #include "kernels/launch.h"
+#include "kernels/env_switch.h"
 #include "kernels/mma.cuh"
 #include "kernels/prefill_attention_mma.h"
+#include "kernels/prefill_runs.cuh"
 
 namespace rtgen::kernels {
 namespace {
 
-constexpr int kRowWarps = 4;               // warps of a key group, 16 query rows each
-constexpr int kBlockRows = 16 * kRowWarps;  // query tokens of a block
+constexpr int kRowWarps = 4;                   // warps of a key group, 16 query rows each
+constexpr int kBlockRows = kPrefillBlockRows;  // query tokens of a block (prefill_runs.cuh)
+static_assert(kBlockRows == 16 * kRowWarps);
 constexpr int kGroupKeys = 64;              // keys of a tile a key group attends to
 
 // A block of kGroups key groups (kGroups * kRowWarps warps): every group holds all kBlockRows
@@ -131,6 +134,7 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
   constexpr int kTileKeys = Tiles::kTileKeys;
   constexpr int kThreadsOf = kThreads<kGroups>;
   constexpr int kChunks = kD / 8;  // 16-byte pieces per row
+  // The merge buffers alias the K stages alone (read no more by then: the last tile's barrier).
   static_assert(kGroups == 1 || sizeof(GroupMerge<kD, kGroups>) <= sizeof(Tiles::k));
   extern __shared__ __align__(16) unsigned char s_raw[];
   Tiles& sm = *reinterpret_cast<Tiles*>(s_raw);
@@ -161,6 +165,7 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
   }
   CpAsyncWait<0>();
   __syncthreads();  // q, s_seq and s_pos
+  if (PrefillRuns(s_seq) > kPrefillMaxRuns) return;  // the CUDA-core kernel's (the whole block)
 
   RowsState<kD> rs;
 #pragma unroll
@@ -179,23 +184,22 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
   const __nv_bfloat16* vbase = p.v_cache + static_cast<int64_t>(kv_head) * kD;
   const int my_rows[2] = {row_warp * 16 + g, row_warp * 16 + g + 8};
   const int kb = group * kGroupKeys;  // this group's keys within a tile
-  // Runs of rows of one sequence (the same on every thread): each run walks its sequence's keys
-  // [0, kend) with the rows of other runs masked out (their state unchanged: p = 0, alpha = 1).
-  for (int r0 = 0; r0 < kBlockRows;) {
-    const int seq = s_seq[r0];
-    int r1 = r0 + 1, kend = s_pos[r0] + 1;
-    for (; r1 < kBlockRows && s_seq[r1] == seq; ++r1) kend = max(kend, s_pos[r1] + 1);
-    if (seq < 0) {
-      r0 = r1;
-      continue;
-    }
+  // The block's runs (prefill_runs.cuh; the same on every thread), one after another: each walks
+  // its sequence's keys [0, kend) with every row outside it masked (such a row's state is left
+  // as it is: p = 0, alpha = 1).
+  int r0 = 0, r1 = 0;
+  for (int32_t seq; (seq = NextPrefillRun(s_seq, r1, &r0, &r1)) >= 0;) {
     const int ctx = p.context_lens[seq];
+    int kend = 0;
+    for (int r = r0; r < r1; ++r) {
+      if (s_seq[r] == seq) kend = max(kend, s_pos[r] + 1);
+    }
     kend = min(kend, ctx);
     int lim[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = my_rows[h];
-      lim[h] = r >= r0 && r < r1 ? min(s_pos[r] + 1, ctx) : 0;
+      lim[h] = r >= r0 && r < r1 && s_seq[r] == seq ? min(s_pos[r] + 1, ctx) : 0;
     }
     int warp_lim = max(lim[0], lim[1]);  // keys past it are masked for every row of the warp
     for (int x = 16; x > 0; x >>= 1) {
@@ -234,7 +238,6 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
       }
       __syncthreads();  // every warp is done with this stage before it is refilled
     }
-    r0 = r1;
   }
 
   // Each row's sum over its quad; then the groups' states merged into group 0's (in group order,
@@ -325,29 +328,34 @@ cudaError_t OptIn(int* per_sm) {
 
 constexpr int kMaxCachedDevices = 16;
 
-// On the current device: both head_dim-kD kernels opted in, and how many blocks of the two-group
-// one the device holds at once. Done once per device (past kMaxCachedDevices: every call); a
-// failure is returned, not remembered.
+// On the current device: the head_dim-kD kernels opted in, and how many blocks of the two-group
+// one the device holds at once (0 where it does not fit: one group only). Done once per device
+// (past kMaxCachedDevices: every call); a failure is returned, not remembered.
 template <int kD>
 cudaError_t Prepare(int64_t* two_group_capacity) {
-  static std::atomic<int64_t> cached[kMaxCachedDevices];  // 0: not prepared yet
+  static std::atomic<int64_t> cached[kMaxCachedDevices];  // capacity + 1; 0: not prepared yet
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   if (device < kMaxCachedDevices) {
-    *two_group_capacity = cached[device].load(std::memory_order_acquire);
-    if (*two_group_capacity > 0) return cudaSuccess;
+    const int64_t c = cached[device].load(std::memory_order_acquire);
+    *two_group_capacity = c - 1;
+    if (c > 0) return cudaSuccess;
   }
   int one_per_sm = 0, two_per_sm = 0, sms = 0;
   if ((err = OptIn<kD, 1>(&one_per_sm)) != cudaSuccess ||
-      (err = OptIn<kD, 2>(&two_per_sm)) != cudaSuccess ||
       (err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) !=
           cudaSuccess) {
     return err;
   }
-  *two_group_capacity = std::max<int64_t>(int64_t{two_per_sm} * sms, 1);
+  if (one_per_sm == 0) return cudaErrorInvalidConfiguration;  // no block fits an SM
+  if (OptIn<kD, 2>(&two_per_sm) != cudaSuccess) {
+    two_per_sm = 0;  // a device with less shared memory: one group only
+    (void)cudaGetLastError();  // not sticky: clear it so no later check reports it
+  }
+  *two_group_capacity = int64_t{two_per_sm} * sms;
   if (device < kMaxCachedDevices) {
-    cached[device].store(*two_group_capacity, std::memory_order_release);
+    cached[device].store(*two_group_capacity + 1, std::memory_order_release);
   }
   return cudaSuccess;
 }
@@ -359,18 +367,20 @@ cudaError_t Prepare(int64_t* two_group_capacity) {
 // blocks; 264 two-group blocks fit at once) 4.68-5.17 vs 4.05-4.10, 1024 2.78-3.08 vs 2.46-2.47;
 // Llama-3.2-1B prompt 1024 (512 blocks) 4.56-4.58 vs 4.23-4.28, 2048 (1024) 8.71-8.74 vs
 // 9.18-9.21; Llama-3-8B prompt 2048 (1024 blocks; 132 fit) 54.36 vs 54.73-55.02 (one call).
-// RTGEN_PREFILL_GROUPS=1 or 2 forces one (A/B).
+// PrefillAttentionParams::key_groups (tests), else RTGEN_PREFILL_GROUPS=1 or 2 (A/B), forces one
+// (two only where such a block fits).
 template <int kD>
 cudaError_t LaunchFitting(const PrefillAttentionParams& p, cudaStream_t stream) {
   int64_t capacity = 0;
   const cudaError_t err = Prepare<kD>(&capacity);
   if (err != cudaSuccess) return err;
-  static const int forced = [] {
+  static const int env_groups = [] {
     const int v = std::atoi(EnvValue("RTGEN_PREFILL_GROUPS"));
     return v == 1 || v == 2 ? v : 0;
   }();
+  const int forced = p.key_groups != 0 ? p.key_groups : env_groups;
   const int64_t blocks = int64_t{p.num_heads} * ((p.num_tokens + kBlockRows - 1) / kBlockRows);
-  const bool two = forced != 0 ? forced == 2 : blocks <= 2 * capacity;
+  const bool two = capacity > 0 && (forced != 0 ? forced == 2 : blocks <= 2 * capacity);
   return two ? Launch<kD, 2>(p, stream) : Launch<kD, 1>(p, stream);
 }
 
