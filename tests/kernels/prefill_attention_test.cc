@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstddef>
 #include <random>
+#include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -23,8 +25,11 @@ struct PrefillShape {
   // cached by earlier chunks.
   std::vector<std::pair<int32_t, int32_t>> seqs;
   // The step's tokens dealt one at a time over the sequences instead of one sequence after
-  // another (a tensor-core block then serves several sequences).
+  // another (blocks of many runs: the CUDA-core kernel's, prefill_runs.cuh).
   bool interleave = false;
+  // Each query row 4 times its own position's key: the softmax peaks on the diagonal key (a
+  // kernel that drops or misplaces it is far off), wherever in the tiles it falls.
+  bool peaked = false;
 };
 
 // The step's (sequence, position) per token, plus one padding token (position -1) in the middle.
@@ -68,7 +73,19 @@ TEST_P(PrefillAttentionTest, BothKernelsMatchReference) {
   }
   const int tokens = static_cast<int>(positions.size()), q_dim = a.heads * a.hd;
   const int stride = q_dim + 2 * a.kv_heads * a.hd;  // q rows inside the qkv projection's rows
-  const std::vector<uint16_t> q = ToBf16(RandomNormal(size_t{1} * tokens * stride, 1.0f, rng));
+  std::vector<uint16_t> q = ToBf16(RandomNormal(size_t{1} * tokens * stride, 1.0f, rng));
+  for (int t = 0; a.peaked && t < tokens; ++t) {
+    if (positions[t] < 0) continue;
+    const int s = token_seq[t], pos = positions[t];
+    const size_t slot = size_t{1} * c.tables[s * c.max_blocks + pos / c.block_size] *
+                            c.block_size + pos % c.block_size;
+    for (int h = 0; h < a.heads; ++h) {
+      const size_t key = (slot * a.kv_heads + h / (a.heads / a.kv_heads)) * a.hd;
+      for (int i = 0; i < a.hd; ++i) {  // times 4: exact in bf16
+        q[size_t{1} * t * stride + h * a.hd + i] = ToBf16(4.0f * FromBf16(c.k[key + i]));
+      }
+    }
+  }
   DeviceArray<uint16_t> d_q(q), d_k(c.k), d_v(c.v), d_out(size_t{1} * tokens * q_dim);
   DeviceArray<int32_t> d_seq(token_seq), d_pos(positions), d_tables(c.tables), d_ctx(ctx);
   kernels::PrefillAttentionParams p;
@@ -88,6 +105,7 @@ TEST_P(PrefillAttentionTest, BothKernelsMatchReference) {
   p.block_size = a.block_size;
   p.max_blocks_per_seq = c.max_blocks;
   p.scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
+  p.num_seqs = static_cast<int32_t>(a.seqs.size());
   EXPECT_EQ(kernels::PrefillAttentionMmaSupports(p), a.hd == 64 || a.hd == 128);
 
   std::vector<double> want(size_t{1} * tokens * q_dim, 0.0);
@@ -98,12 +116,25 @@ TEST_P(PrefillAttentionTest, BothKernelsMatchReference) {
   }
   const int padding = static_cast<int>(
       std::find(positions.begin(), positions.end(), -1) - positions.begin());  // StepTokens'
-  for (const bool tensor_cores : {true, false}) {
-    SCOPED_TRACE(tensor_cores ? "tensor-core kernel" : "CUDA-core kernel");
-    p.tensor_cores = tensor_cores;
+  // The tensor-core kernel with one and with two key groups a block (the grid's choice is one of
+  // them), then the CUDA-core kernel alone; the output poisoned (NaN) before each.
+  for (const int groups : {1, 2, 0}) {
+    SCOPED_TRACE(groups > 0 ? "tensor-core kernel, key groups " + std::to_string(groups)
+                            : std::string("CUDA-core kernel"));
+    p.tensor_cores = groups > 0;
+    p.key_groups = groups;
+    GPU_CHECK(cudaMemset(d_out.bf16(), 0xff, size_t{1} * tokens * q_dim * sizeof(uint16_t)));
     GPU_CHECK(kernels::PrefillAttention(p, nullptr));
     const std::vector<float> out = FromBf16(d_out.ToHost());
     EXPECT_LE(RelL2(out, want), 1e-2);
+    // Row by row too (one (token, head) row: hd elements), so no row's error hides in the sum.
+    double worst = 0.0;
+    for (size_t row = 0; row * a.hd < out.size(); ++row) {
+      const std::span<const float> got(out.data() + row * a.hd, a.hd);
+      const std::span<const double> ref(want.data() + row * a.hd, a.hd);
+      if (positions[row / a.heads] >= 0) worst = std::max(worst, RelL2(got, ref));
+    }
+    EXPECT_LE(worst, 3e-2) << "the worst (token, head) row";
     for (int i = 0; i < q_dim; ++i) {
       ASSERT_EQ(out[size_t{1} * padding * q_dim + i], 0.0f) << "padding token, element " << i;
     }
@@ -125,8 +156,15 @@ INSTANTIATE_TEST_SUITE_P(
         // A group of 16 query heads per kv head; one kv head per query head.
         PrefillShape{16, 1, 128, 16, {{100, 100}}},
         PrefillShape{4, 4, 64, 16, {{90, 90}, {17, 17}}, true},
-        // A mixed step: decode tokens of three sequences dealt among a prefill chunk's.
+        // A mixed step: decode tokens of three sequences first (as the scheduler orders them:
+        // a block of four runs, the CUDA-core kernel's), then a chunk; then the same tokens
+        // dealt among the chunk's.
+        PrefillShape{32, 8, 128, 16, {{20, 1}, {50, 1}, {7, 1}, {300, 80}}},
         PrefillShape{32, 8, 128, 16, {{20, 1}, {50, 1}, {7, 1}, {300, 80}}, true},
+        // Peaked softmax: the diagonal key carries each row, early and late in the tiles; pages
+        // of 24 keys (not dividing a 64-key tile).
+        PrefillShape{9, 3, 64, 24, {{600, 600}, {90, 30}}, false, true},
+        PrefillShape{32, 8, 128, 16, {{400, 200}}, false, true},
         // Head dims the tensor-core kernel leaves to the CUDA-core one.
         PrefillShape{4, 2, 32, 8, {{50, 50}}}, PrefillShape{4, 2, 256, 16, {{40, 40}}}));
 
