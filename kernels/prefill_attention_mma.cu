@@ -328,18 +328,18 @@ cudaError_t OptIn(int* per_sm) {
 
 constexpr int kMaxCachedDevices = 16;
 
-// On the current device: the head_dim-kD kernels opted in, and how many blocks of the two-group
-// one the device holds at once (0 where it does not fit: one group only). Done once per device
+// On the current device: the head_dim-kD kernels opted in; *two_group_sms the device's SM count
+// where a two-group block fits an SM, 0 where it does not (one group only). Done once per device
 // (past kMaxCachedDevices: every call); a failure is returned, not remembered.
 template <int kD>
-cudaError_t Prepare(int64_t* two_group_capacity) {
-  static std::atomic<int64_t> cached[kMaxCachedDevices];  // capacity + 1; 0: not prepared yet
+cudaError_t Prepare(int* two_group_sms) {
+  static std::atomic<int> cached[kMaxCachedDevices];  // two_group_sms + 1; 0: not prepared yet
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   if (device < kMaxCachedDevices) {
-    const int64_t c = cached[device].load(std::memory_order_acquire);
-    *two_group_capacity = c - 1;
+    const int c = cached[device].load(std::memory_order_acquire);
+    *two_group_sms = c - 1;
     if (c > 0) return cudaSuccess;
   }
   int one_per_sm = 0, two_per_sm = 0, sms = 0;
@@ -353,26 +353,30 @@ cudaError_t Prepare(int64_t* two_group_capacity) {
     two_per_sm = 0;  // a device with less shared memory: one group only
     (void)cudaGetLastError();  // not sticky: clear it so no later check reports it
   }
-  *two_group_capacity = int64_t{two_per_sm} * sms;
+  *two_group_sms = two_per_sm > 0 ? sms : 0;
   if (device < kMaxCachedDevices) {
-    cached[device].store(*two_group_capacity + 1, std::memory_order_release);
+    cached[device].store(*two_group_sms + 1, std::memory_order_release);
   }
   return cudaSuccess;
 }
 
-// Two key groups a block where its grid takes at most two waves of them (few heads or prompts
-// up to ~1k tokens: each block's walk over the keys is the critical path, and two groups halve
-// it); one group past that (smaller blocks, more of them resident at once). Measured on the H200
-// (TTFT ms at batch 1, one group against two, three rounds): SmolLM2-135M prompt 2048 (288
-// blocks; 264 two-group blocks fit at once) 4.68-5.17 vs 4.05-4.10, 1024 2.78-3.08 vs 2.46-2.47;
-// Llama-3.2-1B prompt 1024 (512 blocks) 4.56-4.58 vs 4.23-4.28, 2048 (1024) 8.71-8.74 vs
-// 9.18-9.21; Llama-3-8B prompt 2048 (1024 blocks; 132 fit) 54.36 vs 54.73-55.02 (one call).
+// Two key groups a block where the grid has at most kTwoGroupBlocksPerSm blocks an SM (few heads
+// or prompts up to ~1k tokens: each block's walk over the keys is the critical path, and two
+// groups halve it); one group past that (smaller blocks, more of them resident at once).
+// Measured on the H200 (TTFT ms at batch 1, one group against two; calls 5 and 12 of session 40,
+// two machines, 2-3 rounds each): SmolLM2-135M prompt 2048 (288 blocks) 4.68-5.17 vs 4.05-4.10,
+// 4.86 vs 4.37; 1024 (144) 2.78-3.08 vs 2.46-2.47, 2.93-2.94 vs 2.33; Llama-3.2-1B prompt 512
+// (256) 2.64-2.66 vs 2.49-2.50, 2.61-2.62 vs 2.60-2.61; 1024 (512) 4.56-4.58 vs 4.23-4.28 but
+// 4.35-4.37 vs 4.71-4.78; 2048 (1024) 8.71-8.74 vs 9.18-9.21, 8.97-9.02 vs 9.93-10.02;
+// Llama-3-8B prompt 2048 (1024) 54.36 vs 54.73-55.02 (one round).
 // PrefillAttentionParams::key_groups (tests), else RTGEN_PREFILL_GROUPS=1 or 2 (A/B), forces one
 // (two only where such a block fits).
+constexpr int kTwoGroupBlocksPerSm = 3;
+
 template <int kD>
 cudaError_t LaunchFitting(const PrefillAttentionParams& p, cudaStream_t stream) {
-  int64_t capacity = 0;
-  const cudaError_t err = Prepare<kD>(&capacity);
+  int sms = 0;
+  const cudaError_t err = Prepare<kD>(&sms);
   if (err != cudaSuccess) return err;
   static const int env_groups = [] {
     const int v = std::atoi(EnvValue("RTGEN_PREFILL_GROUPS"));
@@ -380,7 +384,8 @@ cudaError_t LaunchFitting(const PrefillAttentionParams& p, cudaStream_t stream) 
   }();
   const int forced = p.key_groups != 0 ? p.key_groups : env_groups;
   const int64_t blocks = int64_t{p.num_heads} * ((p.num_tokens + kBlockRows - 1) / kBlockRows);
-  const bool two = capacity > 0 && (forced != 0 ? forced == 2 : blocks <= 2 * capacity);
+  const bool two = sms > 0 && (forced != 0 ? forced == 2
+                                           : blocks <= int64_t{kTwoGroupBlocksPerSm} * sms);
   return two ? Launch<kD, 2>(p, stream) : Launch<kD, 1>(p, stream);
 }
 
