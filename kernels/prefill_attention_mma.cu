@@ -4,8 +4,8 @@
 #include <cstdlib>
 
 #include "kernels/device_utils.cuh"
-#include "kernels/launch.h"
 #include "kernels/env_switch.h"
+#include "kernels/launch.h"
 #include "kernels/mma.cuh"
 #include "kernels/prefill_attention_mma.h"
 #include "kernels/prefill_runs.cuh"
@@ -16,7 +16,7 @@ namespace {
 constexpr int kRowWarps = 4;                   // warps of a key group, 16 query rows each
 constexpr int kBlockRows = kPrefillBlockRows;  // query tokens of a block (prefill_runs.cuh)
 static_assert(kBlockRows == 16 * kRowWarps);
-constexpr int kGroupKeys = 64;              // keys of a tile a key group attends to
+constexpr int kGroupKeys = 64;                 // keys of a tile a key group attends to
 
 // A block of kGroups key groups (kGroups * kRowWarps warps): every group holds all kBlockRows
 // rows and takes its own 64 keys of each tile (kGroups * 64 keys), so a block walks a sequence's
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
     PrefillAttentionMmaKernel(PrefillAttentionParams p) {
   using Tiles = PrefillTiles<kD, kGroups>;
   constexpr int kTileKeys = Tiles::kTileKeys;
-  constexpr int kThreadsOf = kThreads<kGroups>;
+  constexpr int kBlockThreads = kThreads<kGroups>;
   constexpr int kChunks = kD / 8;  // 16-byte pieces per row
   // The merge buffers alias the K stages alone (read no more by then: the last tile's barrier).
   static_assert(kGroups == 1 || sizeof(GroupMerge<kD, kGroups>) <= sizeof(Tiles::k));
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
   const int g = lane >> 2, t = lane & 3;
   const int mi = lane >> 3, mr = lane & 7;
 
-  for (int c = threadIdx.x; c < kBlockRows * kChunks; c += kThreadsOf) {
+  for (int c = threadIdx.x; c < kBlockRows * kChunks; c += kBlockThreads) {
     const int r = c / kChunks, ch = c % kChunks, tok = tok0 + r;
     const bool valid = tok < p.num_tokens;
     const __nv_bfloat16* src =
