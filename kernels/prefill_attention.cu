@@ -2,7 +2,7 @@
 #include "kernels/launch.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/prefill_attention_mma.h"
-#include "kernels/prefill_runs.cuh"
+#include "kernels/prefill_runs.h"
 
 namespace rtgen::kernels {
 namespace {
@@ -11,7 +11,7 @@ namespace {
 // chunks on CUDA cores (no reuse of K/V across the query tokens of a chunk): where the
 // tensor-core kernel (prefill_attention_mma.h) does not apply, and with kManyRunsOnly for the
 // tokens of the blocks of more than kPrefillMaxRuns runs, which that kernel leaves
-// (prefill_runs.cuh; the other blocks return at once).
+// (prefill_runs.h; the other blocks return at once).
 template <bool kManyRunsOnly>
 __global__ void __launch_bounds__(kAttnThreads) PrefillAttentionKernel(PrefillAttentionParams p) {
   __shared__ AttnSmem smem;

@@ -28,7 +28,7 @@ struct PrefillAttentionParams {
   int32_t block_size = 0;
   int32_t max_blocks_per_seq = 0;
   float scale = 1.0f;
-  // The step's sequences: with 1, no block of tokens mixes sequences (prefill_runs.cuh) and the
+  // The step's sequences: with 1, no block of tokens mixes sequences (prefill_runs.h) and the
   // CUDA-core kernel is not launched beside the tensor-core one; 0: not known.
   int32_t num_seqs = 0;
   // False: always the CUDA-core kernel (tests, and A/B through RTGEN_PREFILL_MMA=0); true: the

@@ -8,13 +8,13 @@
 #include "kernels/launch.h"
 #include "kernels/mma.cuh"
 #include "kernels/prefill_attention_mma.h"
-#include "kernels/prefill_runs.cuh"
+#include "kernels/prefill_runs.h"
 
 namespace rtgen::kernels {
 namespace {
 
 constexpr int kRowWarps = 4;                   // warps of a key group, 16 query rows each
-constexpr int kBlockRows = kPrefillBlockRows;  // query tokens of a block (prefill_runs.cuh)
+constexpr int kBlockRows = kPrefillBlockRows;  // query tokens of a block (prefill_runs.h)
 static_assert(kBlockRows == 16 * kRowWarps);
 constexpr int kGroupKeys = 64;                 // keys of a tile a key group attends to
 
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
   const __nv_bfloat16* vbase = p.v_cache + static_cast<int64_t>(kv_head) * kD;
   const int my_rows[2] = {row_warp * 16 + g, row_warp * 16 + g + 8};
   const int kb = group * kGroupKeys;  // this group's keys within a tile
-  // The block's runs (prefill_runs.cuh; the same on every thread), one after another: each walks
+  // The block's runs (prefill_runs.h; the same on every thread), one after another: each walks
   // its sequence's keys [0, kend) with every row outside it masked (such a row's state is left
   // as it is: p = 0, alpha = 1).
   int r0 = 0, r1 = 0;

@@ -4,7 +4,7 @@
 // their sequence's keys in 64-key tiles copied from the paged cache into shared memory (two
 // stages), with an online softmax in registers. S = Q K^T and O = P V on tensor cores (P rounded
 // to bf16, fp32 accumulation). Same contract as PrefillAttention (prefill_attention.h) for the
-// blocks it serves; a block's runs of one sequence each (prefill_runs.cuh) are walked one after
+// blocks it serves; a block's runs of one sequence each (prefill_runs.h) are walked one after
 // another.
 
 #include <cuda_runtime.h>
@@ -18,7 +18,7 @@ namespace rtgen::kernels {
 bool PrefillAttentionMmaSupports(const PrefillAttentionParams& p);
 
 // Runs the tensor-core kernel over the blocks of at most kPrefillMaxRuns runs
-// (prefill_runs.cuh); the other blocks' rows are left unwritten, for the CUDA-core kernel. p must
+// (prefill_runs.h); the other blocks' rows are left unwritten, for the CUDA-core kernel. p must
 // be supported (PrefillAttentionMmaSupports).
 cudaError_t PrefillAttentionMma(const PrefillAttentionParams& p, cudaStream_t stream);
 

@@ -25,7 +25,7 @@ struct PrefillShape {
   // cached by earlier chunks.
   std::vector<std::pair<int32_t, int32_t>> seqs;
   // The step's tokens dealt one at a time over the sequences instead of one sequence after
-  // another (blocks of many runs: the CUDA-core kernel's, prefill_runs.cuh).
+  // another (blocks of many runs: the CUDA-core kernel's, prefill_runs.h).
   bool interleave = false;
   // Each query row 4 times its own position's key: the softmax peaks on the diagonal key (a
   // kernel that drops or misplaces it is far off), wherever in the tiles it falls.
