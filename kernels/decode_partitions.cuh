@@ -15,12 +15,6 @@ namespace rtgen::kernels {
 
 constexpr int kPartitionTableCache = 512;  // block-table entries of a partition kept in smem
 
-// exp2(a - b) that is 0 when a is -inf (an empty softmax state), never NaN: the factor that
-// rescales a state with base-2 max a to a larger max b.
-__device__ __forceinline__ float Rescale(float a, float b) {
-  return a == -INFINITY ? 0.0f : exp2f(a - b);
-}
-
 // Keys per partition of a sequence of ctx keys cut into at most num_splits partitions: the
 // smallest multiple of `granule` that covers ctx in num_splits partitions. Sized from the
 // sequence's own length, so every partition of a short context holds keys (one launch

@@ -62,6 +62,12 @@ __device__ __forceinline__ float BlockMax(float v, float* scratch) {
   return WarpMax(m);
 }
 
+// exp2(a - b) that is 0 when a is -inf (an empty softmax state), never NaN: the factor that
+// rescales a state with base-2 max a to a larger max b.
+__device__ __forceinline__ float Rescale(float a, float b) {
+  return a == -INFINITY ? 0.0f : exp2f(a - b);
+}
+
 // x rounded to bf16 and back: what a bf16 store and reload would give.
 __device__ __forceinline__ float RoundBf16(float x) {
   return __bfloat162float(__float2bfloat16(x));

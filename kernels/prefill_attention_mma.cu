@@ -272,8 +272,7 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
       const int r = my_rows[h];
       float m = rs.m[h];
       for (int gi = 0; gi < kGroups - 1; ++gi) m = fmaxf(m, mg.m[gi][r]);
-      const float base = m == -INFINITY ? 0.0f : m;
-      const float f = exp2f(rs.m[h] - base);  // 0 for a state that saw no key (m = -inf)
+      const float f = Rescale(rs.m[h], m);  // 0 for a state that saw no key (m = -inf)
       rs.l[h] *= f;
 #pragma unroll
       for (int n = 0; n < kD / 8; ++n) {
@@ -281,7 +280,7 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
         rs.o[n][2 * h + 1] *= f;
       }
       for (int gi = 0; gi < kGroups - 1; ++gi) {
-        const float fo = exp2f(mg.m[gi][r] - base);
+        const float fo = Rescale(mg.m[gi][r], m);
         rs.l[h] += mg.l[gi][r] * fo;
 #pragma unroll
         for (int n = 0; n < kD / 8; ++n) {
