@@ -10,6 +10,7 @@
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_weights.h"
+#include "kernels/env_switch.h"
 #include "kernels/graph_runner.h"
 #include "kernels/model_forward.h"
 #include "kernels/sample_penalties.h"
@@ -32,6 +33,13 @@ bool NeedsHostSampling(const SampleRequest& s, int32_t max_penalty_tokens) {
 
 kernels::SampleRowParams Greedy() { return kernels::SampleRowParams{}; }
 
+// A prefill graph's step: one sequence's chunk of `tokens` rows (padding included), its last
+// real row sampled (rows 1; StepArrays::sample_rows says which) or no logits (rows 0).
+ForwardShape PrefillGraphShape(int32_t tokens, int32_t rows) {
+  return {tokens, 1, rows, /*decode_only=*/false, /*sample=*/true, /*context_bound=*/0,
+          /*samples_in_token_order=*/false};
+}
+
 // The row's parameters but its penalties (PenaltyEntryBuilder::Append sets those).
 kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
   const SamplingParams& p = *s.params;
@@ -49,7 +57,8 @@ kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
 }  // namespace
 
 struct CudaBackend::StepPlan {
-  int32_t bucket = 0;                 // graph replayed, 0: eager
+  int32_t bucket = 0;                 // decode graph replayed, 0: none
+  int32_t prefill_tokens = 0;         // prefill graph replayed (its token bucket), 0: none
   int32_t context_bound = 0;          // decode: its context class (ForwardShape::context_bound)
   std::vector<int32_t> sample_row;    // logits row of each StepInput::samples entry
   StepArrays host;                    // the step's pinned arrays (sampled tokens come back here)
@@ -64,6 +73,7 @@ struct CudaBackend::StepPlan {
 struct CudaBackend::Impl {
   ~Impl() {
     graphs.reset();
+    prefill_graphs.reset();
     forward.reset();
     for (cudaEvent_t e : done) {
       if (e) cudaEventDestroy(e);
@@ -79,7 +89,8 @@ struct CudaBackend::Impl {
   std::optional<StepBuffers> step;  // created with the KV pool (block-table width)
   std::optional<kernels::PenaltyEntryBuilder> penalties;  // with `step`
   std::unique_ptr<ModelForward> forward;
-  std::unique_ptr<GraphRunner> graphs;
+  std::unique_ptr<GraphRunner> graphs;          // decode steps
+  std::unique_ptr<GraphRunner> prefill_graphs;  // one sequence's prefill chunk
   // Launched, not collected; oldest first. PendingToken(j) of a new step reads the token of
   // in_flight.back()'s samples[j], from its logits row sample_row[j] (ModelForward's chain
   // tokens); a launch after a step with host-sampled rows is refused, so that token is on the
@@ -202,6 +213,10 @@ size_t CudaBackend::graph_count() const {
   return impl_->graphs ? impl_->graphs->num_graphs() : 0;
 }
 
+std::vector<int32_t> CudaBackend::prefill_graph_tokens() const {
+  return impl_->prefill_graphs ? impl_->prefill_graphs->buckets() : std::vector<int32_t>{};
+}
+
 absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   if (shape.num_blocks <= 0 || shape.block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("kv cache shape must be positive, got ",
@@ -214,6 +229,7 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
     return absl::FailedPreconditionError("AllocateKvCache while steps are in flight");
   }
   impl.graphs.reset();  // they point into the old pool
+  impl.prefill_graphs.reset();
   impl.kv = KvPool();
   impl.kv.num_blocks = shape.num_blocks;
   impl.kv.block_size = shape.block_size;
@@ -282,13 +298,58 @@ absl::Status CudaBackend::CaptureGraphs() {
   // other step tunes (matmul.h).
   impl.forward->AllowMatmulTuning(true);
   absl::StatusOr<std::unique_ptr<GraphRunner>> graphs =
-      GraphRunner::Capture(buckets, bounds, prepare, record, impl.stream);
+      GraphRunner::Capture("decode", buckets, bounds, prepare, record, impl.stream);
   impl.forward->AllowMatmulTuning(false);
   ASSIGN_OR_RETURN(impl.graphs, std::move(graphs));
+  RETURN_IF_ERROR(CapturePrefillGraphs());
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_after, &total));
   graph_capture_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   graph_capture_bytes_ = static_cast<int64_t>(free_before) - static_cast<int64_t>(free_after);
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::CapturePrefillGraphs() {
+  Impl& impl = *impl_;
+  // RTGEN_PREFILL_GRAPHS=0: none (A/B against eager prefill steps).
+  static const bool enabled = kernels::EnvOnUnlessZero("RTGEN_PREFILL_GRAPHS");
+  if (!enabled) return absl::OkStatus();
+  std::vector<int32_t> tokens = options_.prefill_graph_tokens;
+  if (tokens.empty()) {
+    tokens = DefaultPrefillGraphTokens(
+        std::min(options_.max_prefill_graph_tokens, options_.max_num_tokens));
+  }
+  for (int32_t t : tokens) {
+    if (t <= 0 || t > options_.max_num_tokens) {
+      return absl::InvalidArgumentError(absl::StrCat("prefill graph token count ", t,
+                                                     " is outside [1, max_num_tokens = ",
+                                                     options_.max_num_tokens, "]"));
+    }
+  }
+  if (tokens.empty()) return absl::OkStatus();
+  // An all-padding chunk: rows at position -1 attend to nothing and store no keys.
+  auto prepare = [&](int32_t bucket) -> absl::Status {
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
+    const StepArrays h = impl.step->host(bucket, 1);
+    for (int32_t i = 0; i < bucket; ++i) {
+      h.token_ids[i] = 0;
+      h.positions[i] = -1;
+      h.slot_mapping[i] = -1;
+      h.token_seq[i] = 0;
+    }
+    h.context_lens[0] = 0;
+    h.sample_rows[0] = 0;
+    h.sample_params[0] = Greedy();
+    return impl.step->Upload(bucket, 1, 0, impl.stream);
+  };
+  // Variants: the chunk's last row sampled (1) or no logits at all (0, a chunk before the last).
+  auto samples = [](int32_t) { return std::vector<int32_t>{0, 1}; };
+  auto record = [&](int32_t bucket, int32_t rows) -> absl::Status {
+    return impl.forward->Run(PrefillGraphShape(bucket, rows), impl.step->device(bucket, 1),
+                             impl.kv, impl.stream);
+  };
+  ASSIGN_OR_RETURN(impl.prefill_graphs,
+                   GraphRunner::Capture("prefill", tokens, samples, prepare, record, impl.stream));
   return absl::OkStatus();
 }
 
@@ -411,6 +472,9 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   // Consecutive steps use different host slots: the one in flight may not have uploaded yet.
   plan.slot = impl.in_flight.empty() ? 0 : 1 - impl.in_flight.back().slot;
   if (impl.graphs && in.is_decode_only) plan.bucket = impl.graphs->BucketFor(s);
+  if (impl.prefill_graphs && !in.is_decode_only && s == 1 && sample && in.samples.size() <= 1) {
+    plan.prefill_tokens = impl.prefill_graphs->BucketFor(n);
+  }
   // A decode step's context class (ForwardShape::context_bound): the graph's of its bucket, or
   // for an eager step the class of its own batch size, chosen the same way.
   int32_t& context_bound = plan.context_bound;
@@ -418,11 +482,14 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     const int32_t longest =
         s > 0 ? *std::max_element(in.context_lens.begin(), in.context_lens.begin() + s) : 0;
     context_bound = plan.bucket > 0
-                        ? impl.graphs->ContextBoundFor(plan.bucket, longest)
+                        ? impl.graphs->VariantFor(plan.bucket, longest)
                         : kernels::DecodeContextBoundFor(impl.forward->DecodeContextBounds(s),
                                                          longest);
   }
-  const int32_t rows = plan.bucket > 0 ? plan.bucket : n;  // tokens (= seqs when a graph runs)
+  // Tokens: a decode graph's bucket (= seqs), a prefill graph's token bucket, or the step's.
+  const int32_t rows = plan.bucket > 0           ? plan.bucket
+                       : plan.prefill_tokens > 0 ? plan.prefill_tokens
+                                                 : n;
   // Sequences and sampled rows of the step's layout (a graph's: its bucket).
   const int32_t seqs = plan.bucket > 0
                            ? plan.bucket
@@ -446,9 +513,10 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   }
   for (int32_t t = n; t < rows; ++t) {  // graph padding rows
     h.token_ids[t] = 0;
-    h.positions[t] = 0;
+    // Decode: a sequence of its own with context 0; prefill: position -1, no attention at all.
+    h.positions[t] = plan.prefill_tokens > 0 ? -1 : 0;
     h.slot_mapping[t] = -1;
-    h.token_seq[t] = t;
+    h.token_seq[t] = plan.prefill_tokens > 0 ? 0 : t;
   }
   for (int32_t q = s; q < seqs; ++q) h.context_lens[q] = 0;
 
@@ -504,6 +572,8 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
                                       penalty_entries));
     if (plan.bucket > 0) {
       RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream));
+    } else if (plan.prefill_tokens > 0) {
+      RETURN_IF_ERROR(impl.prefill_graphs->Replay(plan.prefill_tokens, num_rows, impl.stream));
     } else {
       const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample, context_bound,
                                samples_in_token_order};
@@ -565,8 +635,8 @@ absl::StatusOr<StepOutput> CudaBackend::Collect() {
   const StepArrays& h = plan.host;
   const int32_t vocab = config_.vocab_size;
   StepOutput out;
-  out.graph_replayed = plan.bucket > 0;
-  out.graph_bucket = plan.bucket;
+  out.graph_replayed = plan.bucket > 0 || plan.prefill_tokens > 0;
+  out.graph_bucket = plan.bucket > 0 ? plan.bucket : plan.prefill_tokens;
   out.context_bound = plan.context_bound;
   out.sampled.reserve(input.samples.size());
   std::vector<float> row;

@@ -1,7 +1,7 @@
 #pragma once
 // The CUDA backend: bf16 weights and activations (fp32 residual stream, norms and accumulation),
 // a paged bf16 KV pool, eager execution of any step, and CUDA-graph replay of decode-only steps
-// padded to batch buckets. Sampling runs on the device (only token ids and logprobs come back,
+// padded to batch buckets and of one sequence's prefill chunks padded to token buckets. Sampling runs on the device (only token ids and logprobs come back,
 // and top-n logprobs for rows asking for them), penalties included (their distinct prompt and
 // output tokens uploaded with the step, the pending last token read on the device;
 // kernels/sample_penalties.h); requests with penalties reading more than max_penalty_tokens
@@ -33,6 +33,13 @@ struct CudaBackendOptions {
   bool enable_cuda_graphs = true;          // false: every step runs eagerly
   int32_t max_graph_batch_size = 0;        // 0: max_num_seqs
   std::vector<int32_t> graph_batch_sizes;  // empty: DefaultGraphBuckets(max_graph_batch_size)
+  // With graphs on, a step that prefills one sequence's chunk of at most this many tokens (and
+  // samples at most its last) replays a graph captured for the smallest token bucket that holds
+  // it, the chunk padded with rows that attend to nothing and store no keys: a short prompt's
+  // prefill is otherwise bound by the host's launches. 0: prefill steps run eagerly.
+  int32_t max_prefill_graph_tokens = 512;
+  // Empty: DefaultPrefillGraphTokens(min(max_prefill_graph_tokens, max_num_tokens)).
+  std::vector<int32_t> prefill_graph_tokens = {};
   bool use_gemv = true;            // custom GEMV for matmuls of <= 8 rows
   // Batch-1 decode as one persistent kernel where the shapes allow (opt-in: slower than the
   // layered kernels on the H200 so far; RTGEN_PERSISTENT_DECODE=1/0 overrides).
@@ -88,6 +95,8 @@ class CudaBackend : public Backend {
   std::vector<int32_t> graph_buckets() const;
   // Decode graphs captured: one per bucket and context class (graph_runner.h).
   size_t graph_count() const;
+  // Captured prefill token buckets, ascending (two graphs each: sampling the last row or none).
+  std::vector<int32_t> prefill_graph_tokens() const;
   int64_t weight_bytes() const;
   // True when batch-1 decode steps run as the persistent kernel (options and shapes allow it).
   bool persistent_decode() const;
@@ -99,8 +108,9 @@ class CudaBackend : public Backend {
   // True when a decode step of `rows` sequences runs with folded norms (ModelForward::FoldsNorms).
   bool folds_norms_at(int32_t rows) const;
   int32_t max_model_len() const { return max_model_len_; }
-  // Start-up cost of the last graph capture (AllocateKvCache): wall seconds, and the growth of
-  // the device's used memory across it (graph executables, lazily loaded modules, cuBLASLt).
+  // Start-up cost of the last graph capture (AllocateKvCache; decode and prefill graphs): wall
+  // seconds, and the growth of the device's used memory across it (graph executables, lazily
+  // loaded modules, cuBLASLt).
   double graph_capture_seconds() const { return graph_capture_seconds_; }
   int64_t graph_capture_bytes() const { return graph_capture_bytes_; }
 
@@ -118,6 +128,7 @@ class CudaBackend : public Backend {
   // sampling step is in flight or it has no such sample.
   int32_t PendingRow(int32_t token_id) const;
   absl::Status CaptureGraphs();
+  absl::Status CapturePrefillGraphs();
 
   ModelConfig config_;
   CudaBackendOptions options_;

@@ -18,36 +18,44 @@ std::vector<int32_t> DefaultGraphBuckets(int32_t max_batch) {
   return out;
 }
 
-absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(std::vector<int32_t> buckets,
-                                                                  const BoundsFn& bounds,
+std::vector<int32_t> DefaultPrefillGraphTokens(int32_t max_tokens) {
+  std::vector<int32_t> out;
+  for (int32_t t = 16; t <= max_tokens; t *= 2) out.push_back(t);
+  if (max_tokens > 0 && (out.empty() || out.back() != max_tokens)) out.push_back(max_tokens);
+  return out;
+}
+
+absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(const char* kind,
+                                                                  std::vector<int32_t> buckets,
+                                                                  const VariantsFn& variants,
                                                                   const PrepareFn& prepare,
                                                                   const RecordFn& record,
                                                                   cudaStream_t stream) {
-  std::unique_ptr<GraphRunner> runner(new GraphRunner());
+  std::unique_ptr<GraphRunner> runner(new GraphRunner(kind));
   std::sort(buckets.begin(), buckets.end(), std::greater<>());
   for (int32_t bucket : buckets) {
     if (bucket <= 0 || runner->graphs_.count(bucket)) continue;
-    std::vector<int32_t> classes = bounds(bucket);
-    if (classes.empty()) {
-      return absl::InternalError(absl::StrCat("no context classes for batch ", bucket));
+    std::vector<int32_t> all = variants(bucket);
+    if (all.empty()) {
+      return absl::InternalError(absl::StrCat("no ", kind, " graph variants for size ", bucket));
     }
-    std::sort(classes.begin(), classes.end(), std::greater<>());
+    std::sort(all.begin(), all.end(), std::greater<>());
     std::map<int32_t, cudaGraphExec_t>& graphs = runner->graphs_[bucket];
-    for (const int32_t bound : classes) {
-      if (graphs.count(bound)) continue;
+    for (const int32_t variant : all) {
+      if (graphs.count(variant)) continue;
       RETURN_IF_ERROR(prepare(bucket));
-      RETURN_IF_ERROR(record(bucket, bound));  // warm-up, eager
+      RETURN_IF_ERROR(record(bucket, variant));  // warm-up, eager
       RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
       RETURN_IF_ERROR(prepare(bucket));
       RTGEN_CUDA_RETURN_IF_ERROR(
           cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-      const absl::Status recorded = record(bucket, bound);
+      const absl::Status recorded = record(bucket, variant);
       cudaGraph_t graph = nullptr;
       const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
       if (!recorded.ok()) {
         if (graph) cudaGraphDestroy(graph);
-        return absl::InternalError(absl::StrCat("capturing the decode graph for batch ", bucket,
-                                                " (contexts up to ", bound,
+        return absl::InternalError(absl::StrCat("capturing the ", kind, " graph of size ", bucket,
+                                                " (variant ", variant,
                                                 "): ", recorded.message()));
       }
       RTGEN_CUDA_RETURN_IF_ERROR(ended);
@@ -55,7 +63,7 @@ absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(std::vector<in
       const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
       cudaGraphDestroy(graph);
       RTGEN_CUDA_RETURN_IF_ERROR(inst);
-      graphs[bound] = exec;
+      graphs[variant] = exec;
       RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec, stream));
     }
   }
@@ -65,33 +73,32 @@ absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(std::vector<in
 
 GraphRunner::~GraphRunner() {
   for (auto& [bucket, graphs] : graphs_) {
-    for (auto& [bound, exec] : graphs) cudaGraphExecDestroy(exec);
+    for (auto& [variant, exec] : graphs) cudaGraphExecDestroy(exec);
   }
 }
 
-int32_t GraphRunner::BucketFor(int32_t batch) const {
-  const auto it = graphs_.lower_bound(batch);
+int32_t GraphRunner::BucketFor(int32_t size) const {
+  const auto it = graphs_.lower_bound(size);
   return it == graphs_.end() ? 0 : it->first;
 }
 
-int32_t GraphRunner::ContextBoundFor(int32_t bucket, int32_t longest) const {
+int32_t GraphRunner::VariantFor(int32_t bucket, int32_t least) const {
   const auto it = graphs_.find(bucket);
   if (it == graphs_.end() || it->second.empty()) return 0;
-  const auto bound = it->second.lower_bound(longest);
-  return bound == it->second.end() ? it->second.rbegin()->first : bound->first;
+  const auto variant = it->second.lower_bound(least);
+  return variant == it->second.end() ? it->second.rbegin()->first : variant->first;
 }
 
-absl::Status GraphRunner::Replay(int32_t bucket, int32_t context_bound,
-                                 cudaStream_t stream) const {
+absl::Status GraphRunner::Replay(int32_t bucket, int32_t variant, cudaStream_t stream) const {
   const auto it = graphs_.find(bucket);
   if (it != graphs_.end()) {
-    if (const auto graph = it->second.find(context_bound); graph != it->second.end()) {
+    if (const auto graph = it->second.find(variant); graph != it->second.end()) {
       RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph->second, stream));
       return absl::OkStatus();
     }
   }
-  return absl::InternalError(absl::StrCat("no decode graph captured for batch ", bucket,
-                                          " with contexts up to ", context_bound));
+  return absl::InternalError(absl::StrCat("no ", kind_, " graph captured of size ", bucket,
+                                          " (variant ", variant, ")"));
 }
 
 std::vector<int32_t> GraphRunner::buckets() const {

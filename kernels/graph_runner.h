@@ -1,13 +1,15 @@
 #pragma once
-// CUDA graphs for decode steps, one per batch-size bucket and context class. Capture runs the
-// step's recording function once eagerly (warm-up: lazy module loading, cuBLASLt algorithm
-// choice) and once under stream capture, largest bucket first. Every buffer the graphs touch is
-// preallocated by the backend (step buffers, activations, KV pool, matmul workspace), so all
-// graphs share that one pool of memory and nothing is allocated during capture or replay.
+// CUDA graphs of one kind of step, one per size bucket and variant. Capture runs the step's
+// recording function once eagerly (warm-up: lazy module loading, cuBLASLt algorithm choice) and
+// once under stream capture, largest bucket first. Every buffer the graphs touch is preallocated
+// by the backend (step buffers, activations, KV pool, matmul workspace), so all graphs share
+// that one pool of memory and nothing is allocated during capture or replay.
 //
-// A context class is an upper bound on the step's longest context: decode attention's key
-// partitions are planned for it (ModelForward::DecodeContextBounds), so a step of short contexts
-// replays a graph without the partitions that would hold no keys.
+// Decode graphs: the bucket is the batch size, the variant a context class, an upper bound on
+// the step's longest context: decode attention's key partitions are planned for it
+// (ModelForward::DecodeContextBounds), so a step of short contexts replays a graph without the
+// partitions that would hold no keys. Prefill graphs (one sequence's chunk, cuda_backend.h): the
+// bucket is the token count, the variant the rows sampled (0 or 1).
 
 #include <cuda_runtime.h>
 
@@ -25,18 +27,24 @@ namespace rtgen {
 // 1, 2, 4, 8, 16, 24, 32, then every 16 up to max_batch (max_batch itself always included).
 std::vector<int32_t> DefaultGraphBuckets(int32_t max_batch);
 
+// Prefill token buckets: 16, 32, 64, ... up to max_tokens (max_tokens itself included when it is
+// not a power of two; none when it is below 1).
+std::vector<int32_t> DefaultPrefillGraphTokens(int32_t max_tokens);
+
 class GraphRunner {
  public:
   // prepare(bucket) fills the step buffers for an all-padding step before each recording.
   using PrepareFn = std::function<absl::Status(int32_t bucket)>;
-  // record(bucket, context_bound) enqueues one decode step of `bucket` rows planned for contexts
-  // up to context_bound on `stream` (no sync, no alloc).
-  using RecordFn = std::function<absl::Status(int32_t bucket, int32_t context_bound)>;
-  // bounds(bucket): its context classes, increasing and not empty.
-  using BoundsFn = std::function<std::vector<int32_t>(int32_t bucket)>;
+  // record(bucket, variant) enqueues one step of that bucket and variant (decode: `bucket` rows
+  // planned for contexts up to `variant`) on `stream` (no sync, no alloc).
+  using RecordFn = std::function<absl::Status(int32_t bucket, int32_t variant)>;
+  // variants(bucket): its variants, not empty (decode: its context classes).
+  using VariantsFn = std::function<std::vector<int32_t>(int32_t bucket)>;
 
-  static absl::StatusOr<std::unique_ptr<GraphRunner>> Capture(std::vector<int32_t> buckets,
-                                                              const BoundsFn& bounds,
+  // `kind` names the step in errors ("decode", "prefill").
+  static absl::StatusOr<std::unique_ptr<GraphRunner>> Capture(const char* kind,
+                                                              std::vector<int32_t> buckets,
+                                                              const VariantsFn& variants,
                                                               const PrepareFn& prepare,
                                                               const RecordFn& record,
                                                               cudaStream_t stream);
@@ -44,19 +52,21 @@ class GraphRunner {
   GraphRunner(const GraphRunner&) = delete;
   GraphRunner& operator=(const GraphRunner&) = delete;
 
-  // Smallest captured bucket >= batch, or 0 when batch exceeds the largest.
-  int32_t BucketFor(int32_t batch) const;
-  // The captured class of `bucket` for a step whose longest context is `longest`: the smallest
-  // bound >= longest (the largest when none is); 0 for a bucket not captured.
-  int32_t ContextBoundFor(int32_t bucket, int32_t longest) const;
-  absl::Status Replay(int32_t bucket, int32_t context_bound, cudaStream_t stream) const;
+  // Smallest captured bucket >= size, or 0 when size exceeds the largest.
+  int32_t BucketFor(int32_t size) const;
+  // The captured variant of `bucket` for a step that needs at least `least` (decode: its longest
+  // context): the smallest variant >= least (the largest when none is); 0 for a bucket not
+  // captured.
+  int32_t VariantFor(int32_t bucket, int32_t least) const;
+  absl::Status Replay(int32_t bucket, int32_t variant, cudaStream_t stream) const;
   std::vector<int32_t> buckets() const;
-  // Graphs captured (every bucket's classes).
+  // Graphs captured (every bucket's variants).
   size_t num_graphs() const;
 
  private:
-  GraphRunner() = default;
-  // Per bucket: its classes' graphs by context bound.
+  explicit GraphRunner(const char* kind) : kind_(kind) {}
+  const char* kind_;
+  // Per bucket: its variants' graphs.
   std::map<int32_t, std::map<int32_t, cudaGraphExec_t>> graphs_;
 };
 

@@ -28,6 +28,10 @@ struct CudaTestOptions {
   int32_t num_blocks = 128;
   int32_t max_num_seqs = 16;
   std::vector<int32_t> graph_batch_sizes = {1, 2, 4, 8};
+  // Prefill graphs (CudaBackendOptions): off unless a test asks, so the other tests' graph
+  // backends prefill eagerly, exactly as their eager twins do.
+  int32_t max_prefill_graph_tokens = 0;
+  std::vector<int32_t> prefill_graph_tokens = {};
   int32_t max_norm_link_rows = CudaBackendOptions{}.max_norm_link_rows;
   int32_t max_penalty_tokens = CudaBackendOptions{}.max_penalty_tokens;
 };

@@ -1,0 +1,223 @@
+// Prefill CUDA graphs (cuda_backend.h max_prefill_graph_tokens): a step prefilling one
+// sequence's chunk replays the graph of the smallest token bucket that holds it. At a bucket's
+// exact size the replay is bitwise equal to the eager step (sampled token, logprob, top-n, and
+// the keys it stored, seen through the next decode steps' logits); a chunk padded to its bucket
+// computes what the eager step does within bf16 tolerance (padding rows attend to nothing and
+// store nothing); other prefill steps run eagerly.
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/graph_runner.h"
+#include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/test_backends.h"
+
+namespace rtgen::testing_gpu {
+namespace {
+
+constexpr int32_t kBlocks = 256;
+
+TEST(PrefillGraphTest, DefaultTokenBuckets) {
+  EXPECT_EQ(DefaultPrefillGraphTokens(512), (std::vector<int32_t>{16, 32, 64, 128, 256, 512}));
+  EXPECT_EQ(DefaultPrefillGraphTokens(100), (std::vector<int32_t>{16, 32, 64, 100}));
+  EXPECT_EQ(DefaultPrefillGraphTokens(8), (std::vector<int32_t>{8}));
+  EXPECT_TRUE(DefaultPrefillGraphTokens(0).empty());
+}
+
+struct Pair {
+  std::unique_ptr<CudaBackend> graph, eager;
+  std::vector<int32_t> next = {0, 0};  // next free KV block of each
+};
+
+Pair MakePair(const ModelConfig& c, uint64_t seed, std::vector<int32_t> tokens) {
+  Pair p;
+  p.graph = MakeCudaBackend(c, seed, {.graphs = true, .num_blocks = kBlocks,
+                                      .graph_batch_sizes = {1},
+                                      .prefill_graph_tokens = std::move(tokens)});
+  p.eager = MakeCudaBackend(c, seed, {.graphs = false, .num_blocks = kBlocks});
+  return p;
+}
+
+std::vector<int32_t> RandomTokens(const ModelConfig& c, int n, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<int32_t> out(n);
+  for (int32_t& t : out) t = tok(rng);
+  return out;
+}
+
+// Runs `count` more prompt tokens of g on the graph backend and of e on the eager one, sampling
+// the last with `params` when it is not null; expects the graph step to replay `bucket` (0:
+// eager). Returns both outputs.
+std::pair<StepOutput, StepOutput> Chunk(Pair& p, TestSeq& g, TestSeq& e, int count,
+                                        const SamplingParams* params, int32_t bucket) {
+  StepBuilder bg(kTestBlockSize, &p.next[0]), be(kTestBlockSize, &p.next[1]);
+  bg.Add(g, count, params);
+  be.Add(e, count, params);
+  absl::StatusOr<StepOutput> og = p.graph->Execute(bg.Build(false));
+  absl::StatusOr<StepOutput> oe = p.eager->Execute(be.Build(false));
+  EXPECT_TRUE(og.ok()) << og.status();
+  EXPECT_TRUE(oe.ok()) << oe.status();
+  if (!og.ok() || !oe.ok()) return {};
+  EXPECT_EQ(og->graph_replayed, bucket > 0);
+  EXPECT_EQ(og->graph_bucket, bucket);
+  EXPECT_FALSE(oe->graph_replayed);
+  return {*std::move(og), *std::move(oe)};
+}
+
+// Three decode steps fed the same tokens on both backends (the graph one replays its decode
+// graph, bitwise equal to eager: graph_runner_test.cc): each step's logits, which read every key
+// the prefill stored, compared bitwise (max_rel_l2 0) or by relative L2 error.
+void ExpectDecodeLogits(Pair& p, const ModelConfig& c, TestSeq& g, TestSeq& e,
+                        std::mt19937_64& rng, double max_rel_l2) {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  for (int step = 0; step < 3; ++step) {
+    const int32_t t = tok(rng);
+    g.tokens.push_back(t);
+    e.tokens.push_back(t);
+    StepBuilder bg(kTestBlockSize, &p.next[0]), be(kTestBlockSize, &p.next[1]);
+    bg.Add(g, 1, &greedy);
+    be.Add(e, 1, &greedy);
+    auto lg = p.graph->ComputeLogits(bg.Build(true));
+    auto le = p.eager->ComputeLogits(be.Build(true));
+    ASSERT_TRUE(lg.ok() && le.ok());
+    ASSERT_EQ(lg->size(), le->size());
+    if (max_rel_l2 == 0.0) {
+      EXPECT_EQ(std::memcmp(lg->data(), le->data(), lg->size() * sizeof(float)), 0)
+          << "decode step " << step;
+    } else {
+      EXPECT_LE(RelL2(*lg, *le), max_rel_l2) << "decode step " << step;
+    }
+  }
+}
+
+// A chunk of exactly a bucket's size: the same launches as the eager step, replayed. Sampling
+// with every device feature the graph's sampler reads from the step's buffers (temperature,
+// top-k/p, a repetition penalty over the prompt, seeded RNG, top-5 logprobs).
+TEST(PrefillGraphTest, ExactBucketIsBitwiseEqualToEager) {
+  const ModelConfig c = SmolLm2Config();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  Pair p = MakePair(c, seed, {16, 64, 256});
+  ASSERT_TRUE(p.graph && p.eager);
+  ASSERT_EQ(p.graph->prefill_graph_tokens(), (std::vector<int32_t>{16, 64, 256}));
+  SamplingParams params;
+  params.temperature = 0.8f;
+  params.top_k = 40;
+  params.top_p = 0.95f;
+  params.repetition_penalty = 1.3f;
+  params.logprobs = 5;
+  for (const int n : {16, 64}) {
+    SCOPED_TRACE(n);
+    TestSeq g;
+    g.tokens = RandomTokens(c, n, rng);
+    g.seed = 77 + n;
+    TestSeq e = g;
+    auto [og, oe] = Chunk(p, g, e, n, &params, n);
+    ASSERT_EQ(og.sampled.size(), 1u);
+    ASSERT_EQ(oe.sampled.size(), 1u);
+    EXPECT_EQ(og.sampled[0].token_id, oe.sampled[0].token_id);
+    EXPECT_EQ(og.sampled[0].logprob, oe.sampled[0].logprob);
+    ASSERT_EQ(og.sampled[0].top.size(), 5u);
+    ASSERT_EQ(oe.sampled[0].top.size(), 5u);
+    for (int j = 0; j < 5; ++j) {
+      EXPECT_EQ(og.sampled[0].top[j].token_id, oe.sampled[0].top[j].token_id) << j;
+      EXPECT_EQ(og.sampled[0].top[j].logprob, oe.sampled[0].top[j].logprob) << j;
+    }
+    ExpectDecodeLogits(p, c, g, e, rng, 0.0);
+  }
+}
+
+// Chunks padded to their bucket (1 -> 16, 50 -> 64, 200 -> 256), and a prompt in two chunks
+// (250 without a sample -> 256, the graph that computes no logits; then 50 sampled -> 64): the
+// sampled logprob and the next steps' logits agree with the eager steps within bf16 tolerance
+// (the matmuls at the padded row count may sum in another order). A padding row that stored a
+// key, attended, or was sampled in place of the last real row would miss by far more.
+TEST(PrefillGraphTest, PaddedChunksMatchEager) {
+  const ModelConfig c = SmolLm2Config();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  Pair p = MakePair(c, seed, {16, 64, 256});
+  ASSERT_TRUE(p.graph && p.eager);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.logprobs = 5;
+  // bf16 activations over 30 layers: logits agree to ~1e-2 relative L2 (a 1-token chunk runs
+  // the one-row GEMV path with linked norms when eager, so its logprobs moved by 0.053 once).
+  constexpr double kRelL2 = 2e-2;
+  constexpr float kLogprob = 0.2f;
+  for (const std::vector<int>& chunks :
+       std::vector<std::vector<int>>{{1}, {50}, {200}, {250, 50}}) {
+    SCOPED_TRACE(::testing::Message() << "chunks " << chunks.front() << ".." << chunks.back());
+    int total = 0;
+    for (int n : chunks) total += n;
+    TestSeq g;
+    g.tokens = RandomTokens(c, total, rng);
+    TestSeq e = g;
+    for (size_t k = 0; k < chunks.size(); ++k) {
+      const bool last = k + 1 == chunks.size();
+      const int32_t bucket = chunks[k] <= 16 ? 16 : chunks[k] <= 64 ? 64 : 256;
+      auto [og, oe] = Chunk(p, g, e, chunks[k], last ? &greedy : nullptr, bucket);
+      if (!last) {
+        EXPECT_TRUE(og.sampled.empty());
+        continue;
+      }
+      ASSERT_EQ(og.sampled.size(), 1u);
+      ASSERT_EQ(oe.sampled.size(), 1u);
+      // The sampled row's distribution: top-1 logprob and the top-5 lists close (a padding row
+      // sampled instead, which saw no key, would share next to nothing with the real row's).
+      const SampledToken& a = og.sampled[0];
+      const SampledToken& b = oe.sampled[0];
+      EXPECT_NEAR(a.logprob, b.logprob, kLogprob);
+      ASSERT_EQ(a.top.size(), 5u);
+      ASSERT_EQ(b.top.size(), 5u);
+      int common = 0;
+      for (const TokenLogprob& x : a.top) {
+        for (const TokenLogprob& y : b.top) common += x.token_id == y.token_id;
+      }
+      EXPECT_GE(common, 3);
+      for (int j = 0; j < 5; ++j) EXPECT_NEAR(a.top[j].logprob, b.top[j].logprob, kLogprob) << j;
+    }
+    ExpectDecodeLogits(p, c, g, e, rng, kRelL2);
+  }
+}
+
+// Steps the graphs do not take run eagerly: a chunk past the largest bucket, two sequences'
+// chunks in one step.
+TEST(PrefillGraphTest, OtherPrefillStepsRunEagerly) {
+  const ModelConfig c = SmolLm2Config();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  Pair p = MakePair(c, seed, {16, 64});
+  ASSERT_TRUE(p.graph && p.eager);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  TestSeq g;
+  g.tokens = RandomTokens(c, 100, rng);
+  TestSeq e = g;
+  auto [og, oe] = Chunk(p, g, e, 100, &greedy, 0);
+  ASSERT_EQ(og.sampled.size(), 1u);
+  EXPECT_EQ(og.sampled[0].token_id, oe.sampled[0].token_id);  // the same eager launches
+  TestSeq a, b;
+  a.tokens = RandomTokens(c, 10, rng);
+  b.tokens = RandomTokens(c, 12, rng);
+  StepBuilder two(kTestBlockSize, &p.next[0]);
+  two.Add(a, 10, &greedy);
+  two.Add(b, 12, &greedy);
+  absl::StatusOr<StepOutput> out = p.graph->Execute(two.Build(false));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FALSE(out->graph_replayed);
+  EXPECT_EQ(out->sampled.size(), 2u);
+}
+
+}  // namespace
+}  // namespace rtgen::testing_gpu
