@@ -5,6 +5,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "engine/cpu/cpu_backend.h"
 #ifdef RTGEN_HAVE_CUDA
 #include "kernels/cuda_backend.h"
@@ -73,15 +74,28 @@ std::string GraphCaptureSummary(const Backend& backend) {
 #ifdef RTGEN_HAVE_CUDA
   const auto* cuda = dynamic_cast<const CudaBackend*>(&backend);
   if (cuda != nullptr && cuda->graph_count() > 0) {
-    return absl::StrFormat("CUDA graphs: %d buckets, %d graphs, captured in %.2f s, %.1f MiB",
-                           cuda->graph_buckets().size(), cuda->graph_count(),
-                           cuda->graph_capture_seconds(),
-                           static_cast<double>(cuda->graph_capture_bytes()) / (1 << 20));
+    const std::vector<int32_t> prefill = cuda->prefill_graph_tokens();
+    return absl::StrFormat(
+        "CUDA graphs: %d buckets, %d graphs, prefill tokens [%s], captured in %.2f s, %.1f MiB",
+        cuda->graph_buckets().size(), cuda->graph_count(), absl::StrJoin(prefill, ","),
+        cuda->graph_capture_seconds(),
+        static_cast<double>(cuda->graph_capture_bytes()) / (1 << 20));
   }
 #else
   (void)backend;
 #endif
   return "";
+}
+
+std::vector<int32_t> PrefillGraphTokens(const Backend& backend) {
+#ifdef RTGEN_HAVE_CUDA
+  if (const auto* cuda = dynamic_cast<const CudaBackend*>(&backend)) {
+    return cuda->prefill_graph_tokens();
+  }
+#else
+  (void)backend;
+#endif
+  return {};
 }
 
 std::vector<int32_t> GraphBuckets(const Backend& backend) {

@@ -42,8 +42,13 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const BackendOptions& opt
 // before the KV cache is allocated). Metrics pre-register them so their series start at zero.
 std::vector<int32_t> GraphBuckets(const Backend& backend);
 
-// One start-up line on `backend`'s CUDA graphs: buckets, graphs (a bucket has one per context
-// class), capture seconds and the device memory the capture took; empty when none were captured.
+// The token buckets whose prefill chunks `backend` replays as CUDA graphs, ascending (empty for
+// the CPU backend, before the KV cache is allocated, or with prefill graphs off).
+std::vector<int32_t> PrefillGraphTokens(const Backend& backend);
+
+// One start-up line on `backend`'s CUDA graphs: decode buckets, graphs (a bucket has one per
+// context class), prefill token buckets, capture seconds and the device memory the capture took;
+// empty when none were captured.
 std::string GraphCaptureSummary(const Backend& backend);
 
 }  // namespace rtgen

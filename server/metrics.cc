@@ -82,7 +82,9 @@ Metrics::Metrics(const std::vector<double>& latency) {
   kv_usage_ = AddGauge(r, "rtgen_kv_cache_usage_ratio", "Used / total KV blocks.");
   graph_replays_ = &BuildCounter()
                         .Name("rtgen_graph_replays_total")
-                        .Help("Steps run as a captured CUDA graph, by batch bucket.")
+                        .Help("Steps run as a captured CUDA graph, by bucket: the decode "
+                              "batch size, or prefill_<tokens> for one sequence's prefill "
+                              "chunk.")
                         .Register(r);
   auto& eager = BuildCounter()
                     .Name("rtgen_eager_steps_total")
@@ -124,13 +126,24 @@ std::string Metrics::Render() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
-void Metrics::PreRegisterGraphBuckets(const std::vector<int32_t>& buckets) {
-  for (int32_t bucket : buckets) {
-    prometheus::Counter* counter = &graph_replays_->Add({{"bucket", absl::StrCat(bucket)}});
-    if (bucket >= 0 && bucket <= kMaxCachedBucket) {
-      replay_counters_[bucket].store(counter, std::memory_order_release);
-    }
+void Metrics::PreRegisterGraphBuckets(const std::vector<int32_t>& buckets,
+                                      const std::vector<int32_t>& prefill_tokens) {
+  for (int32_t bucket : buckets) ReplayCounter(replay_counters_, "", bucket);
+  for (int32_t tokens : prefill_tokens) ReplayCounter(prefill_replay_counters_, "prefill_", tokens);
+}
+
+prometheus::Counter* Metrics::ReplayCounter(ReplayCounters& cache, const std::string& prefix,
+                                            int32_t bucket) {
+  if (bucket < 0 || bucket > kMaxCachedBucket) {
+    return &graph_replays_->Add({{"bucket", absl::StrCat(prefix, bucket)}});
   }
+  prometheus::Counter* counter = cache[bucket].load(std::memory_order_acquire);
+  if (counter == nullptr) {
+    // Family::Add returns the existing counter for the same labels, so a race is harmless.
+    counter = &graph_replays_->Add({{"bucket", absl::StrCat(prefix, bucket)}});
+    cache[bucket].store(counter, std::memory_order_release);
+  }
+  return counter;
 }
 
 void Metrics::OnRejected() { requests_[static_cast<int>(FinishReason::kNone)]->Increment(); }
@@ -144,18 +157,12 @@ void Metrics::OnStep(int32_t batch_size, int32_t prompt_tokens, int32_t /*genera
     (prompt_tokens > 0 ? eager_prefill_ : eager_decode_)->Increment();
     return;
   }
-  prometheus::Counter* counter = nullptr;
-  if (bucket >= 0 && bucket <= kMaxCachedBucket) {
-    counter = replay_counters_[bucket].load(std::memory_order_acquire);
-    if (counter == nullptr) {
-      // Family::Add returns the existing counter for the same labels, so a race is harmless.
-      counter = &graph_replays_->Add({{"bucket", absl::StrCat(bucket)}});
-      replay_counters_[bucket].store(counter, std::memory_order_release);
-    }
+  // A replayed step with prompt tokens is a prefill graph's: its bucket is a token count.
+  if (prompt_tokens > 0) {
+    ReplayCounter(prefill_replay_counters_, "prefill_", bucket)->Increment();
   } else {
-    counter = &graph_replays_->Add({{"bucket", absl::StrCat(bucket)}});
+    ReplayCounter(replay_counters_, "", bucket)->Increment();
   }
-  counter->Increment();
 }
 
 void Metrics::OnFirstScheduled(absl::Duration queue_time) {

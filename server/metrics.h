@@ -43,8 +43,10 @@ class Metrics : public EngineObserver {
   // The text exposition format, as a scrape would see it (tests, debugging).
   std::string Render() const;
 
-  // Creates rtgen_graph_replays_total{bucket} at zero for each captured bucket.
-  void PreRegisterGraphBuckets(const std::vector<int32_t>& buckets);
+  // Creates rtgen_graph_replays_total{bucket} at zero for each captured decode batch bucket and,
+  // as bucket="prefill_<tokens>", each prefill token bucket (CUDA graphs of one sequence's chunk).
+  void PreRegisterGraphBuckets(const std::vector<int32_t>& buckets,
+                               const std::vector<int32_t>& prefill_tokens = {});
 
   // Requests refused before reaching the engine (invalid, queue full).
   void OnRejected();
@@ -83,8 +85,13 @@ class Metrics : public EngineObserver {
   prometheus::Counter* preemptions_ = nullptr;
   // requests_total by finish reason, indexed by FinishReason; kNone slot is "rejected".
   std::array<prometheus::Counter*, 6> requests_{};
-  // graph_replays_total{bucket} for buckets <= kMaxCachedBucket, created on first use.
-  std::array<std::atomic<prometheus::Counter*>, kMaxCachedBucket + 1> replay_counters_{};
+  // graph_replays_total{bucket} for buckets <= kMaxCachedBucket, created on first use: decode
+  // batch buckets, and prefill token buckets (label prefill_<tokens>).
+  using ReplayCounters = std::array<std::atomic<prometheus::Counter*>, kMaxCachedBucket + 1>;
+  ReplayCounters replay_counters_{};
+  ReplayCounters prefill_replay_counters_{};
+  prometheus::Counter* ReplayCounter(ReplayCounters& cache, const std::string& prefix,
+                                     int32_t bucket);
 };
 
 }  // namespace rtgen

@@ -47,7 +47,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   ASSIGN_OR_RETURN(std::unique_ptr<Server> server,
                    StartWithEngine(config, *std::move(model), backend_name, make_engine));
   // Known label values exist from the start, at zero (dashboards and alerts see the series).
-  server->metrics().PreRegisterGraphBuckets(GraphBuckets(*backend_view));
+  server->metrics().PreRegisterGraphBuckets(GraphBuckets(*backend_view),
+                                            PrefillGraphTokens(*backend_view));
   if (const std::string graphs = GraphCaptureSummary(*backend_view); !graphs.empty()) {
     spdlog::info("{}", graphs);
   }
