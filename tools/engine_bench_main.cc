@@ -473,12 +473,15 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
                               {"graph_capture_bytes", backend->graph_capture_bytes()},
                               {"graph_buckets", backend->graph_buckets()},
                               {"graph_count", backend->graph_count()},
+                              {"prefill_graph_tokens", backend->prefill_graph_tokens()},
                               {"persistent_decode_batch1", backend->persistent_decode()}};
     std::printf("%s %s: backend %.2f s, kv+capture %.2f s, capture %.2f s / %.1f MiB, "
-                "%zu buckets (%zu graphs), batch 1 %s\n", name.c_str(), mode, create_s, kv_s,
-                backend->graph_capture_seconds(),
+                "%zu buckets (%zu graphs), prefill graphs up to %d tokens, batch 1 %s\n",
+                name.c_str(), mode, create_s, kv_s, backend->graph_capture_seconds(),
                 static_cast<double>(backend->graph_capture_bytes()) / (1 << 20),
                 backend->graph_buckets().size(), backend->graph_count(),
+                backend->prefill_graph_tokens().empty() ? 0
+                                                        : backend->prefill_graph_tokens().back(),
                 backend->persistent_decode() ? "persistent kernel" : "layered kernels");
     std::fflush(stdout);
     for (size_t i = 0; i < o.batches.size(); ++i) {
@@ -522,12 +525,11 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
       row["greedy_tokens_equal_eager"] =
           g.tokens.empty() ? 0.0 : static_cast<double>(same) / g.tokens.size();
     }
-    if (graphs) {
-      for (int32_t p : o.ttft_prompts) {
-        ASSIGN_OR_RETURN(double ms, TimeTtft(*backend, config, o, p));
-        m["ttft_ms"][std::to_string(p)] = ms;
-        std::printf("  ttft prompt %d: %.3f ms\n", p, ms);
-      }
+    // With graphs, prompts up to the largest prefill token bucket replay a prefill graph.
+    for (int32_t p : o.ttft_prompts) {
+      ASSIGN_OR_RETURN(double ms, TimeTtft(*backend, config, o, p));
+      m[graphs ? "ttft_ms" : "ttft_eager_ms"][std::to_string(p)] = ms;
+      std::printf("  %s ttft prompt %d: %.3f ms\n", mode, p, ms);
     }
   }
   m["decode"] = std::move(decode);
@@ -553,6 +555,9 @@ void PrintTable(const Json& models) {
       std::printf("%-14s TTFT batch 1:", name.c_str());
       for (const auto& [p, ms] : m["ttft_ms"].items()) {
         std::printf("  prompt %s %.2f ms", p.c_str(), ms.get<double>());
+        if (m.contains("ttft_eager_ms") && m["ttft_eager_ms"].contains(p)) {
+          std::printf(" (eager %.2f)", m["ttft_eager_ms"][p].get<double>());
+        }
       }
       std::printf("\n");
     }
