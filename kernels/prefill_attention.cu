@@ -15,8 +15,8 @@ namespace {
 template <bool kManyRunsOnly>
 __global__ void __launch_bounds__(kAttnThreads) PrefillAttentionKernel(PrefillAttentionParams p) {
   __shared__ AttnSmem smem;
-  PdlWait();
-  PdlLaunchDependents();
+  // Before the PDL wait, the step's own inputs (token sequences, positions, context lengths:
+  // uploaded before the step's first kernel, written by none); q, keys and values after it.
   if constexpr (kManyRunsOnly) {
     __shared__ int32_t s_seq[kPrefillBlockRows];  // as the tensor-core kernel reads them
     static_assert(kPrefillBlockRows <= kAttnThreads);
@@ -31,6 +31,8 @@ __global__ void __launch_bounds__(kAttnThreads) PrefillAttentionKernel(PrefillAt
   const int head = blockIdx.x, t = blockIdx.y;
   const int seq = p.token_seq[t];
   const int end = min(p.positions[t] + 1, p.context_lens[seq]);
+  PdlWait();
+  PdlLaunchDependents();
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
   AttnState st;
   if (end > 0) {

@@ -124,6 +124,45 @@ __device__ __forceinline__ void AttendKeys(const PrefillTiles<kD, kGroups>& sm, 
   }
 }
 
+// One run of a block's rows (prefill_runs.h): its keys [0, kend) (the furthest position of its
+// rows + 1, at most the context), each of this thread's two rows' key limit (0 outside the run),
+// and the largest limit over the warp (keys past it are masked for every row of the warp).
+struct RunPlan {
+  int kend = 0;
+  int lim[2] = {0, 0};
+  int warp_lim = 0;
+};
+
+__device__ __forceinline__ RunPlan PlanRun(const PrefillAttentionParams& p, const int32_t* s_seq,
+                                           const int32_t* s_pos, int32_t seq, int r0, int r1,
+                                           const int (&my_rows)[2]) {
+  RunPlan run;
+  if (seq < 0) return run;
+  const int ctx = p.context_lens[seq];
+  for (int r = r0; r < r1; ++r) {
+    if (s_seq[r] == seq) run.kend = max(run.kend, s_pos[r] + 1);
+  }
+  run.kend = min(run.kend, ctx);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = my_rows[h];
+    run.lim[h] = r >= r0 && r < r1 && s_seq[r] == seq ? min(s_pos[r] + 1, ctx) : 0;
+  }
+  run.warp_lim = max(run.lim[0], run.lim[1]);
+  for (int x = 16; x > 0; x >>= 1) {
+    run.warp_lim = max(run.warp_lim, __shfl_xor_sync(kFullMask, run.warp_lim, x));
+  }
+  return run;
+}
+
+// The block-table entry of key `cr` (the row this thread copies of a run's first tile); 0 past
+// kend (that row is zero-filled).
+__device__ __forceinline__ int32_t FirstTileEntry(const PrefillAttentionParams& p, int32_t seq,
+                                                  int kend, int cr) {
+  if (seq < 0 || cr >= kend) return 0;
+  return p.block_tables[static_cast<int64_t>(seq) * p.max_blocks_per_seq + cr / p.block_size];
+}
+
 // grid (num_heads, ceil(num_tokens / kBlockRows)), kThreads<kGroups> threads,
 // sizeof(PrefillTiles<kD, kGroups>) bytes of dynamic shared memory. Block y serves tokens from
 // (gridDim.y - 1 - y) * kBlockRows: the last tokens, which see the most keys, are scheduled first.
@@ -139,8 +178,6 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
   extern __shared__ __align__(16) unsigned char s_raw[];
   Tiles& sm = *reinterpret_cast<Tiles*>(s_raw);
   __shared__ int32_t s_seq[kBlockRows], s_pos[kBlockRows];  // seq -1: no keys (outputs zeros)
-  PdlWait();
-  PdlLaunchDependents();
   const int head = blockIdx.x;
   const int tok0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
@@ -148,7 +185,31 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
   const int group = warp / kRowWarps, row_warp = warp % kRowWarps;
   const int g = lane >> 2, t = lane & 3;
   const int mi = lane >> 3, mr = lane & 7;
+  const int my_rows[2] = {row_warp * 16 + g, row_warp * 16 + g + 8};
+  const int cr = threadIdx.x >> 1, ch0 = (threadIdx.x & 1) * (kChunks / 2);  // tile copy share
 
+  // Before the PDL wait, the step's own inputs: token sequences, positions, context lengths and
+  // block tables (uploaded before the step's first kernel; no kernel writes them). q, keys and
+  // values (this step's qkv projection and KV store wrote them) after it.
+  if (threadIdx.x < kBlockRows) {
+    const int tok = tok0 + threadIdx.x;
+    const int32_t pos = tok < p.num_tokens ? p.positions[tok] : -1;
+    s_seq[threadIdx.x] = pos >= 0 ? p.token_seq[tok] : -1;
+    s_pos[threadIdx.x] = pos;
+  }
+  __syncthreads();  // s_seq and s_pos
+  if (PrefillRuns(s_seq) > kPrefillMaxRuns) return;  // the CUDA-core kernel's (the whole block)
+  // The block's runs (prefill_runs.h; the same on every thread), one after another: each walks
+  // its sequence's keys [0, kend) with every row outside it masked (such a row's state is left
+  // as it is: p = 0, alpha = 1). The first run's plan and the block-table entry of its first
+  // tile's row cr are read before the wait.
+  int r0 = 0, r1 = 0;
+  int32_t seq = NextPrefillRun(s_seq, 0, &r0, &r1);
+  RunPlan run = PlanRun(p, s_seq, s_pos, seq, r0, r1, my_rows);
+  int32_t entry0 = FirstTileEntry(p, seq, run.kend, cr);
+
+  PdlWait();
+  PdlLaunchDependents();
   for (int c = threadIdx.x; c < kBlockRows * kChunks; c += kBlockThreads) {
     const int r = c / kChunks, ch = c % kChunks, tok = tok0 + r;
     const bool valid = tok < p.num_tokens;
@@ -156,66 +217,33 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
         p.q + static_cast<int64_t>(valid ? tok : 0) * p.q_stride + head * kD + ch * 8;
     CpAsync16(&sm.q[r][Swz(r, ch * 8)], src, valid);
   }
-  CpAsyncCommit();
-  if (threadIdx.x < kBlockRows) {
-    const int tok = tok0 + threadIdx.x;
-    const int32_t pos = tok < p.num_tokens ? p.positions[tok] : -1;
-    s_seq[threadIdx.x] = pos >= 0 ? p.token_seq[tok] : -1;
-    s_pos[threadIdx.x] = pos;
-  }
-  CpAsyncWait<0>();
-  __syncthreads();  // q, s_seq and s_pos
-  if (PrefillRuns(s_seq) > kPrefillMaxRuns) return;  // the CUDA-core kernel's (the whole block)
+  CpAsyncCommit();  // q's group: it lands with the first tile's (the tile loop's wait)
 
   RowsState<kD> rs;
-#pragma unroll
-  for (int kk = 0; kk < kD / 16; ++kk) {
-    const int r = row_warp * 16 + (mi & 1) * 8 + mr;
-    LdMatrixX4(rs.qa[kk], &sm.q[r][Swz(r, kk * 16 + (mi >> 1) * 8)]);
-  }
 #pragma unroll
   for (int n = 0; n < kD / 8; ++n) rs.o[n][0] = rs.o[n][1] = rs.o[n][2] = rs.o[n][3] = 0.0f;
   rs.m[0] = rs.m[1] = -INFINITY;
   rs.l[0] = rs.l[1] = 0.0f;
+  bool q_loaded = false;  // the same on every thread
 
   const float qscale = p.scale * kLog2e;  // scores in base 2
   const int64_t row_elems = static_cast<int64_t>(p.num_kv_heads) * kD;  // per cache slot
   const __nv_bfloat16* kbase = p.k_cache + static_cast<int64_t>(kv_head) * kD;
   const __nv_bfloat16* vbase = p.v_cache + static_cast<int64_t>(kv_head) * kD;
-  const int my_rows[2] = {row_warp * 16 + g, row_warp * 16 + g + 8};
   const int kb = group * kGroupKeys;  // this group's keys within a tile
-  // The block's runs (prefill_runs.h; the same on every thread), one after another: each walks
-  // its sequence's keys [0, kend) with every row outside it masked (such a row's state is left
-  // as it is: p = 0, alpha = 1).
-  int r0 = 0, r1 = 0;
-  for (int32_t seq; (seq = NextPrefillRun(s_seq, r1, &r0, &r1)) >= 0;) {
-    const int ctx = p.context_lens[seq];
-    int kend = 0;
-    for (int r = r0; r < r1; ++r) {
-      if (s_seq[r] == seq) kend = max(kend, s_pos[r] + 1);
+  for (bool first = true; seq >= 0; first = false, seq = NextPrefillRun(s_seq, r1, &r0, &r1)) {
+    if (!first) {
+      run = PlanRun(p, s_seq, s_pos, seq, r0, r1, my_rows);
+      entry0 = FirstTileEntry(p, seq, run.kend, cr);
     }
-    kend = min(kend, ctx);
-    int lim[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = my_rows[h];
-      lim[h] = r >= r0 && r < r1 && s_seq[r] == seq ? min(s_pos[r] + 1, ctx) : 0;
-    }
-    int warp_lim = max(lim[0], lim[1]);  // keys past it are masked for every row of the warp
-    for (int x = 16; x > 0; x >>= 1) {
-      warp_lim = max(warp_lim, __shfl_xor_sync(kFullMask, warp_lim, x));
-    }
-
     const int32_t* table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
-    const int cr = threadIdx.x >> 1, ch0 = (threadIdx.x & 1) * (kChunks / 2);
     // Row cr of tile `tile` (keys past kend zero-filled), half of its pieces, into its stage.
     const auto copy_tile = [&](int tile) {
       const int st = tile & 1, key = tile * kTileKeys + cr;
-      const bool valid = key < kend;
+      const bool valid = key < run.kend;
+      const int32_t entry = tile == 0 ? entry0 : valid ? table[key / p.block_size] : 0;
       const int64_t slot =
-          valid ? static_cast<int64_t>(table[key / p.block_size]) * p.block_size +
-                      key % p.block_size
-                : 0;
+          valid ? static_cast<int64_t>(entry) * p.block_size + key % p.block_size : 0;
       const __nv_bfloat16* ks = kbase + slot * row_elems;
       const __nv_bfloat16* vs = vbase + slot * row_elems;
 #pragma unroll
@@ -224,21 +252,30 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
         CpAsync16(&sm.v[st][cr][Swz(cr, c * 8)], vs + c * 8, valid);
       }
     };
-    const int tiles = (kend + kTileKeys - 1) / kTileKeys;
+    const int tiles = (run.kend + kTileKeys - 1) / kTileKeys;
     if (tiles > 0) copy_tile(0);
     CpAsyncCommit();
     for (int tile = 0; tile < tiles; ++tile) {
       if (tile + 1 < tiles) copy_tile(tile + 1);  // into the stage tile - 1 used (barrier below)
       CpAsyncCommit();
-      CpAsyncWait<1>();  // this tile's group has landed (the newest may still be in flight)
+      CpAsyncWait<1>();  // this tile's group has landed, and q's (only the newest may not have)
       __syncthreads();
+      if (!q_loaded) {
+#pragma unroll
+        for (int kk = 0; kk < kD / 16; ++kk) {
+          const int r = row_warp * 16 + (mi & 1) * 8 + mr;
+          LdMatrixX4(rs.qa[kk], &sm.q[r][Swz(r, kk * 16 + (mi >> 1) * 8)]);
+        }
+        q_loaded = true;
+      }
       const int key0 = tile * kTileKeys + kb;
-      if (key0 < warp_lim) {  // causal: keys past every row of the warp are skipped
-        AttendKeys(sm, tile & 1, kb, key0, lim, qscale, rs);
+      if (key0 < run.warp_lim) {  // causal: keys past every row of the warp are skipped
+        AttendKeys(sm, tile & 1, kb, key0, run.lim, qscale, rs);
       }
       __syncthreads();  // every warp is done with this stage before it is refilled
     }
   }
+  CpAsyncWait<0>();  // q's copies, where no run had a tile: nothing lands after the block ends
 
   // Each row's sum over its quad; then the groups' states merged into group 0's (in group order,
   // so the result is the same on every run), which writes O / l (zeros for a row that saw no key).
