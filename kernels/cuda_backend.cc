@@ -133,6 +133,10 @@ absl::Status SelectDevice(const CudaBackendOptions& options) {
   if (options.max_model_len < 0) {
     return absl::InvalidArgumentError("max_model_len must not be negative");
   }
+  if (options.max_prefill_graph_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_prefill_graph_tokens must not be negative, got ", options.max_prefill_graph_tokens));
+  }
   constexpr int64_t kMaxPenaltyEntries = int64_t{1} << 28;  // 2 GiB of entries in all
   if (options.max_penalty_tokens < 0 ||
       int64_t{options.max_num_seqs} * options.max_penalty_tokens > kMaxPenaltyEntries) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <random>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -27,6 +28,33 @@ TEST(PrefillGraphTest, DefaultTokenBuckets) {
   EXPECT_EQ(DefaultPrefillGraphTokens(100), (std::vector<int32_t>{16, 32, 64, 100}));
   EXPECT_EQ(DefaultPrefillGraphTokens(8), (std::vector<int32_t>{8}));
   EXPECT_TRUE(DefaultPrefillGraphTokens(0).empty());
+}
+
+// Bad options are refused by name: a negative token limit at creation, a token bucket past
+// max_num_tokens when the graphs are captured.
+TEST(PrefillGraphTest, BadOptionsAreRefusedByName) {
+  const ModelConfig c = TinyConfig();
+  CudaBackendOptions o;
+  o.max_num_tokens = 64;
+  o.max_num_seqs = 4;
+  o.max_prefill_graph_tokens = -1;
+  auto bad = CudaBackend::Create(c, RandomWeights(c, 1), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("max_prefill_graph_tokens"), std::string::npos)
+      << bad.status();
+  o.max_prefill_graph_tokens = 512;  // capped at max_num_tokens: 16, 32, 64
+  o.prefill_graph_tokens = {16, 65};
+  auto b = CudaBackend::Create(c, RandomWeights(c, 1), o);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const absl::Status st = (*b)->AllocateKvCache({32, kTestBlockSize});
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("prefill graph token count 65"), std::string::npos) << st;
+  o.prefill_graph_tokens.clear();
+  auto capped = CudaBackend::Create(c, RandomWeights(c, 1), o);
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  ASSERT_TRUE((*capped)->AllocateKvCache({32, kTestBlockSize}).ok());
+  EXPECT_EQ((*capped)->prefill_graph_tokens(), (std::vector<int32_t>{16, 32, 64}));
 }
 
 struct Pair {
