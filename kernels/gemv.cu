@@ -242,6 +242,18 @@ __global__ void __launch_bounds__(W * 32)
   RTGEN_TRACE_KERNEL(kGemv);
   constexpr bool kSwiGlu = kEpi == Epilogue::kSwiGlu;
   constexpr bool kRope = kEpi == Epilogue::kRope;
+  if (blockIdx.y > 0) {  // slice y of the rows (gemv.h kGemvMaxSlicedRows); no link then
+    const int row0 = blockIdx.y * kGemvMaxRows;
+    const int64_t y_row = kEpi == Epilogue::kSwiGlu ? p.n >> 1 : p.n;  // elements a y row
+    p.x += static_cast<int64_t>(row0) * p.k;
+    p.y = static_cast<char*>(p.y) + row0 * y_row * (p.y_f32 ? 4 : 2);
+    if constexpr (kEpi == Epilogue::kRope) {
+      r.positions += row0;
+      r.slot_mapping += row0;
+    }
+    p.m -= row0;
+  }
+  p.m = min(p.m, kGemvMaxRows);
   const int lane = threadIdx.x & 31;
   const int warp = threadIdx.x >> 5;
   const int g = lane >> 2, t = lane & 3;
@@ -513,7 +525,7 @@ cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuni
                           cudaStream_t stream) {
   // A SwiGLU tile holds 4 features of each half: ceil(inter / 4) = ceil(n / 8) tiles too; a RoPE
   // tile 4 pairs (8 features) or 8 v features: n / 8 tiles.
-  const dim3 grid((p.n + kTileRows - 1) / kTileRows);
+  const dim3 grid((p.n + kTileRows - 1) / kTileRows, (p.m + kGemvMaxRows - 1) / kGemvMaxRows);
   const bool evict_first = tuning.evict_first < 0
                                ? int64_t{p.n} * p.k * 2 <= GemvEvictFirstMaxBytes()
                                : tuning.evict_first != 0;
@@ -625,7 +637,7 @@ bool GemvSupported(const GemvParams& p) {
   if ((producer || l.scale_by != nullptr || l.zero_after != nullptr) && p.m > kGemvMaxLinkRows) {
     return false;
   }
-  return p.m >= 1 && p.m <= kGemvMaxRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
+  return p.m >= 1 && p.m <= kGemvMaxSlicedRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&
          Aligned16(p.x) && Aligned16(p.w);
 }
 
@@ -636,7 +648,8 @@ GemvTuning GemvDefaultTuning(const GemvParams& p) {
   // needs the fewest rounds of groups per warp (the smaller on a tie). More tiles than one wave
   // holds: 2 warps per tile. Batch rows 8..15 cost registers: unroll 2 for long rows then.
   constexpr int kSms = 132;
-  const int tiles = (p.n + kTileRows - 1) / kTileRows;
+  const int slices = (p.m + kGemvMaxRows - 1) / kGemvMaxRows;  // grid rows
+  const int tiles = (p.n + kTileRows - 1) / kTileRows * slices;
   const int chunks = p.k / 8;
   const bool hi = p.m > 8;
   const auto resident_warps = [](int unroll) {

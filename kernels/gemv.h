@@ -13,7 +13,11 @@
 
 namespace rtgen::kernels {
 
-constexpr int kGemvMaxRows = 16;
+constexpr int kGemvMaxRows = 16;  // rows of one mma slice
+// Up to kGemvMaxSlicedRows rows run as slices of kGemvMaxRows (a grid row each): every slice
+// streams the weight again, from L2 mostly since the slices run at once, so only small weights
+// gain (matmul.cc GemvShape). No norm link past kGemvMaxLinkRows.
+constexpr int kGemvMaxSlicedRows = 64;
 
 // An RMSNorm between two GEMVs, done without a norm launch: at one row on either kernel, at up
 // to kGemvMaxLinkRows rows on the tensor-core one. The producer (plain epilogue; p.y is not
@@ -83,7 +87,7 @@ struct GemvParams {
   const __nv_bfloat16* w = nullptr;  // [n, k] row-major (HF weight layout)
   void* y = nullptr;                 // [m, n] row-major, bf16 or fp32
   bool y_f32 = false;
-  int32_t m = 0;                     // 1..kGemvMaxRows
+  int32_t m = 0;                     // 1..kGemvMaxSlicedRows
   int32_t n = 0;
   int32_t k = 0;                     // multiple of 8
   GemvNormLink link{};               // set: m <= kGemvMaxLinkRows (GemvSupported)

@@ -3,7 +3,8 @@
 // must match: the qkv rows (rotated q and k, plain v) and both caches, whose slots the step does
 // not name must keep their poison; padding rows (slot -1) write no cache slot. Shapes: the three
 // Llama shapes the engine runs, tiny heads (head_dim 8) and head_dim 256, every batch row count
-// of the GEMV, several launch shapes (the two one-row kernels of large weights among them).
+// of the GEMV (sliced ones too), several launch shapes (the two one-row kernels of large weights
+// among them).
 
 #include <algorithm>
 #include <cstdlib>
@@ -30,7 +31,7 @@ TEST_P(GemvRopeTest, MatchesGemvThenRopeKvStoreBitForBit) {
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
   const int q_dim = s.heads * s.head_dim, kv_dim = s.kv_heads * s.head_dim;
-  const int n = q_dim + 2 * kv_dim, max_m = kernels::kGemvMaxRows;
+  const int n = q_dim + 2 * kv_dim, max_m = kernels::kGemvMaxSlicedRows;
   const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * max_m * s.k, 1.0f, rng));
   const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * n * s.k, 0.05f, rng));
   DeviceArray<uint16_t> d_x(x), d_w(w);
@@ -40,9 +41,8 @@ TEST_P(GemvRopeTest, MatchesGemvThenRopeKvStoreBitForBit) {
   const int num_slots = 2 * max_m + 3;
   const size_t cache_elems = size_t{1} * num_slots * kv_dim;
   // Long rows are slow to check on the host at every m: a few row counts then.
-  std::vector<int> ms(max_m);
-  std::iota(ms.begin(), ms.end(), 1);
-  if (int64_t{n} * s.k > (int64_t{8} << 20)) ms = {1, 3, 8, 9, 16};
+  std::vector<int> ms = GemvRowCounts();
+  if (int64_t{n} * s.k > (int64_t{8} << 20)) ms = {1, 3, 8, 9, 16, 24};
   // m = 1 twice: the second time its one row is padding (slot -1) and writes no cache slot.
   ms.insert(ms.begin(), 1);
   for (size_t mi = 0; mi < ms.size(); ++mi) {

@@ -1,5 +1,6 @@
 // The decode GEMV (kernels/gemv.h) at its tile edges against a CPU reference: n not a multiple of
-// the 8-feature tile, every m from 1 to kGemvMaxRows (both halves of the mma's batch operand), k a
+// the 8-feature tile, every m from 1 to kGemvMaxRows (both halves of the mma's batch operand) and
+// sliced row counts up to kGemvMaxSlicedRows (GemvRowCounts), k a
 // multiple of 8 but not of the 32-element step or of a whole group, every launch shape; outputs
 // are poisoned first and the elements past y[m, n] must stay untouched. Also: the same call twice
 // and its graph replay give bitwise equal results. The fused gate_up + SiLU·mul variant
@@ -32,7 +33,7 @@ TEST_P(GemvEdgeTest, EveryRowCountAndLaunchShapeMatchesReference) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const int max_m = kernels::kGemvMaxRows;
+  const int max_m = kernels::kGemvMaxSlicedRows;
   const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * max_m * c.k, 1.0f, rng));
   const std::vector<uint16_t> w = ToBf16(RandomNormal(size_t{1} * c.n * c.k, 0.05f, rng));
   DeviceArray<uint16_t> d_x(x), d_w(w);
@@ -40,7 +41,7 @@ TEST_P(GemvEdgeTest, EveryRowCountAndLaunchShapeMatchesReference) {
   for (int warps : {1, 2, 4, 8}) {
     for (int unroll : {2, 4, 8}) tunings.push_back({warps, unroll});
   }
-  for (int m = 1; m <= max_m; ++m) {
+  for (const int m : GemvRowCounts()) {
     SCOPED_TRACE(::testing::Message() << "m=" << m << " n=" << c.n << " k=" << c.k);
     // The reference for the first m rows (x is row-major: a prefix of it is x[:m]).
     const std::vector<uint16_t> xm(x.begin(), x.begin() + static_cast<size_t>(m) * c.k);
@@ -99,7 +100,7 @@ TEST_P(GemvSiluMulTest, EveryRowCountAndLaunchShapeMatchesReference) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const int max_m = kernels::kGemvMaxRows;
+  const int max_m = kernels::kGemvMaxSlicedRows;
   const std::vector<uint16_t> x = ToBf16(RandomNormal(size_t{1} * max_m * c.k, 1.0f, rng));
   // Products of stddev ~2 so that silu sees both signs and its curved part.
   const float wstd = 2.0f / std::sqrt(static_cast<float>(c.k));
@@ -110,7 +111,7 @@ TEST_P(GemvSiluMulTest, EveryRowCountAndLaunchShapeMatchesReference) {
     for (int unroll : {2, 4, 8}) tunings.push_back({warps, unroll});
   }
   size_t mismatches = 0, compared = 0;
-  for (int m = 1; m <= max_m; ++m) {
+  for (const int m : GemvRowCounts()) {
     SCOPED_TRACE(::testing::Message() << "m=" << m << " inter=" << c.inter << " k=" << c.k);
     const std::vector<uint16_t> xm(x.begin(), x.begin() + static_cast<size_t>(m) * c.k);
     const std::vector<double> gate_up = MatmulReference(xm, w, m, n, c.k);
@@ -175,7 +176,7 @@ TEST(GemvTest, RejectsUnsupportedShapes) {
   const auto* x = buf.bf16();
   kernels::GemvParams p{x, x, buf.get(), false, 1, 8, 64};
   EXPECT_TRUE(kernels::GemvSupported(p));
-  for (int m : {0, kernels::kGemvMaxRows + 1}) {
+  for (int m : {0, kernels::kGemvMaxSlicedRows + 1}) {
     kernels::GemvParams q = p;
     q.m = m;
     EXPECT_FALSE(kernels::GemvSupported(q)) << m;

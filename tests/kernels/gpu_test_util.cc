@@ -80,6 +80,13 @@ double RelL2(std::span<const float> a, std::span<const float> ref) {
   return RelL2(a, r);
 }
 
+std::vector<int> GemvRowCounts() {
+  std::vector<int> out;
+  for (int m = 1; m <= kernels::kGemvMaxRows; ++m) out.push_back(m);
+  for (int m : {17, 24, 32, 41, kernels::kGemvMaxSlicedRows}) out.push_back(m);
+  return out;
+}
+
 uint64_t FreshSeed() { return std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}(); }
 
 std::vector<float> RandomUniform(size_t n, float lo, float hi, std::mt19937_64& rng) {

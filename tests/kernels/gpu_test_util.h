@@ -70,6 +70,10 @@ double RelL2(std::span<const float> a, std::span<const float> ref);
 // (kernels/gemv.h GemvRowsMinBytes; needs n >= 4096 and RTGEN_GEMV_ROWS_MIN_MB not 0).
 int SmallestRowsK(int n);
 
+// The GEMV's row counts under test: every one of a slice (1..kGemvMaxRows), then several sliced
+// ones up to kGemvMaxSlicedRows (kernels/gemv.h): a second slice of one row, of eight, a full one.
+std::vector<int> GemvRowCounts();
+
 // A fresh seed per test run (printed by the tests through SCOPED_TRACE).
 uint64_t FreshSeed();
 std::vector<float> RandomUniform(size_t n, float lo, float hi, std::mt19937_64& rng);
