@@ -20,7 +20,10 @@ std::vector<int32_t> DefaultGraphBuckets(int32_t max_batch) {
 
 std::vector<int32_t> DefaultPrefillGraphTokens(int32_t max_tokens) {
   std::vector<int32_t> out;
-  for (int32_t t = 16; t <= max_tokens; t *= 2) out.push_back(t);
+  for (int32_t t : {16, 32, 48}) {
+    if (t <= max_tokens) out.push_back(t);
+  }
+  for (int32_t t = 64; t <= max_tokens; t *= 2) out.push_back(t);
   if (max_tokens > 0 && (out.empty() || out.back() != max_tokens)) out.push_back(max_tokens);
   return out;
 }

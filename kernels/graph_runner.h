@@ -27,8 +27,10 @@ namespace rtgen {
 // 1, 2, 4, 8, 16, 24, 32, then every 16 up to max_batch (max_batch itself always included).
 std::vector<int32_t> DefaultGraphBuckets(int32_t max_batch);
 
-// Prefill token buckets: 16, 32, 64, ... up to max_tokens (max_tokens itself included when it is
-// not a power of two; none when it is below 1).
+// Prefill token buckets: 16, 32, 48, then 64, 128, ... up to max_tokens (max_tokens itself
+// included when it is not one of them; none when it is below 1). 48: the most rows SmolLM2-135M's
+// layers take on the GEMV (matmul.cc GemvMaxRows), so chunks of 33-48 tokens are not padded past
+// it.
 std::vector<int32_t> DefaultPrefillGraphTokens(int32_t max_tokens);
 
 class GraphRunner {

@@ -15,13 +15,14 @@
 namespace rtgen::testing_gpu {
 namespace {
 
-// A backend of up to `max_num_seqs` sequences, with KV blocks for them (8 each, at least 128).
+// A backend of up to `max_num_seqs` sequences, with KV blocks for them (at least 128): Prefill's
+// sequence i has 10 + 7 i tokens, ~i / 2 + 1 blocks of 16, and a few decode steps more.
 std::unique_ptr<CudaBackend> Make(const ModelConfig& c, uint64_t seed, bool graphs,
                                   std::vector<int32_t> buckets = {1, 2, 4, 8},
                                   int32_t max_num_seqs = 16) {
   return MakeCudaBackend(c, seed,
                          {.graphs = graphs,
-                          .num_blocks = std::max(128, 8 * max_num_seqs),
+                          .num_blocks = std::max(128, max_num_seqs * (max_num_seqs / 4 + 8)),
                           .max_num_seqs = max_num_seqs,
                           .graph_batch_sizes = std::move(buckets)});
 }
@@ -126,14 +127,16 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
 // Several sequences: linked norms where every layer projection takes the link at that many rows
 // (the tiny model at 4; SmolLM2-135M at 3, replayed in bucket 4's graph, at 7 in bucket 8's and
 // at 12 through the GEMV's upper-half kernels, its final norm a launch at 7 and 12: the LM head
-// runs on cuBLASLt), and past the 16 rows a step links by default folded norms (SmolLM2-135M at
-// 20: every projection on cuBLASLt, so a backend of 20 sequences folds its decode steps' norms).
+// runs on cuBLASLt); past the 16 rows a step links no norms: SmolLM2-135M at 20 runs its layers
+// on the GEMV in slices of 16 rows (gemv.h kGemvMaxSlicedRows), and past 64 rows every
+// projection on cuBLASLt with folded norms (a backend of 72 sequences folds its decode steps').
 TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
   ExpectReplayEqualsEager(TinyConfig(), 4, 3, true, true);
   ExpectReplayEqualsEager(SmolLm2Config(), 3, 3, true, true);
   ExpectReplayEqualsEager(SmolLm2Config(), 7, 3, true, false);
   ExpectReplayEqualsEager(SmolLm2Config(), 12, 3, true, false);
-  ExpectReplayEqualsEager(SmolLm2Config(), 20, 3, false, false, true);
+  ExpectReplayEqualsEager(SmolLm2Config(), 20, 3, false, false, false);
+  ExpectReplayEqualsEager(SmolLm2Config(), 72, 3, false, false, true);
 }
 
 // One sequence where the step links its norms through the GEMVs (norm sums in fixed point,

@@ -24,8 +24,10 @@ namespace {
 constexpr int32_t kBlocks = 256;
 
 TEST(PrefillGraphTest, DefaultTokenBuckets) {
-  EXPECT_EQ(DefaultPrefillGraphTokens(512), (std::vector<int32_t>{16, 32, 64, 128, 256, 512}));
-  EXPECT_EQ(DefaultPrefillGraphTokens(100), (std::vector<int32_t>{16, 32, 64, 100}));
+  EXPECT_EQ(DefaultPrefillGraphTokens(512),
+            (std::vector<int32_t>{16, 32, 48, 64, 128, 256, 512}));
+  EXPECT_EQ(DefaultPrefillGraphTokens(100), (std::vector<int32_t>{16, 32, 48, 64, 100}));
+  EXPECT_EQ(DefaultPrefillGraphTokens(40), (std::vector<int32_t>{16, 32, 40}));
   EXPECT_EQ(DefaultPrefillGraphTokens(8), (std::vector<int32_t>{8}));
   EXPECT_TRUE(DefaultPrefillGraphTokens(0).empty());
 }
@@ -43,7 +45,7 @@ TEST(PrefillGraphTest, BadOptionsAreRefusedByName) {
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("max_prefill_graph_tokens"), std::string::npos)
       << bad.status();
-  o.max_prefill_graph_tokens = 512;  // capped at max_num_tokens: 16, 32, 64
+  o.max_prefill_graph_tokens = 512;  // capped at max_num_tokens: 16, 32, 48, 64
   o.prefill_graph_tokens = {16, 65};
   auto b = CudaBackend::Create(c, RandomWeights(c, 1), o);
   ASSERT_TRUE(b.ok()) << b.status();
@@ -54,7 +56,7 @@ TEST(PrefillGraphTest, BadOptionsAreRefusedByName) {
   auto capped = CudaBackend::Create(c, RandomWeights(c, 1), o);
   ASSERT_TRUE(capped.ok()) << capped.status();
   ASSERT_TRUE((*capped)->AllocateKvCache({32, kTestBlockSize}).ok());
-  EXPECT_EQ((*capped)->prefill_graph_tokens(), (std::vector<int32_t>{16, 32, 64}));
+  EXPECT_EQ((*capped)->prefill_graph_tokens(), (std::vector<int32_t>{16, 32, 48, 64}));
 }
 
 struct Pair {
