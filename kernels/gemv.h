@@ -1,6 +1,7 @@
 #pragma once
 // Small-batch bf16 matrix-vector product for decode: y[m, n] = sum_k x[m, k] * w[n, k] for
-// m <= kGemvMaxRows, fp32 accumulation. Weight-streaming kernel: each weight element is read once
+// m <= kGemvMaxRows (past that, up to kGemvMaxSlicedRows in slices of as many), fp32
+// accumulation. Weight-streaming kernel: each weight element is read once
 // from memory (16-byte loads, several in flight per thread) and applied to every input row with
 // one tensor-core mma (m16n8k16, the batch rows as the 16-row operand, 8 weight rows as the
 // 8-column one). A block owns 8 output features; its warps split k and add their partial sums in
