@@ -1,8 +1,9 @@
 #pragma once
 // The CUDA backend: bf16 weights and activations (fp32 residual stream, norms and accumulation),
 // a paged bf16 KV pool, eager execution of any step, and CUDA-graph replay of decode-only steps
-// padded to batch buckets and of one sequence's prefill chunks padded to token buckets. Sampling runs on the device (only token ids and logprobs come back,
-// and top-n logprobs for rows asking for them), penalties included (their distinct prompt and
+// padded to batch buckets and of one sequence's prefill chunks padded to token buckets. Sampling
+// runs on the device (only token ids and logprobs come back, and top-n logprobs for rows asking
+// for them), penalties included (their distinct prompt and
 // output tokens uploaded with the step, the pending last token read on the device;
 // kernels/sample_penalties.h); requests with penalties reading more than max_penalty_tokens
 // tokens are sampled on the host from their logits row with the CPU sampler. Every
@@ -38,9 +39,10 @@ struct CudaBackendOptions {
   // it, the chunk padded with rows that attend to nothing and store no keys: a short prompt's
   // prefill is otherwise bound by the host's launches. 0: prefill steps run eagerly.
   int32_t max_prefill_graph_tokens = 512;
-  // Empty: DefaultPrefillGraphTokens(min(max_prefill_graph_tokens, max_num_tokens)).
+  // The token buckets; empty: DefaultPrefillGraphTokens(min(max_prefill_graph_tokens,
+  // max_num_tokens)). A list given here is captured as it is, whatever max_prefill_graph_tokens.
   std::vector<int32_t> prefill_graph_tokens = {};
-  bool use_gemv = true;            // custom GEMV for matmuls of <= 8 rows
+  bool use_gemv = true;            // custom GEMV for small batches (matmul.cc GemvShape)
   // Batch-1 decode as one persistent kernel where the shapes allow (opt-in: slower than the
   // layered kernels on the H200 so far; RTGEN_PERSISTENT_DECODE=1/0 overrides).
   bool persistent_decode = false;

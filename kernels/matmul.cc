@@ -50,12 +50,15 @@ int SwiGluGemvMode() {
 // against cuBLASLt): SmolLM2-135M b24 0.679 / 0.684 vs 0.843 / 0.832, b32 0.697 / 0.700 vs 0.861
 // / 0.855, b48 0.847 / 0.854 vs 0.914 / 0.910, but b64 0.933 / 0.938 vs 0.925 / 0.864 (b16 level);
 // TTFT at 24-32 tokens 0.76 vs 1.04-1.16 ms, at 48-64 0.96-0.98 vs 1.06-1.19.
-// RTGEN_GEMV_SLICED_ROWS=N: the GEMV up to N rows (16: none sliced; 64 the most; A/B).
+// Sliced only under kGemvSlicedMaxElems weight elements: SmolLM2's layers (<= 1.8 Mi), not
+// Llama-3.2-1B's o projection (exactly 4 Mi, not measured sliced).
+// RTGEN_GEMV_SLICED_ROWS=N: the GEMV up to N rows, N in [16, 64] (16: none sliced; A/B).
 constexpr int32_t kGemvSlicedRows = 48;
+constexpr int64_t kGemvSlicedMaxElems = int64_t{2} << 20;
 int32_t GemvMaxRows() {
   static const int32_t rows = [] {
     const int n = std::atoi(EnvValue("RTGEN_GEMV_SLICED_ROWS"));
-    return n >= 1 ? std::min(n, kGemvMaxSlicedRows) : kGemvSlicedRows;
+    return n >= 1 ? std::clamp(n, kGemvMaxRows, kGemvMaxSlicedRows) : kGemvSlicedRows;
   }();
   return rows;
 }
@@ -64,6 +67,7 @@ bool GemvShape(const MatmulParams& p, bool any_n) {
   static const int wide =
       EnvIs("RTGEN_GEMV_WIDE", "all") ? 2 : EnvOnUnlessZero("RTGEN_GEMV_WIDE") ? 1 : 0;
   if (p.m > GemvMaxRows()) return false;
+  if (p.m > kGemvMaxRows) return int64_t{p.n} * p.k <= kGemvSlicedMaxElems;
   if (p.m > 8) return int64_t{p.n} * p.k <= (int64_t{4} << 20);
   // One row of a large weight streams by rows, LM heads and Llama-3-8B's gate_up included.
   if (GemvStreamsRows({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k})) return true;

@@ -26,7 +26,10 @@ __global__ void __launch_bounds__(kAttnThreads) PrefillAttentionKernel(PrefillAt
       s_seq[threadIdx.x] = in ? p.token_seq[tok] : -1;
     }
     __syncthreads();
-    if (PrefillRuns(s_seq) <= kPrefillMaxRuns) return;  // the tensor-core kernel's (whole block)
+    if (PrefillRuns(s_seq) <= kPrefillMaxRuns) {  // the tensor-core kernel's (whole block)
+      PdlWait();  // launch.h: a grid completes only after its wait, early returns too
+      return;
+    }
   }
   const int head = blockIdx.x, t = blockIdx.y;
   const int seq = p.token_seq[t];

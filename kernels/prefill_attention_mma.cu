@@ -198,7 +198,10 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
     s_pos[threadIdx.x] = pos;
   }
   __syncthreads();  // s_seq and s_pos
-  if (PrefillRuns(s_seq) > kPrefillMaxRuns) return;  // the CUDA-core kernel's (the whole block)
+  if (PrefillRuns(s_seq) > kPrefillMaxRuns) {  // the CUDA-core kernel's (the whole block)
+    PdlWait();  // launch.h: a grid completes only after its wait, early returns too
+    return;
+  }
   // The block's runs (prefill_runs.h; the same on every thread), one after another: each walks
   // its sequence's keys [0, kend) with every row outside it masked (such a row's state is left
   // as it is: p = 0, alpha = 1). The first run's plan and the block-table entry of its first

@@ -15,6 +15,7 @@
 #include "kernels/prefill_attention_mma.h"
 #include "tests/kernels/attention_reference.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/slow_kv_writer.h"
 
 namespace rtgen::testing_gpu {
 namespace {
@@ -167,6 +168,91 @@ INSTANTIATE_TEST_SUITE_P(
         PrefillShape{32, 8, 128, 16, {{400, 200}}, false, true},
         // Head dims the tensor-core kernel leaves to the CUDA-core one.
         PrefillShape{4, 2, 32, 8, {{50, 50}}}, PrefillShape{4, 2, 256, 16, {{40, 40}}}));
+
+// PDL order (kernels/launch.h): both kernels read the step's positions, sequences, context
+// lengths and block tables before their wait, but its keys and values only after it. The launch
+// before writes them late (SlowKvStore: it releases its dependent at once and writes 20 us later)
+// and a programmatic dependent after copies the output (PdlCopy), where one kernel returns early
+// from every block: (a) 64 one-token sequences, each 64-row block 64 runs, so every tensor-core
+// block leaves and the CUDA-core kernel does the work; (b) two 64-token chunks, every block one
+// run, so every CUDA-core block leaves. The late keys must be seen and the copy whole. (With the
+// early-leaving blocks' waits removed, session 41's H200 still kept the order in three runs: the
+// test guards keys read before the wait, which it would catch, more than those waits.)
+TEST(PrefillAttentionPdlTest, EarlyReturningBlocksKeepTheOrder) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int heads = 8, kv_heads = 2, hd = 64, block_size = 16;
+  const int q_dim = heads * hd, kv_dim = kv_heads * hd;
+  std::vector<int32_t> singles(64);
+  for (int i = 0; i < 64; ++i) singles[i] = 1 + i * 7 % 50;
+  for (const bool chunks : {false, true}) {
+    SCOPED_TRACE(chunks ? "two chunks (CUDA-core blocks leave)"
+                        : "one-token sequences (tensor-core blocks leave)");
+    const std::vector<int32_t> ctx = chunks ? std::vector<int32_t>{100, 64} : singles;
+    Cache c = MakeCache(ctx, block_size, kv_heads, hd, rng);
+    std::vector<int32_t> token_seq, positions, slots;
+    for (size_t s = 0; s < ctx.size(); ++s) {
+      const int32_t count = chunks ? 64 : 1;
+      for (int32_t pos = ctx[s] - count; pos < ctx[s]; ++pos) {
+        token_seq.push_back(static_cast<int32_t>(s));
+        positions.push_back(pos);
+        slots.push_back(c.tables[s * c.max_blocks + pos / block_size] * block_size +
+                        pos % block_size);
+      }
+    }
+    const int tokens = static_cast<int>(positions.size());
+    const std::vector<uint16_t> q = ToBf16(RandomNormal(size_t{1} * tokens * q_dim, 1.0f, rng));
+    // The step's keys and values, far from the cache's old ones (scale 4).
+    const std::vector<uint16_t> nk = ToBf16(RandomNormal(size_t{1} * tokens * kv_dim, 4.0f, rng));
+    const std::vector<uint16_t> nv = ToBf16(RandomNormal(size_t{1} * tokens * kv_dim, 4.0f, rng));
+    DeviceArray<uint16_t> d_q(q), d_k(c.k), d_v(c.v), d_nk(nk), d_nv(nv);
+    DeviceArray<uint16_t> d_out(size_t{1} * tokens * q_dim), d_copy(size_t{1} * tokens * q_dim);
+    DeviceArray<int32_t> d_seq(token_seq), d_pos(positions), d_tables(c.tables), d_ctx(ctx);
+    DeviceArray<int32_t> d_slots(slots);
+    for (int t = 0; t < tokens; ++t) {  // the cache the reference sees: the step's keys stored
+      const size_t from = size_t{1} * t * kv_dim, to = size_t{1} * slots[t] * kv_dim;
+      std::copy_n(nk.begin() + from, kv_dim, c.k.begin() + to);
+      std::copy_n(nv.begin() + from, kv_dim, c.v.begin() + to);
+    }
+    kernels::PrefillAttentionParams p;
+    p.q = d_q.bf16();
+    p.q_stride = q_dim;
+    p.k_cache = d_k.bf16();
+    p.v_cache = d_v.bf16();
+    p.token_seq = d_seq.get();
+    p.positions = d_pos.get();
+    p.block_tables = d_tables.get();
+    p.context_lens = d_ctx.get();
+    p.out = d_out.bf16();
+    p.num_tokens = tokens;
+    p.num_heads = heads;
+    p.num_kv_heads = kv_heads;
+    p.head_dim = hd;
+    p.block_size = block_size;
+    p.max_blocks_per_seq = c.max_blocks;
+    p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    p.num_seqs = static_cast<int32_t>(ctx.size());
+    std::vector<double> want(size_t{1} * tokens * q_dim);
+    for (int t = 0; t < tokens; ++t) {
+      Reference(c, token_seq[t], positions[t] + 1, q.data() + size_t{1} * t * q_dim, heads,
+                p.scale, want.data() + size_t{1} * t * q_dim);
+    }
+    cudaStream_t stream;
+    GPU_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    GPU_CHECK(cudaDeviceSynchronize());  // the arrays were filled on the legacy stream
+    GPU_CHECK(cudaMemset(d_out.bf16(), 0xff, size_t{1} * tokens * q_dim * sizeof(uint16_t)));
+    GPU_CHECK(SlowKvStore({d_nk.bf16(), d_nv.bf16(), kv_dim, d_k.bf16(), d_v.bf16(),
+                           d_slots.get(), tokens, kv_dim},
+                          20000, stream));
+    GPU_CHECK(kernels::PrefillAttention(p, stream));
+    GPU_CHECK(PdlCopy(d_out.get(), d_copy.get(), int64_t{tokens} * q_dim, stream));
+    GPU_CHECK(cudaStreamSynchronize(stream));
+    GPU_CHECK(cudaStreamDestroy(stream));
+    // RelL2 is +inf where the copy saw the poison (NaN) of a row not yet written.
+    EXPECT_LE(RelL2(FromBf16(d_copy.ToHost()), want), 1e-2);
+  }
+}
 
 }  // namespace
 }  // namespace rtgen::testing_gpu

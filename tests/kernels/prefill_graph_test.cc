@@ -135,16 +135,16 @@ TEST(PrefillGraphTest, ExactBucketIsBitwiseEqualToEager) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  Pair p = MakePair(c, seed, {16, 64, 256});
+  Pair p = MakePair(c, seed, {16, 48, 64, 256});
   ASSERT_TRUE(p.graph && p.eager);
-  ASSERT_EQ(p.graph->prefill_graph_tokens(), (std::vector<int32_t>{16, 64, 256}));
+  ASSERT_EQ(p.graph->prefill_graph_tokens(), (std::vector<int32_t>{16, 48, 64, 256}));
   SamplingParams params;
   params.temperature = 0.8f;
   params.top_k = 40;
   params.top_p = 0.95f;
   params.repetition_penalty = 1.3f;
   params.logprobs = 5;
-  for (const int n : {16, 64}) {
+  for (const int n : {16, 48, 64}) {  // 48: SmolLM2's layers on the sliced GEMV
     SCOPED_TRACE(n);
     TestSeq g;
     g.tokens = RandomTokens(c, n, rng);
@@ -184,7 +184,7 @@ TEST(PrefillGraphTest, PaddedChunksMatchEager) {
   // real file's GPU-CPU check sees 0.026 at a prompt's last row); at logits of magnitude ~10
   // that moves a logprob by up to a few tenths (0.30 seen at a 1-token chunk, which runs the
   // one-row GEMV path with linked norms when eager).
-  constexpr double kRelL2 = 2e-2;
+  constexpr double kRelL2 = 3e-2;
   constexpr float kLogprob = 0.6f;
   for (const std::vector<int>& chunks :
        std::vector<std::vector<int>>{{1}, {50}, {200}, {250, 50}}) {

@@ -21,7 +21,22 @@ __global__ void SlowKvStoreKernel(kernels::KvStoreParams p, int64_t delay_ns) {
   }
 }
 
+__global__ void PdlCopyKernel(const uint16_t* src, uint16_t* dst, int64_t n) {
+  kernels::PdlWait();
+  kernels::PdlLaunchDependents();
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    dst[i] = src[i];
+  }
+}
+
 }  // namespace
+
+cudaError_t PdlCopy(const uint16_t* src, uint16_t* dst, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  return kernels::LaunchKernelPdlIf(true, PdlCopyKernel, dim3(64), dim3(256), 0, stream, src, dst,
+                                    n);
+}
 
 cudaError_t SlowKvStore(const kernels::KvStoreParams& p, int64_t delay_ns, cudaStream_t stream) {
   if (p.num_tokens <= 0) return cudaSuccess;
