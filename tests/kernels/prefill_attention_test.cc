@@ -57,6 +57,43 @@ std::vector<std::pair<int32_t, int32_t>> StepTokens(const PrefillShape& a) {
   return tokens;
 }
 
+// One step's device arrays (q rows q_stride apart; tokens' sequences and positions; the cache
+// c's tables; each sequence's context length) as the kernels' parameters, over `heads` query
+// heads.
+struct DeviceStep {
+  const DeviceArray<uint16_t>& q;
+  int64_t q_stride;
+  const DeviceArray<uint16_t>& k;
+  const DeviceArray<uint16_t>& v;
+  const DeviceArray<int32_t>& seq;
+  const DeviceArray<int32_t>& pos;
+  const DeviceArray<int32_t>& tables;
+  const DeviceArray<int32_t>& ctx;
+  const DeviceArray<uint16_t>& out;
+};
+kernels::PrefillAttentionParams StepParams(const DeviceStep& d, const Cache& c, int heads,
+                                           int tokens, int num_seqs) {
+  kernels::PrefillAttentionParams p;
+  p.q = d.q.bf16();
+  p.q_stride = d.q_stride;
+  p.k_cache = d.k.bf16();
+  p.v_cache = d.v.bf16();
+  p.token_seq = d.seq.get();
+  p.positions = d.pos.get();
+  p.block_tables = d.tables.get();
+  p.context_lens = d.ctx.get();
+  p.out = d.out.bf16();
+  p.num_tokens = tokens;
+  p.num_heads = heads;
+  p.num_kv_heads = c.kv_heads;
+  p.head_dim = c.hd;
+  p.block_size = c.block_size;
+  p.max_blocks_per_seq = c.max_blocks;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  p.num_seqs = num_seqs;
+  return p;
+}
+
 class PrefillAttentionTest : public ::testing::TestWithParam<PrefillShape> {};
 
 TEST_P(PrefillAttentionTest, BothKernelsMatchReference) {
@@ -89,24 +126,9 @@ TEST_P(PrefillAttentionTest, BothKernelsMatchReference) {
   }
   DeviceArray<uint16_t> d_q(q), d_k(c.k), d_v(c.v), d_out(size_t{1} * tokens * q_dim);
   DeviceArray<int32_t> d_seq(token_seq), d_pos(positions), d_tables(c.tables), d_ctx(ctx);
-  kernels::PrefillAttentionParams p;
-  p.q = d_q.bf16();
-  p.q_stride = stride;
-  p.k_cache = d_k.bf16();
-  p.v_cache = d_v.bf16();
-  p.token_seq = d_seq.get();
-  p.positions = d_pos.get();
-  p.block_tables = d_tables.get();
-  p.context_lens = d_ctx.get();
-  p.out = d_out.bf16();
-  p.num_tokens = tokens;
-  p.num_heads = a.heads;
-  p.num_kv_heads = a.kv_heads;
-  p.head_dim = a.hd;
-  p.block_size = a.block_size;
-  p.max_blocks_per_seq = c.max_blocks;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(a.hd));
-  p.num_seqs = static_cast<int32_t>(a.seqs.size());
+  kernels::PrefillAttentionParams p =
+      StepParams({d_q, stride, d_k, d_v, d_seq, d_pos, d_tables, d_ctx, d_out}, c, a.heads, tokens,
+                 static_cast<int>(a.seqs.size()));
   EXPECT_EQ(kernels::PrefillAttentionMmaSupports(p), a.hd == 64 || a.hd == 128);
 
   std::vector<double> want(size_t{1} * tokens * q_dim, 0.0);
@@ -215,24 +237,9 @@ TEST(PrefillAttentionPdlTest, EarlyReturningBlocksKeepTheOrder) {
       std::copy_n(nk.begin() + from, kv_dim, c.k.begin() + to);
       std::copy_n(nv.begin() + from, kv_dim, c.v.begin() + to);
     }
-    kernels::PrefillAttentionParams p;
-    p.q = d_q.bf16();
-    p.q_stride = q_dim;
-    p.k_cache = d_k.bf16();
-    p.v_cache = d_v.bf16();
-    p.token_seq = d_seq.get();
-    p.positions = d_pos.get();
-    p.block_tables = d_tables.get();
-    p.context_lens = d_ctx.get();
-    p.out = d_out.bf16();
-    p.num_tokens = tokens;
-    p.num_heads = heads;
-    p.num_kv_heads = kv_heads;
-    p.head_dim = hd;
-    p.block_size = block_size;
-    p.max_blocks_per_seq = c.max_blocks;
-    p.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    p.num_seqs = static_cast<int32_t>(ctx.size());
+    const kernels::PrefillAttentionParams p =
+        StepParams({d_q, q_dim, d_k, d_v, d_seq, d_pos, d_tables, d_ctx, d_out}, c, heads, tokens,
+                   static_cast<int>(ctx.size()));
     std::vector<double> want(size_t{1} * tokens * q_dim);
     for (int t = 0; t < tokens; ++t) {
       Reference(c, token_seq[t], positions[t] + 1, q.data() + size_t{1} * t * q_dim, heads,
