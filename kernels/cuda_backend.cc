@@ -33,11 +33,16 @@ bool NeedsHostSampling(const SampleRequest& s, int32_t max_penalty_tokens) {
 
 kernels::SampleRowParams Greedy() { return kernels::SampleRowParams{}; }
 
-// A prefill graph's step: one sequence's chunk of `tokens` rows (padding included), its last
-// real row sampled (rows 1; StepArrays::sample_rows says which) or no logits (rows 0).
-ForwardShape PrefillGraphShape(int32_t tokens, int32_t rows) {
-  return {tokens, 1, rows, /*decode_only=*/false, /*sample=*/true, /*context_bound=*/0,
-          /*samples_in_token_order=*/false};
+// Rows [from, to) of h as graph padding: no token, no KV write. A decode row is a sequence of its
+// own (context_lens 0: attention gives zeros); a prefill row (prefill) has position -1, which
+// both prefill attention kernels give zeros, and belongs to sequence 0.
+void PadRows(const StepArrays& h, int32_t from, int32_t to, bool prefill) {
+  for (int32_t t = from; t < to; ++t) {
+    h.token_ids[t] = 0;
+    h.positions[t] = prefill ? -1 : 0;
+    h.slot_mapping[t] = -1;
+    h.token_seq[t] = prefill ? 0 : t;
+  }
 }
 
 // The row's parameters but its penalties (PenaltyEntryBuilder::Append sets those).
@@ -282,12 +287,9 @@ absl::Status CudaBackend::CaptureGraphs() {
     // The previous bucket's upload may still be reading the pinned mirror, at other offsets.
     RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
     const StepArrays h = impl.step->host(bucket, bucket);
+    PadRows(h, 0, bucket, /*prefill=*/false);
     for (int32_t i = 0; i < bucket; ++i) {
-      h.token_ids[i] = 0;
-      h.positions[i] = 0;
-      h.slot_mapping[i] = -1;  // padding: no KV write
-      h.token_seq[i] = i;
-      h.context_lens[i] = 0;   // padding: attention outputs zeros
+      h.context_lens[i] = 0;
       h.sample_rows[i] = i;
       h.sample_params[i] = Greedy();
     }
@@ -335,12 +337,7 @@ absl::Status CudaBackend::CapturePrefillGraphs() {
   auto prepare = [&](int32_t bucket) -> absl::Status {
     RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
     const StepArrays h = impl.step->host(bucket, 1);
-    for (int32_t i = 0; i < bucket; ++i) {
-      h.token_ids[i] = 0;
-      h.positions[i] = -1;
-      h.slot_mapping[i] = -1;
-      h.token_seq[i] = 0;
-    }
+    PadRows(h, 0, bucket, /*prefill=*/true);
     h.context_lens[0] = 0;
     h.sample_rows[0] = 0;
     h.sample_params[0] = Greedy();
@@ -349,7 +346,7 @@ absl::Status CudaBackend::CapturePrefillGraphs() {
   // Variants: the chunk's last row sampled (1) or no logits at all (0, a chunk before the last).
   auto samples = [](int32_t) { return std::vector<int32_t>{0, 1}; };
   auto record = [&](int32_t bucket, int32_t rows) -> absl::Status {
-    return impl.forward->Run(PrefillGraphShape(bucket, rows), impl.step->device(bucket, 1),
+    return impl.forward->Run(ForwardShape::PrefillChunk(bucket, rows), impl.step->device(bucket, 1),
                              impl.kv, impl.stream);
   };
   ASSIGN_OR_RETURN(impl.prefill_graphs,
@@ -515,13 +512,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     std::copy_n(in.block_tables.data() + int64_t{q} * in.max_blocks_per_seq,
                 in.max_blocks_per_seq, h.block_tables + int64_t{q} * width);
   }
-  for (int32_t t = n; t < rows; ++t) {  // graph padding rows
-    h.token_ids[t] = 0;
-    // Decode: a sequence of its own with context 0; prefill: position -1, no attention at all.
-    h.positions[t] = plan.prefill_tokens > 0 ? -1 : 0;
-    h.slot_mapping[t] = -1;
-    h.token_seq[t] = plan.prefill_tokens > 0 ? 0 : t;
-  }
+  PadRows(h, n, rows, plan.prefill_tokens > 0);  // a graph's rows past the step's tokens
   for (int32_t q = s; q < seqs; ++q) h.context_lens[q] = 0;
 
   int32_t num_rows = 0;

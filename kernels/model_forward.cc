@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <utility>
 
 #include "engine/common/status_macros.h"
@@ -43,11 +42,10 @@ bool DecodeTensorCores() {
 // RTGEN_PREFILL_MMA=0: the CUDA-core kernel at every size; =1: tensor cores at every size (A/B).
 constexpr int32_t kPrefillCudaCoreTokens = 16;
 bool PrefillTensorCores(int32_t num_tokens) {
-  static const char* forced = kernels::EnvValue("RTGEN_PREFILL_MMA", nullptr);
-  if (forced != nullptr && (std::strcmp(forced, "0") == 0 || std::strcmp(forced, "1") == 0)) {
-    return forced[0] == '1';
-  }
-  return num_tokens > kPrefillCudaCoreTokens;
+  static const int forced = kernels::EnvIs("RTGEN_PREFILL_MMA", "1")   ? 1
+                            : kernels::EnvIs("RTGEN_PREFILL_MMA", "0") ? 0
+                                                                      : -1;
+  return forced >= 0 ? forced == 1 : num_tokens > kPrefillCudaCoreTokens;
 }
 
 // Decode attention copies its first K/V tiles before its PDL wait where the qkv launch before it

@@ -55,6 +55,11 @@ struct ForwardShape {
   static ForwardShape Decode(int32_t rows, int32_t context_bound = 0) {
     return {rows, rows, rows, true, true, context_bound, true};
   }
+  // One sequence's prefill chunk of `tokens` rows (a prefill graph's, padding included), its last
+  // real row sampled (samples 1; StepArrays::sample_rows says which) or no logits (samples 0).
+  static ForwardShape PrefillChunk(int32_t tokens, int32_t samples) {
+    return {tokens, 1, samples, false, true, 0, false};
+  }
 };
 
 class ModelForward {

@@ -132,7 +132,7 @@ void Metrics::PreRegisterGraphBuckets(const std::vector<int32_t>& buckets,
   for (int32_t tokens : prefill_tokens) ReplayCounter(prefill_replay_counters_, "prefill_", tokens);
 }
 
-prometheus::Counter* Metrics::ReplayCounter(ReplayCounters& cache, const std::string& prefix,
+prometheus::Counter* Metrics::ReplayCounter(ReplayCounters& cache, absl::string_view prefix,
                                             int32_t bucket) {
   if (bucket < 0 || bucket > kMaxCachedBucket) {
     return &graph_replays_->Add({{"bucket", absl::StrCat(prefix, bucket)}});

@@ -90,7 +90,7 @@ class Metrics : public EngineObserver {
   using ReplayCounters = std::array<std::atomic<prometheus::Counter*>, kMaxCachedBucket + 1>;
   ReplayCounters replay_counters_{};
   ReplayCounters prefill_replay_counters_{};
-  prometheus::Counter* ReplayCounter(ReplayCounters& cache, const std::string& prefix,
+  prometheus::Counter* ReplayCounter(ReplayCounters& cache, absl::string_view prefix,
                                      int32_t bucket);
 };
 
