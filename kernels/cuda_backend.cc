@@ -64,6 +64,7 @@ kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
 struct CudaBackend::StepPlan {
   int32_t bucket = 0;                 // decode graph replayed, 0: none
   int32_t prefill_tokens = 0;         // prefill graph replayed (its token bucket), 0: none
+  int32_t mixed_seqs = 0;             // with prefill_tokens: the multi-sequence graph's sequences
   int32_t context_bound = 0;          // decode: its context class (ForwardShape::context_bound)
   std::vector<int32_t> sample_row;    // logits row of each StepInput::samples entry
   StepArrays host;                    // the step's pinned arrays (sampled tokens come back here)
@@ -79,6 +80,7 @@ struct CudaBackend::Impl {
   ~Impl() {
     graphs.reset();
     prefill_graphs.reset();
+    mixed_graphs.reset();
     forward.reset();
     for (cudaEvent_t e : done) {
       if (e) cudaEventDestroy(e);
@@ -96,6 +98,7 @@ struct CudaBackend::Impl {
   std::unique_ptr<ModelForward> forward;
   std::unique_ptr<GraphRunner> graphs;          // decode steps
   std::unique_ptr<GraphRunner> prefill_graphs;  // one sequence's prefill chunk
+  std::unique_ptr<GraphRunner> mixed_graphs;    // several sequences' (variants: sequences)
   // Launched, not collected; oldest first. PendingToken(j) of a new step reads the token of
   // in_flight.back()'s samples[j], from its logits row sample_row[j] (ModelForward's chain
   // tokens); a launch after a step with host-sampled rows is refused, so that token is on the
@@ -124,6 +127,13 @@ CudaBackend::~CudaBackend() {
 }
 
 namespace {
+
+// Parameters of one decoder layer's projections (qkv, o, gate/up, down).
+int64_t LayerParams(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, q = int64_t{c.num_heads} * c.head_dim;
+  const int64_t kv = 2 * int64_t{c.num_kv_heads} * c.head_dim, inter = c.intermediate_size;
+  return h * (q + kv) + q * h + h * 2 * inter + inter * h;
+}
 
 // Checks the options and makes options.device current.
 absl::Status SelectDevice(const CudaBackendOptions& options) {
@@ -226,6 +236,10 @@ std::vector<int32_t> CudaBackend::prefill_graph_tokens() const {
   return impl_->prefill_graphs ? impl_->prefill_graphs->buckets() : std::vector<int32_t>{};
 }
 
+size_t CudaBackend::mixed_graph_count() const {
+  return impl_->mixed_graphs ? impl_->mixed_graphs->num_graphs() : 0;
+}
+
 absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   if (shape.num_blocks <= 0 || shape.block_size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("kv cache shape must be positive, got ",
@@ -239,6 +253,7 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   }
   impl.graphs.reset();  // they point into the old pool
   impl.prefill_graphs.reset();
+  impl.mixed_graphs.reset();
   impl.kv = KvPool();
   impl.kv.num_blocks = shape.num_blocks;
   impl.kv.block_size = shape.block_size;
@@ -283,7 +298,7 @@ absl::Status CudaBackend::CaptureGraphs() {
                                                      " is outside [1, ", most, "]"));
     }
   }
-  auto prepare = [&](int32_t bucket) -> absl::Status {
+  auto prepare = [&](int32_t bucket, int32_t /*context_bound*/) -> absl::Status {
     // The previous bucket's upload may still be reading the pinned mirror, at other offsets.
     RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
     const StepArrays h = impl.step->host(bucket, bucket);
@@ -334,7 +349,7 @@ absl::Status CudaBackend::CapturePrefillGraphs() {
   }
   if (tokens.empty()) return absl::OkStatus();
   // An all-padding chunk: rows at position -1 attend to nothing and store no keys.
-  auto prepare = [&](int32_t bucket) -> absl::Status {
+  auto prepare = [&](int32_t bucket, int32_t /*samples*/) -> absl::Status {
     RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
     const StepArrays h = impl.step->host(bucket, 1);
     PadRows(h, 0, bucket, /*prefill=*/true);
@@ -351,6 +366,32 @@ absl::Status CudaBackend::CapturePrefillGraphs() {
   };
   ASSIGN_OR_RETURN(impl.prefill_graphs,
                    GraphRunner::Capture("prefill", tokens, samples, prepare, record, impl.stream));
+  // RTGEN_MIXED_GRAPHS=0: no multi-sequence graphs (A/B against eager mixed steps).
+  static const bool mixed = kernels::EnvOnUnlessZero("RTGEN_MIXED_GRAPHS");
+  if (!mixed || !options_.mixed_prefill_graphs) return absl::OkStatus();
+  const int32_t max_seqs = options_.max_num_seqs;
+  std::erase_if(tokens, [&](int32_t t) { return DefaultMixedGraphSeqs(t, max_seqs).empty(); });
+  if (tokens.empty()) return absl::OkStatus();
+  // All padding: every sequence without tokens or keys, every logits row reading row 0.
+  auto prepare_mixed = [&](int32_t bucket, int32_t seqs) -> absl::Status {
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
+    const StepArrays h = impl.step->host(bucket, seqs);
+    PadRows(h, 0, bucket, /*prefill=*/true);
+    for (int32_t q = 0; q < seqs; ++q) {
+      h.context_lens[q] = 0;
+      h.sample_rows[q] = 0;
+      h.sample_params[q] = Greedy();
+    }
+    return impl.step->Upload(bucket, seqs, 0, impl.stream);
+  };
+  auto seq_counts = [&](int32_t bucket) { return DefaultMixedGraphSeqs(bucket, max_seqs); };
+  auto record_mixed = [&](int32_t bucket, int32_t seqs) -> absl::Status {
+    return impl.forward->Run(ForwardShape::PrefillChunks(bucket, seqs),
+                             impl.step->device(bucket, seqs), impl.kv, impl.stream);
+  };
+  ASSIGN_OR_RETURN(impl.mixed_graphs, GraphRunner::Capture("mixed", tokens, seq_counts,
+                                                           prepare_mixed, record_mixed,
+                                                           impl.stream));
   return absl::OkStatus();
 }
 
@@ -473,8 +514,22 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   // Consecutive steps use different host slots: the one in flight may not have uploaded yet.
   plan.slot = impl.in_flight.empty() ? 0 : 1 - impl.in_flight.back().slot;
   if (impl.graphs && in.is_decode_only) plan.bucket = impl.graphs->BucketFor(s);
-  if (impl.prefill_graphs && !in.is_decode_only && s == 1 && sample && in.samples.size() <= 1) {
-    plan.prefill_tokens = impl.prefill_graphs->BucketFor(n);
+  // Sequences (and logits rows) of an eager step's layout.
+  const int32_t step_seqs = std::max(s, static_cast<int32_t>(in.samples.size()));
+  if (!in.is_decode_only && sample) {
+    if (s == 1 && step_seqs == 1) {
+      if (impl.prefill_graphs) plan.prefill_tokens = impl.prefill_graphs->BucketFor(n);
+    } else if (impl.mixed_graphs) {
+      // Every bucket holds some variant of at least as many sequences as the step's, which
+      // has no more sequences than tokens (DefaultMixedGraphSeqs).
+      plan.prefill_tokens = impl.mixed_graphs->BucketFor(n);
+      plan.mixed_seqs = impl.mixed_graphs->VariantAtLeast(plan.prefill_tokens, step_seqs);
+      if (plan.mixed_seqs == 0) plan.prefill_tokens = 0;
+    }
+    if (plan.prefill_tokens > 0 &&
+        !PrefillPaddingPays(LayerParams(config_), config_.num_layers, n, plan.prefill_tokens)) {
+      plan.prefill_tokens = plan.mixed_seqs = 0;
+    }
   }
   // A decode step's context class (ForwardShape::context_bound): the graph's of its bucket, or
   // for an eager step the class of its own batch size, chosen the same way.
@@ -491,10 +546,10 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   const int32_t rows = plan.bucket > 0           ? plan.bucket
                        : plan.prefill_tokens > 0 ? plan.prefill_tokens
                                                  : n;
-  // Sequences and sampled rows of the step's layout (a graph's: its bucket).
-  const int32_t seqs = plan.bucket > 0
-                           ? plan.bucket
-                           : std::max(s, static_cast<int32_t>(in.samples.size()));
+  // Sequences and sampled rows of the step's layout (a graph's: its bucket or variant).
+  const int32_t seqs = plan.bucket > 0       ? plan.bucket
+                       : plan.mixed_seqs > 0 ? plan.mixed_seqs
+                                             : step_seqs;
   plan.host = impl.step->host(rows, seqs, plan.slot);
   const StepArrays& h = plan.host;
 
@@ -532,6 +587,12 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
       samples_in_token_order = samples_in_token_order && h.sample_rows[i] == i;
       plan.sample_row[i] = i;
     }
+    // A multi-sequence graph computes a logits row per sequence of its variant: the rows past
+    // the step's samples read token row 0 and are sampled greedily, unread.
+    for (; num_rows < plan.mixed_seqs; ++num_rows) {
+      h.sample_rows[num_rows] = 0;
+      h.sample_params[num_rows] = Greedy();
+    }
   }
   plan.on_host.assign(in.samples.size(), 0);
   int32_t penalty_entries = 0;  // used of the step's h.penalty_entries
@@ -567,6 +628,9 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
                                       penalty_entries));
     if (plan.bucket > 0) {
       RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream));
+    } else if (plan.mixed_seqs > 0) {
+      RETURN_IF_ERROR(
+          impl.mixed_graphs->Replay(plan.prefill_tokens, plan.mixed_seqs, impl.stream));
     } else if (plan.prefill_tokens > 0) {
       RETURN_IF_ERROR(impl.prefill_graphs->Replay(plan.prefill_tokens, num_rows, impl.stream));
     } else {

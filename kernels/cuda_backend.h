@@ -1,7 +1,8 @@
 #pragma once
 // The CUDA backend: bf16 weights and activations (fp32 residual stream, norms and accumulation),
 // a paged bf16 KV pool, eager execution of any step, and CUDA-graph replay of decode-only steps
-// padded to batch buckets and of one sequence's prefill chunks padded to token buckets. Sampling
+// padded to batch buckets and of prefill or mixed steps padded to token buckets (and sequence
+// counts) where the padding costs less than the launches saved. Sampling
 // runs on the device (only token ids and logprobs come back, and top-n logprobs for rows asking
 // for them), penalties included (their distinct prompt and
 // output tokens uploaded with the step, the pending last token read on the device;
@@ -42,6 +43,10 @@ struct CudaBackendOptions {
   // The token buckets; empty: DefaultPrefillGraphTokens(min(max_prefill_graph_tokens,
   // max_num_tokens)). A list given here is captured as it is, whatever max_prefill_graph_tokens.
   std::vector<int32_t> prefill_graph_tokens = {};
+  // With prefill graphs, a step of several sequences' chunks (decode rows among them: a mixed
+  // step) replays a graph of the same token buckets captured for 2, 4, 8, ... sequences
+  // (DefaultMixedGraphSeqs), a logits row per sequence. RTGEN_MIXED_GRAPHS=0 turns them off.
+  bool mixed_prefill_graphs = true;
   bool use_gemv = true;            // custom GEMV for small batches (matmul.cc GemvShape)
   // Batch-1 decode as one persistent kernel where the shapes allow (opt-in: slower than the
   // layered kernels on the H200 so far; RTGEN_PERSISTENT_DECODE=1/0 overrides).
@@ -99,6 +104,8 @@ class CudaBackend : public Backend {
   size_t graph_count() const;
   // Captured prefill token buckets, ascending (two graphs each: sampling the last row or none).
   std::vector<int32_t> prefill_graph_tokens() const;
+  // Multi-sequence prefill graphs captured (every token bucket's sequence counts).
+  size_t mixed_graph_count() const;
   int64_t weight_bytes() const;
   // True when batch-1 decode steps run as the persistent kernel (options and shapes allow it).
   bool persistent_decode() const;

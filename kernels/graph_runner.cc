@@ -20,12 +20,33 @@ std::vector<int32_t> DefaultGraphBuckets(int32_t max_batch) {
 
 std::vector<int32_t> DefaultPrefillGraphTokens(int32_t max_tokens) {
   std::vector<int32_t> out;
-  for (int32_t t : {16, 32, 48}) {
+  for (int32_t t : {16, 32, 48, 64, 96, 128, 192, 256, 384, 512}) {
     if (t <= max_tokens) out.push_back(t);
   }
-  for (int32_t t = 64; t <= max_tokens; t *= 2) out.push_back(t);
+  for (int32_t t = 768; t <= max_tokens; t += 256) out.push_back(t);
   if (max_tokens > 0 && (out.empty() || out.back() != max_tokens)) out.push_back(max_tokens);
   return out;
+}
+
+std::vector<int32_t> DefaultMixedGraphSeqs(int32_t tokens, int32_t max_seqs) {
+  const int32_t most = std::min(tokens, max_seqs);
+  std::vector<int32_t> out;
+  for (int32_t s = 2; s <= most; s *= 2) out.push_back(s);
+  if (most >= 2 && out.back() != most) out.push_back(most);
+  return out;
+}
+
+bool PrefillPaddingPays(int64_t layer_params, int32_t num_layers, int32_t tokens,
+                        int32_t bucket) {
+  constexpr int32_t kKnee = 128;               // tokens: below, the weight stream dominates
+  constexpr double kFlopsBelowKnee = 2.5e15;   // FLOP/s a padding token's matmuls seem to run at
+  constexpr double kFlopsPastKnee = 7.5e14;
+  constexpr double kSavedPerLayer = 6e-6;      // seconds of launches a replay saves per layer
+  const double flop_per_token = 2.0 * static_cast<double>(layer_params) * num_layers;
+  const double below = std::min(bucket, kKnee) - std::min(tokens, kKnee);
+  const double past = std::max(bucket, kKnee) - std::max(tokens, kKnee);
+  const double cost = flop_per_token * (below / kFlopsBelowKnee + past / kFlopsPastKnee);
+  return cost <= kSavedPerLayer * num_layers;
 }
 
 absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(const char* kind,
@@ -46,10 +67,10 @@ absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(const char* ki
     std::map<int32_t, cudaGraphExec_t>& graphs = runner->graphs_[bucket];
     for (const int32_t variant : all) {
       if (graphs.count(variant)) continue;
-      RETURN_IF_ERROR(prepare(bucket));
+      RETURN_IF_ERROR(prepare(bucket, variant));
       RETURN_IF_ERROR(record(bucket, variant));  // warm-up, eager
       RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
-      RETURN_IF_ERROR(prepare(bucket));
+      RETURN_IF_ERROR(prepare(bucket, variant));
       RTGEN_CUDA_RETURN_IF_ERROR(
           cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
       const absl::Status recorded = record(bucket, variant);
@@ -90,6 +111,13 @@ int32_t GraphRunner::VariantFor(int32_t bucket, int32_t least) const {
   if (it == graphs_.end() || it->second.empty()) return 0;
   const auto variant = it->second.lower_bound(least);
   return variant == it->second.end() ? it->second.rbegin()->first : variant->first;
+}
+
+int32_t GraphRunner::VariantAtLeast(int32_t bucket, int32_t least) const {
+  const auto it = graphs_.find(bucket);
+  if (it == graphs_.end()) return 0;
+  const auto variant = it->second.lower_bound(least);
+  return variant == it->second.end() ? 0 : variant->first;
 }
 
 absl::Status GraphRunner::Replay(int32_t bucket, int32_t variant, cudaStream_t stream) const {

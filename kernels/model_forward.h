@@ -60,6 +60,12 @@ struct ForwardShape {
   static ForwardShape PrefillChunk(int32_t tokens, int32_t samples) {
     return {tokens, 1, samples, false, true, 0, false};
   }
+  // Prefill chunks of `seqs` sequences (decode rows among them) in `tokens` rows (a
+  // multi-sequence prefill graph's, padding included), a logits row per sequence
+  // (StepArrays::sample_rows says which; a padding sequence's names any row).
+  static ForwardShape PrefillChunks(int32_t tokens, int32_t seqs) {
+    return {tokens, seqs, seqs, false, true, 0, false};
+  }
 };
 
 class ModelForward {

@@ -76,8 +76,10 @@ std::string GraphCaptureSummary(const Backend& backend) {
   if (cuda != nullptr && cuda->graph_count() > 0) {
     const std::vector<int32_t> prefill = cuda->prefill_graph_tokens();
     return absl::StrFormat(
-        "CUDA graphs: %d buckets, %d graphs, prefill tokens [%s], captured in %.2f s, %.1f MiB",
+        "CUDA graphs: %d buckets, %d graphs, prefill tokens [%s] (%d multi-sequence graphs), "
+        "captured in %.2f s, %.1f MiB",
         cuda->graph_buckets().size(), cuda->graph_count(), absl::StrJoin(prefill, ","),
+        cuda->mixed_graph_count(),
         cuda->graph_capture_seconds(),
         static_cast<double>(cuda->graph_capture_bytes()) / (1 << 20));
   }

@@ -72,6 +72,8 @@ struct Options {
   std::vector<std::string> models = {"smollm2-135m", "llama3.2-1b", "llama3-8b"};
   std::vector<int32_t> batches = {1, 8, 32, 64, 128, 256};
   std::vector<int32_t> ttft_prompts = {128, 2048};
+  // Mixed steps timed: {decode rows, prompt tokens} (--mixed D:P,...).
+  std::vector<std::pair<int32_t, int32_t>> mixed;
   int32_t prompt = 128;
   int32_t steps = 128;
   int32_t repeats = 5;
@@ -158,6 +160,14 @@ SamplingParams BenchSampling(bool penalties, int32_t logprobs = 0) {
 bool PenaltiesOnHost(const Options& o) {
   return o.penalties && !kernels::PenalizesOnDevice(BenchSampling(true), o.prompt, o.steps,
                                                     o.max_penalty_tokens);
+}
+
+// KV blocks each sequence of a mixed step owns (TimeMixed): a decode row's prompt and one more
+// token, or the longest new prompt.
+int32_t MixedBlocksPerSeq(const Options& o) {
+  int32_t tokens = o.prompt + 1;
+  for (const auto& [decode, prompt] : o.mixed) tokens = std::max(tokens, prompt);
+  return (tokens + kBlockSize - 1) / kBlockSize;
 }
 
 // Sequences of one batch: sequence i owns blocks [i * blocks_per_seq, (i + 1) * blocks_per_seq).
@@ -410,6 +420,54 @@ absl::StatusOr<double> TimeTtft(CudaBackend& backend, const ModelConfig& config,
   return Median(ms);
 }
 
+// Joins two steps' sequences into one (b's after a's): a mixed step when one decodes.
+StepInput Join(StepInput a, const StepInput& b) {
+  const int32_t tokens = a.num_tokens(), seqs = a.num_seqs();
+  a.is_decode_only = a.is_decode_only && b.is_decode_only;
+  a.token_ids.insert(a.token_ids.end(), b.token_ids.begin(), b.token_ids.end());
+  a.positions.insert(a.positions.end(), b.positions.begin(), b.positions.end());
+  a.slot_mapping.insert(a.slot_mapping.end(), b.slot_mapping.begin(), b.slot_mapping.end());
+  for (size_t q = 1; q < b.query_start.size(); ++q) {
+    a.query_start.push_back(tokens + b.query_start[q]);
+  }
+  a.context_lens.insert(a.context_lens.end(), b.context_lens.begin(), b.context_lens.end());
+  a.block_tables.insert(a.block_tables.end(), b.block_tables.begin(), b.block_tables.end());
+  for (SampleRequest r : b.samples) {
+    r.seq_index += seqs;
+    a.samples.push_back(r);
+  }
+  return a;
+}
+
+// A mixed step: sequences [0, decode) decode one token at position o.prompt (their prompts
+// prefilled once before) beside sequence `decode`'s `prompt`-token prompt, every sequence
+// sampled; the step's median wall time (Execute) after one warm-up.
+absl::StatusOr<double> TimeMixed(CudaBackend& backend, const ModelConfig& config,
+                                 const Options& o, int32_t decode, int32_t prompt) {
+  const int32_t vocab = config.vocab_size;
+  Batch batch(decode + 1, MixedBlocksPerSeq(o), o.seed + 31 * decode + prompt);
+  for (int32_t first = 0; first < decode;) {  // whole prompts, kMaxNumTokens at most a step
+    const int32_t count = std::min(decode - first, std::max(1, kMaxNumTokens / o.prompt));
+    ASSIGN_OR_RETURN(StepOutput out,
+                     backend.Execute(batch.Step(first, count, 0, o.prompt, vocab)));
+    RETURN_IF_ERROR(batch.Take(out, first, vocab));
+    first += count;
+  }
+  std::vector<double> ms;
+  for (int32_t rep = 0; rep <= o.ttft_repeats; ++rep) {
+    const StepInput in = Join(batch.Step(0, decode, o.prompt, 1, vocab),
+                              batch.Step(decode, 1, 0, prompt, vocab));
+    const double t0 = Now();
+    ASSIGN_OR_RETURN(StepOutput out, backend.Execute(in));
+    const double t = (Now() - t0) * 1e3;
+    if (out.sampled.size() != static_cast<size_t>(decode + 1)) {
+      return absl::InternalError("a mixed step sampled the wrong number of rows");
+    }
+    if (rep > 0) ms.push_back(t);  // rep 0 warms up this shape
+  }
+  return Median(ms);
+}
+
 // Bytes one decode step must read: every weight (the embedding table only through the LM head
 // when tied; untied, only the batch's rows are gathered, counted as none) plus the batch's KV.
 struct StepBytes {
@@ -442,6 +500,11 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
   const int32_t bps = (o.prompt + o.steps + kBlockSize - 1) / kBlockSize;
   int32_t blocks = max_batch * bps;
   for (int32_t p : o.ttft_prompts) blocks = std::max(blocks, p / kBlockSize + 1);
+  int32_t max_seqs = max_batch;
+  for (const auto& [decode, prompt] : o.mixed) {
+    blocks = std::max(blocks, (decode + 1) * MixedBlocksPerSeq(o));
+    max_seqs = std::max(max_seqs, decode + 1);
+  }
   Json m{{"config", ConfigJson(config)}};
   std::map<int32_t, DecodeResult> graph_runs;
   Json decode = Json::array();
@@ -451,7 +514,7 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
     CudaBackendOptions opt;
     opt.device = o.device;
     opt.max_num_tokens = kMaxNumTokens;
-    opt.max_num_seqs = max_batch;
+    opt.max_num_seqs = max_seqs;
     opt.max_model_len = o.max_model_len;
     opt.enable_cuda_graphs = graphs;
     opt.max_penalty_tokens = o.max_penalty_tokens;
@@ -474,6 +537,7 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
                               {"graph_buckets", backend->graph_buckets()},
                               {"graph_count", backend->graph_count()},
                               {"prefill_graph_tokens", backend->prefill_graph_tokens()},
+                              {"mixed_graph_count", backend->mixed_graph_count()},
                               {"persistent_decode_batch1", backend->persistent_decode()}};
     std::printf("%s %s: backend %.2f s, kv+capture %.2f s, capture %.2f s / %.1f MiB, "
                 "%zu buckets (%zu graphs), prefill graphs up to %d tokens, batch 1 %s\n",
@@ -531,6 +595,13 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
       m[graphs ? "ttft_ms" : "ttft_eager_ms"][std::to_string(p)] = ms;
       std::printf("  %s ttft prompt %d: %.3f ms\n", mode, p, ms);
     }
+    // With graphs, mixed steps up to the largest token bucket replay a multi-sequence graph.
+    for (const auto& [decode, prompt] : o.mixed) {
+      ASSIGN_OR_RETURN(double ms, TimeMixed(*backend, config, o, decode, prompt));
+      m[graphs ? "mixed_ms" : "mixed_eager_ms"][absl::StrCat(decode, "+", prompt)] = ms;
+      std::printf("  %s mixed step, %d decode rows + a %d-token prompt: %.3f ms\n", mode, decode,
+                  prompt, ms);
+    }
   }
   m["decode"] = std::move(decode);
   return m;
@@ -561,6 +632,16 @@ void PrintTable(const Json& models) {
       }
       std::printf("\n");
     }
+    if (m.contains("mixed_ms")) {
+      std::printf("%-14s mixed step (decode rows + prompt):", name.c_str());
+      for (const auto& [shape, ms] : m["mixed_ms"].items()) {
+        std::printf("  %s %.2f ms", shape.c_str(), ms.get<double>());
+        if (m.contains("mixed_eager_ms") && m["mixed_eager_ms"].contains(shape)) {
+          std::printf(" (eager %.2f)", m["mixed_eager_ms"][shape].get<double>());
+        }
+      }
+      std::printf("\n");
+    }
   }
 }
 
@@ -579,6 +660,24 @@ bool ParseList(const std::string& text, std::vector<T>* out) {
       if (*end != '\0' || v <= 0) return false;
       out->push_back(static_cast<T>(v));
     }
+  }
+  return !out->empty();
+}
+
+// "D:P,D:P": decode rows and prompt tokens of each mixed step.
+bool ParseMixed(const std::string& text, std::vector<std::pair<int32_t, int32_t>>* out) {
+  out->clear();
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t colon = item.find(':');
+    std::vector<int32_t> decode, prompt;
+    if (colon == std::string::npos || !ParseList(item.substr(0, colon), &decode) ||
+        !ParseList(item.substr(colon + 1), &prompt) || decode.size() != 1 ||
+        prompt.size() != 1) {
+      return false;
+    }
+    out->emplace_back(decode[0], prompt[0]);
   }
   return !out->empty();
 }
@@ -618,6 +717,7 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     if (a == "--models") ok = ParseList(v, &o.models);
     else if (a == "--batches") ok = ParseList(v, &o.batches);
     else if (a == "--ttft-prompts") ok = ParseList(v, &o.ttft_prompts);
+    else if (a == "--mixed") ok = ParseMixed(v, &o.mixed);
     else if (a == "--prompt") ok = (o.prompt = n) > 0;
     else if (a == "--steps") ok = (o.steps = n) > 0;
     else if (a == "--repeats") ok = (o.repeats = n) > 0;
@@ -647,6 +747,13 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
   for (int32_t b : o.batches) {
     if (b > kMaxNumTokens) return absl::InvalidArgumentError("--batches: too large");
   }
+  for (const auto& [decode, prompt] : o.mixed) {
+    if (decode + prompt > kMaxNumTokens || prompt >= o.max_model_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--mixed: ", decode, ":", prompt, " must have decode + prompt <= ", kMaxNumTokens,
+          " and prompt < --max-model-len"));
+    }
+  }
   return o;
 }
 
@@ -657,6 +764,7 @@ constexpr char kUsage[] =
     "                          [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]\n"
     "                          [--seed 1] [--device 0] [--json FILE] [--kernel-trace]\n"
     "                          [--penalties] [--max-penalty-tokens 4096] [--logprobs 0]\n"
+    "                          [--mixed DECODE:PROMPT,...]\n"
     "Decode TPOT of the CUDA backend at real model shapes (random bf16 weights) against the\n"
     "memory-bandwidth floor, graphs vs eager, TTFT and start-up. Switches read from the\n"
     "environment include RTGEN_MATMUL_TUNE (0 / wide), RTGEN_MATMUL_TUNE_CACHE=FILE and\n"

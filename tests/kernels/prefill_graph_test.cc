@@ -16,17 +16,18 @@
 #include "gtest/gtest.h"
 #include "kernels/graph_runner.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/graph_pair.h"
 #include "tests/kernels/test_backends.h"
 
 namespace rtgen::testing_gpu {
 namespace {
 
-constexpr int32_t kBlocks = 256;
-
 TEST(PrefillGraphTest, DefaultTokenBuckets) {
   EXPECT_EQ(DefaultPrefillGraphTokens(512),
-            (std::vector<int32_t>{16, 32, 48, 64, 128, 256, 512}));
-  EXPECT_EQ(DefaultPrefillGraphTokens(100), (std::vector<int32_t>{16, 32, 48, 64, 100}));
+            (std::vector<int32_t>{16, 32, 48, 64, 96, 128, 192, 256, 384, 512}));
+  EXPECT_EQ(DefaultPrefillGraphTokens(1000),
+            (std::vector<int32_t>{16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1000}));
+  EXPECT_EQ(DefaultPrefillGraphTokens(100), (std::vector<int32_t>{16, 32, 48, 64, 96, 100}));
   EXPECT_EQ(DefaultPrefillGraphTokens(40), (std::vector<int32_t>{16, 32, 40}));
   EXPECT_EQ(DefaultPrefillGraphTokens(8), (std::vector<int32_t>{8}));
   EXPECT_TRUE(DefaultPrefillGraphTokens(0).empty());
@@ -59,27 +60,6 @@ TEST(PrefillGraphTest, BadOptionsAreRefusedByName) {
   EXPECT_EQ((*capped)->prefill_graph_tokens(), (std::vector<int32_t>{16, 32, 48, 64}));
 }
 
-struct Pair {
-  std::unique_ptr<CudaBackend> graph, eager;
-  std::vector<int32_t> next = {0, 0};  // next free KV block of each
-};
-
-Pair MakePair(const ModelConfig& c, uint64_t seed, std::vector<int32_t> tokens) {
-  Pair p;
-  p.graph = MakeCudaBackend(c, seed, {.graphs = true, .num_blocks = kBlocks,
-                                      .graph_batch_sizes = {1},
-                                      .prefill_graph_tokens = std::move(tokens)});
-  p.eager = MakeCudaBackend(c, seed, {.graphs = false, .num_blocks = kBlocks});
-  return p;
-}
-
-std::vector<int32_t> RandomTokens(const ModelConfig& c, int n, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-  std::vector<int32_t> out(n);
-  for (int32_t& t : out) t = tok(rng);
-  return out;
-}
-
 // Runs `count` more prompt tokens of g on the graph backend and of e on the eager one, sampling
 // the last with `params` when it is not null; expects the graph step to replay `bucket` (0:
 // eager). Returns both outputs.
@@ -97,34 +77,6 @@ std::pair<StepOutput, StepOutput> Chunk(Pair& p, TestSeq& g, TestSeq& e, int cou
   EXPECT_EQ(og->graph_bucket, bucket);
   EXPECT_FALSE(oe->graph_replayed);
   return {*std::move(og), *std::move(oe)};
-}
-
-// Three decode steps fed the same tokens on both backends (the graph one replays its decode
-// graph, bitwise equal to eager: graph_runner_test.cc): each step's logits, which read every key
-// the prefill stored, compared bitwise (max_rel_l2 0) or by relative L2 error.
-void ExpectDecodeLogits(Pair& p, const ModelConfig& c, TestSeq& g, TestSeq& e,
-                        std::mt19937_64& rng, double max_rel_l2) {
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-  for (int step = 0; step < 3; ++step) {
-    const int32_t t = tok(rng);
-    g.tokens.push_back(t);
-    e.tokens.push_back(t);
-    StepBuilder bg(kTestBlockSize, &p.next[0]), be(kTestBlockSize, &p.next[1]);
-    bg.Add(g, 1, &greedy);
-    be.Add(e, 1, &greedy);
-    auto lg = p.graph->ComputeLogits(bg.Build(true));
-    auto le = p.eager->ComputeLogits(be.Build(true));
-    ASSERT_TRUE(lg.ok() && le.ok());
-    ASSERT_EQ(lg->size(), le->size());
-    if (max_rel_l2 == 0.0) {
-      EXPECT_EQ(std::memcmp(lg->data(), le->data(), lg->size() * sizeof(float)), 0)
-          << "decode step " << step;
-    } else {
-      EXPECT_LE(RelL2(*lg, *le), max_rel_l2) << "decode step " << step;
-    }
-  }
 }
 
 // A chunk of exactly a bucket's size: the same launches as the eager step, replayed. Sampling
@@ -222,15 +174,16 @@ TEST(PrefillGraphTest, PaddedChunksMatchEager) {
   }
 }
 
-// Steps the graphs do not take run eagerly: a chunk past the largest bucket, two sequences'
-// chunks in one step.
+// Steps the graphs do not take run eagerly: a chunk past the largest bucket; two sequences'
+// chunks in one step where the multi-sequence graphs are off (mixed_graph_test.cc: on).
 TEST(PrefillGraphTest, OtherPrefillStepsRunEagerly) {
   const ModelConfig c = SmolLm2Config();
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  Pair p = MakePair(c, seed, {16, 64});
+  Pair p = MakePair(c, seed, {16, 64}, /*mixed=*/false);
   ASSERT_TRUE(p.graph && p.eager);
+  EXPECT_EQ(p.graph->mixed_graph_count(), 0u);
   SamplingParams greedy;
   greedy.temperature = 0.0f;
   TestSeq g;

@@ -40,6 +40,7 @@ std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, ModelWeights 
   o.graph_batch_sizes = options.graph_batch_sizes;
   o.max_prefill_graph_tokens = options.max_prefill_graph_tokens;
   o.prefill_graph_tokens = options.prefill_graph_tokens;
+  o.mixed_prefill_graphs = options.mixed_prefill_graphs;
   o.persistent_decode = options.persistent;
   o.max_norm_link_rows = options.max_norm_link_rows;
   o.max_penalty_tokens = options.max_penalty_tokens;

@@ -32,6 +32,7 @@ struct CudaTestOptions {
   // backends prefill eagerly, exactly as their eager twins do.
   int32_t max_prefill_graph_tokens = 0;
   std::vector<int32_t> prefill_graph_tokens = {};
+  bool mixed_prefill_graphs = true;  // with prefill graphs: multi-sequence ones too
   int32_t max_norm_link_rows = CudaBackendOptions{}.max_norm_link_rows;
   int32_t max_penalty_tokens = CudaBackendOptions{}.max_penalty_tokens;
 };

@@ -1,0 +1,52 @@
+#include "tests/kernels/graph_pair.h"
+
+#include <cstring>
+
+#include "gtest/gtest.h"
+#include "tests/kernels/test_backends.h"
+
+namespace rtgen::testing_gpu {
+
+Pair MakePair(const ModelConfig& c, uint64_t seed, std::vector<int32_t> tokens, bool mixed) {
+  Pair p;
+  p.graph = MakeCudaBackend(c, seed, {.graphs = true, .num_blocks = kPairBlocks,
+                                      .graph_batch_sizes = {1},
+                                      .prefill_graph_tokens = std::move(tokens),
+                                      .mixed_prefill_graphs = mixed});
+  p.eager = MakeCudaBackend(c, seed, {.graphs = false, .num_blocks = kPairBlocks});
+  return p;
+}
+
+std::vector<int32_t> RandomTokens(const ModelConfig& c, int n, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<int32_t> out(n);
+  for (int32_t& t : out) t = tok(rng);
+  return out;
+}
+
+void ExpectDecodeLogits(Pair& p, const ModelConfig& c, TestSeq& g, TestSeq& e,
+                        std::mt19937_64& rng, double max_rel_l2) {
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  for (int step = 0; step < 3; ++step) {
+    const int32_t t = tok(rng);
+    g.tokens.push_back(t);
+    e.tokens.push_back(t);
+    StepBuilder bg(kTestBlockSize, &p.next[0]), be(kTestBlockSize, &p.next[1]);
+    bg.Add(g, 1, &greedy);
+    be.Add(e, 1, &greedy);
+    auto lg = p.graph->ComputeLogits(bg.Build(true));
+    auto le = p.eager->ComputeLogits(be.Build(true));
+    ASSERT_TRUE(lg.ok() && le.ok());
+    ASSERT_EQ(lg->size(), le->size());
+    if (max_rel_l2 == 0.0) {
+      EXPECT_EQ(std::memcmp(lg->data(), le->data(), lg->size() * sizeof(float)), 0)
+          << "decode step " << step;
+    } else {
+      EXPECT_LE(RelL2(*lg, *le), max_rel_l2) << "decode step " << step;
+    }
+  }
+}
+
+}  // namespace rtgen::testing_gpu

@@ -1,0 +1,281 @@
+// Multi-sequence prefill graphs (cuda_backend.h mixed_prefill_graphs): a step of several
+// sequences' chunks, decode rows among them, replays the graph of its token bucket captured for
+// the smallest sequence count that holds it. At a bucket's exact sizes (tokens and sequences,
+// every sequence sampled) the replay is bitwise equal to the eager step, the keys it stored
+// included; padded, it agrees within bf16 tolerance; steps past the buckets, or whose padding
+// costs more than the launches it saves (PrefillPaddingPays), run eagerly.
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/graph_runner.h"
+#include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/graph_pair.h"
+#include "tests/kernels/test_backends.h"
+
+namespace rtgen::testing_gpu {
+namespace {
+
+TEST(MixedGraphTest, DefaultSequenceCounts) {
+  EXPECT_EQ(DefaultMixedGraphSeqs(16, 256), (std::vector<int32_t>{2, 4, 8, 16}));
+  EXPECT_EQ(DefaultMixedGraphSeqs(48, 256), (std::vector<int32_t>{2, 4, 8, 16, 32, 48}));
+  EXPECT_EQ(DefaultMixedGraphSeqs(512, 20), (std::vector<int32_t>{2, 4, 8, 16, 20}));
+  EXPECT_EQ(DefaultMixedGraphSeqs(2, 8), (std::vector<int32_t>{2}));
+  EXPECT_TRUE(DefaultMixedGraphSeqs(1, 8).empty());
+  EXPECT_TRUE(DefaultMixedGraphSeqs(16, 1).empty());
+}
+
+// Layer parameters (qkv, o, gate/up, down) of the three benchmark shapes.
+constexpr int64_t kSmolLayer = 576 * 960 + 576 * 576 + 576 * 2 * 1536 + 1536 * 576;
+constexpr int64_t k1bLayer = 2048 * 3072 + 2048 * 2048 + 2048 * 2 * 8192 + 8192 * 2048;
+constexpr int64_t k8bLayer =
+    int64_t{4096} * 6144 + 4096 * 4096 + int64_t{4096} * 2 * 14336 + int64_t{14336} * 4096;
+
+TEST(MixedGraphTest, PaddingPaysWhereTheLaunchesSavedOutweighIt) {
+  // SmolLM2-135M: any chunk (0.28 us a padding token past 128 against 0.18 ms saved).
+  EXPECT_TRUE(PrefillPaddingPays(kSmolLayer, 30, 1, 16));
+  EXPECT_TRUE(PrefillPaddingPays(kSmolLayer, 30, 129, 512));
+  // Llama-3.2-1B: up to ~37 tokens past 128 (2.6 us each against 96 us).
+  EXPECT_TRUE(PrefillPaddingPays(k1bLayer, 16, 100, 128));
+  EXPECT_TRUE(PrefillPaddingPays(k1bLayer, 16, 230, 256));
+  EXPECT_FALSE(PrefillPaddingPays(k1bLayer, 16, 200, 256));
+  EXPECT_FALSE(PrefillPaddingPays(k1bLayer, 16, 129, 192));
+  // Llama-3-8B: ~10 tokens past 128 (18.6 us each against 0.19 ms), ~34 below it (5.6 us).
+  EXPECT_TRUE(PrefillPaddingPays(k8bLayer, 32, 250, 256));
+  EXPECT_TRUE(PrefillPaddingPays(k8bLayer, 32, 100, 128));
+  EXPECT_TRUE(PrefillPaddingPays(k8bLayer, 32, 65, 96));
+  EXPECT_FALSE(PrefillPaddingPays(k8bLayer, 32, 17, 64));
+  EXPECT_FALSE(PrefillPaddingPays(k8bLayer, 32, 129, 192));
+  EXPECT_FALSE(PrefillPaddingPays(k8bLayer, 32, 257, 512));
+  EXPECT_TRUE(PrefillPaddingPays(k8bLayer, 32, 512, 512));
+}
+
+SamplingParams RichParams() {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_k = 40;
+  p.top_p = 0.95f;
+  p.repetition_penalty = 1.3f;
+  p.logprobs = 5;
+  return p;
+}
+
+// One step built twice, for the graph backend's sequences and the eager one's.
+struct TwinStep {
+  StepBuilder g, e;
+  explicit TwinStep(Pair& p) : g(kTestBlockSize, &p.next[0]), e(kTestBlockSize, &p.next[1]) {}
+  void Add(TestSeq& sg, TestSeq& se, int32_t count, const SamplingParams* params) {
+    g.Add(sg, count, params);
+    e.Add(se, count, params);
+  }
+};
+
+// Runs the twin step on both backends; expects the graph one to replay `bucket` (0: eager) and
+// both to sample `samples` rows.
+std::pair<StepOutput, StepOutput> RunTwin(Pair& p, TwinStep& step, int32_t bucket,
+                                         size_t samples) {
+  absl::StatusOr<StepOutput> og = p.graph->Execute(step.g.Build(false));
+  absl::StatusOr<StepOutput> oe = p.eager->Execute(step.e.Build(false));
+  EXPECT_TRUE(og.ok()) << og.status();
+  EXPECT_TRUE(oe.ok()) << oe.status();
+  if (!og.ok() || !oe.ok()) return {};
+  EXPECT_EQ(og->graph_replayed, bucket > 0);
+  EXPECT_EQ(og->graph_bucket, bucket);
+  EXPECT_FALSE(oe->graph_replayed);
+  EXPECT_EQ(og->sampled.size(), samples);
+  EXPECT_EQ(oe->sampled.size(), samples);
+  return {*std::move(og), *std::move(oe)};
+}
+
+void ExpectSameSamples(const StepOutput& g, const StepOutput& e) {
+  ASSERT_EQ(g.sampled.size(), e.sampled.size());
+  for (size_t i = 0; i < g.sampled.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(g.sampled[i].token_id, e.sampled[i].token_id);
+    EXPECT_EQ(g.sampled[i].logprob, e.sampled[i].logprob);
+    ASSERT_EQ(g.sampled[i].top.size(), e.sampled[i].top.size());
+    for (size_t j = 0; j < g.sampled[i].top.size(); ++j) {
+      EXPECT_EQ(g.sampled[i].top[j].token_id, e.sampled[i].top[j].token_id) << j;
+      EXPECT_EQ(g.sampled[i].top[j].logprob, e.sampled[i].top[j].logprob) << j;
+    }
+  }
+}
+
+// Close distributions: top-1 logprobs within `logprob`, and at least 3 of the top-5 in common (a
+// padding row sampled in place of a real one, having seen no key, would share next to nothing).
+void ExpectCloseSamples(const StepOutput& g, const StepOutput& e, float logprob) {
+  ASSERT_EQ(g.sampled.size(), e.sampled.size());
+  for (size_t i = 0; i < g.sampled.size(); ++i) {
+    SCOPED_TRACE(i);
+    const SampledToken& a = g.sampled[i];
+    const SampledToken& b = e.sampled[i];
+    EXPECT_NEAR(a.logprob, b.logprob, logprob);
+    ASSERT_EQ(a.top.size(), 5u);
+    ASSERT_EQ(b.top.size(), 5u);
+    int common = 0;
+    for (const TokenLogprob& x : a.top) {
+      for (const TokenLogprob& y : b.top) common += x.token_id == y.token_id;
+    }
+    EXPECT_GE(common, 3);
+  }
+}
+
+// New sequences of the given prompt lengths, the same on both sides.
+void NewSeqs(const ModelConfig& c, std::mt19937_64& rng, const std::vector<int>& lengths,
+             std::vector<TestSeq>* g, std::vector<TestSeq>* e) {
+  for (const int n : lengths) {
+    TestSeq s;
+    s.tokens = RandomTokens(c, n, rng);
+    s.seed = 500 + g->size();
+    g->push_back(s);
+    e->push_back(std::move(s));
+  }
+}
+
+// Exact sizes: two prompts of 10 and 6 tokens (16 tokens, 2 sequences); then three sequences
+// prefilled by exact 16-token chunks decoding one token each beside a 13-token prompt (16
+// tokens, 4 sequences). Every sequence sampled with every device sampling feature.
+TEST(MixedGraphTest, ExactSizesAreBitwiseEqualToEager) {
+  const ModelConfig c = SmolLm2Config();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  Pair p = MakePair(c, seed, {16, 48, 64});
+  ASSERT_TRUE(p.graph && p.eager);
+  EXPECT_GT(p.graph->mixed_graph_count(), 0u);
+  const SamplingParams params = RichParams();
+  std::vector<TestSeq> g, e;
+  NewSeqs(c, rng, {10, 6}, &g, &e);
+  {
+    TwinStep step(p);
+    step.Add(g[0], e[0], 10, &params);
+    step.Add(g[1], e[1], 6, &params);
+    auto [og, oe] = RunTwin(p, step, 16, 2);
+    ExpectSameSamples(og, oe);
+  }
+  NewSeqs(c, rng, {16, 16, 16, 13}, &g, &e);
+  for (int i = 2; i < 5; ++i) {  // one prefill graph each, exact: bitwise (prefill_graph_test)
+    TwinStep step(p);
+    step.Add(g[i], e[i], 16, &params);
+    auto [og, oe] = RunTwin(p, step, 16, 1);
+    ExpectSameSamples(og, oe);
+    ASSERT_FALSE(og.sampled.empty());
+    for (auto* v : {&g, &e}) {
+      (*v)[i].tokens.push_back(og.sampled[0].token_id);
+      (*v)[i].output.push_back(og.sampled[0].token_id);
+    }
+  }
+  {
+    TwinStep step(p);
+    for (int i = 2; i < 5; ++i) step.Add(g[i], e[i], 1, &params);
+    step.Add(g[5], e[5], 13, &params);
+    auto [og, oe] = RunTwin(p, step, 16, 4);
+    ExpectSameSamples(og, oe);
+  }
+  // The keys every step stored, read by later decode steps.
+  for (const int i : {0, 1, 3, 5}) {
+    SCOPED_TRACE(i);
+    ExpectDecodeLogits(p, c, g[i], e[i], rng, 0.0);
+  }
+}
+
+// Padded: three prompts of 5, 7 and 30 tokens (42 -> 48 tokens, 3 -> 4 sequences); a decode row
+// beside a chunk that is not its prompt's last (no sample: 21 -> 32 tokens, 1 -> 2 logits rows),
+// then beside that prompt's last chunk. Within bf16 tolerance (prefill_graph_test.cc's).
+TEST(MixedGraphTest, PaddedStepsMatchEager) {
+  const ModelConfig c = SmolLm2Config();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  Pair p = MakePair(c, seed, {16, 32, 48});
+  ASSERT_TRUE(p.graph && p.eager);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.logprobs = 5;
+  constexpr double kRelL2 = 3e-2;
+  constexpr float kLogprob = 0.6f;
+  std::vector<TestSeq> g, e;
+  NewSeqs(c, rng, {5, 7, 30, 25}, &g, &e);
+  {
+    TwinStep step(p);
+    for (int i = 0; i < 3; ++i) step.Add(g[i], e[i], static_cast<int>(g[i].tokens.size()),
+                                         &greedy);
+    auto [og, oe] = RunTwin(p, step, 48, 3);
+    ExpectCloseSamples(og, oe, kLogprob);
+    // Both sides go on with the graph side's tokens (the eager side's may differ).
+    for (int i = 0; i < 3 && i < static_cast<int>(og.sampled.size()); ++i) {
+      g[i].tokens.push_back(og.sampled[i].token_id);
+      e[i].tokens.push_back(og.sampled[i].token_id);
+    }
+  }
+  {
+    TwinStep step(p);
+    step.Add(g[0], e[0], 1, &greedy);
+    step.Add(g[3], e[3], 20, nullptr);
+    auto [og, oe] = RunTwin(p, step, 32, 1);
+    ExpectCloseSamples(og, oe, kLogprob);
+    const int32_t next = og.sampled.empty() ? 0 : og.sampled[0].token_id;
+    g[0].tokens.push_back(next);
+    e[0].tokens.push_back(next);
+  }
+  {
+    TwinStep step(p);
+    step.Add(g[0], e[0], 1, &greedy);
+    step.Add(g[3], e[3], 5, &greedy);
+    auto [og, oe] = RunTwin(p, step, 16, 2);
+    ExpectCloseSamples(og, oe, kLogprob);
+  }
+  for (const int i : {2, 3}) {  // their tokens are the same on both sides
+    SCOPED_TRACE(i);
+    ExpectDecodeLogits(p, c, g[i], e[i], rng, kRelL2);
+  }
+}
+
+// Eager: two sequences past the largest bucket; and, for a model whose padding tokens cost more
+// (AllRowsConfig: 2 layers at Llama-3-8B's width, ~0.5 us a padding token past 128 against 12
+// us saved), a step padded from 129 to 256 tokens, one sequence or two, while 240 tokens replay.
+TEST(MixedGraphTest, StepsPastTheBucketsOrTheRuleRunEagerly) {
+  {
+    const ModelConfig c = SmolLm2Config();
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    Pair p = MakePair(c, seed, {16, 64});
+    ASSERT_TRUE(p.graph && p.eager);
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    std::vector<TestSeq> g, e;
+    NewSeqs(c, rng, {50, 30}, &g, &e);
+    TwinStep step(p);
+    step.Add(g[0], e[0], 50, &greedy);
+    step.Add(g[1], e[1], 30, &greedy);
+    auto [og, oe] = RunTwin(p, step, 0, 2);
+    ExpectSameSamples(og, oe);  // the same eager launches
+  }
+  const ModelConfig c = AllRowsConfig();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  Pair p = MakePair(c, seed, {16, 256});
+  ASSERT_TRUE(p.graph && p.eager);
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  std::vector<TestSeq> g, e;
+  NewSeqs(c, rng, {129, 100, 29, 240, 120, 120}, &g, &e);
+  for (const std::vector<int>& seqs : std::vector<std::vector<int>>{{0}, {1, 2}}) {
+    TwinStep step(p);
+    for (const int i : seqs) step.Add(g[i], e[i], static_cast<int>(g[i].tokens.size()), &greedy);
+    auto [og, oe] = RunTwin(p, step, 0, seqs.size());
+    ExpectSameSamples(og, oe);
+  }
+  for (const std::vector<int>& seqs : std::vector<std::vector<int>>{{3}, {4, 5}}) {
+    TwinStep step(p);
+    for (const int i : seqs) step.Add(g[i], e[i], static_cast<int>(g[i].tokens.size()), &greedy);
+    RunTwin(p, step, 256, seqs.size());
+  }
+}
+
+}  // namespace
+}  // namespace rtgen::testing_gpu
