@@ -11,13 +11,18 @@
 
 namespace rtgen::kernels {
 
+// A position that marks a row to leave as it is (neither attended nor written): a mixed step's
+// decode row, which decode attention has written (mixed_rows.h).
+constexpr int32_t kPrefillKeepRow = -2;
+
 struct PrefillAttentionParams {
   const __nv_bfloat16* q = nullptr;        // token t, head h at q + t * q_stride + h * head_dim
   int64_t q_stride = 0;
   const __nv_bfloat16* k_cache = nullptr;  // [num_blocks, block_size, num_kv_heads, head_dim]
   const __nv_bfloat16* v_cache = nullptr;
   const int32_t* token_seq = nullptr;      // [num_tokens] the sequence each token belongs to
-  const int32_t* positions = nullptr;      // [num_tokens] absolute positions (< 0: output zeros)
+  // [num_tokens] absolute positions (< 0: no keys; -1 writes zeros, kPrefillKeepRow nothing)
+  const int32_t* positions = nullptr;
   const int32_t* block_tables = nullptr;   // [num_seqs, max_blocks_per_seq]
   const int32_t* context_lens = nullptr;   // [num_seqs]
   __nv_bfloat16* out = nullptr;            // [num_tokens, num_heads * head_dim]

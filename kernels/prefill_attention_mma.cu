@@ -334,7 +334,8 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int tok = tok0 + my_rows[h];
-    if (tok >= p.num_tokens) continue;
+    // Past the step, or decode attention's row (mixed_rows.h): nothing written.
+    if (tok >= p.num_tokens || s_pos[my_rows[h]] == kPrefillKeepRow) continue;
     const float inv = rs.l[h] > 0.0f ? 1.0f / rs.l[h] : 0.0f;
     __nv_bfloat16* out =
         p.out + (static_cast<int64_t>(tok) * p.num_heads + head) * kD + 2 * t;

@@ -278,6 +278,65 @@ TEST(CudaBackendTest, LinkedNormsPastEightRowsLogitsMatchCpu) {
   }
 }
 
+// Mixed steps: decode rows (one-token sequences at rows 0, 1, ...) beside prompt chunks go to
+// decode attention, the other rows to prefill attention (kernels/mixed_rows.h); a decode row
+// after a prompt's rows stays with prefill attention; a step of one-token sequences that is not
+// decode-only leaves prefill attention no row. Contexts past one 256-key partition, so decode
+// attention splits its keys. Logits against the CPU backend at every step, then decode steps
+// that read every key the mixed steps stored.
+void RunMixed(const ModelConfig& c) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const int num_blocks = 128;
+  auto cpu = MakeCpuBackend(c, seed, num_blocks);
+  auto gpu = MakeCuda(c, seed, num_blocks);
+  ASSERT_TRUE(cpu && gpu);
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<TestSeq> seqs(5);
+  const int lengths[] = {300, 40, 100, 50, 20};
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    seqs[i].tokens.resize(lengths[i]);
+    for (int32_t& t : seqs[i].tokens) t = tok(rng);
+  }
+  const SamplingParams greedy = Greedy();
+  int32_t next_block = 0;
+  StepBuilder b(16, &next_block);
+  const auto decode_row = [&](int i) {
+    seqs[i].tokens.push_back(tok(rng));
+    b.Add(seqs[i], 1, &greedy);
+  };
+  for (int i = 0; i < 3; ++i) {
+    b.Add(seqs[i], lengths[i], &greedy);
+  }
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill of three");
+  for (int i = 0; i < 3; ++i) decode_row(i);
+  b.Add(seqs[3], 30, nullptr);  // a first chunk: no logits
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "three decode rows and a chunk");
+  b.Add(seqs[3], 20, &greedy);
+  decode_row(0);  // at row 20: prefill attention's
+  b.Add(seqs[4], 20, &greedy);
+  decode_row(1);
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "decode rows among chunks");
+  for (int i = 0; i < 5; ++i) decode_row(i);
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "one-token sequences, not decode-only");
+  for (int step = 0; step < 2; ++step) {
+    for (int i = 0; i < 5; ++i) decode_row(i);
+    ExpectSameLogits(*cpu, *gpu, b.Build(true), "decode " + std::to_string(step));
+  }
+}
+
+TEST(CudaBackendTest, MixedStepsLogitsMatchCpu) {
+  RunMixed(SmolLm2Config());
+  ModelConfig c = TinyConfig();  // heads of 128: decode attention's other tensor-core kernel
+  c.hidden_size = 256;
+  c.num_heads = 2;
+  c.num_kv_heads = 1;
+  c.head_dim = 128;
+  RunMixed(c);
+  RunMixed(TinyConfig());  // heads of 32: decode attention on CUDA cores
+}
+
 TEST(CudaBackendTest, Llama3RopeScalingLogitsMatchCpu) {
   ModelConfig c = TinyConfig();
   c.rope_theta = 500000.0f;
