@@ -13,6 +13,7 @@
 #include "kernels/env_switch.h"
 #include "kernels/graph_runner.h"
 #include "kernels/model_forward.h"
+#include "kernels/prefill_attention.h"
 #include "kernels/sample_penalties.h"
 #include "kernels/step_buffers.h"
 
@@ -42,6 +43,25 @@ void PadRows(const StepArrays& h, int32_t from, int32_t to, bool prefill) {
     h.positions[t] = prefill ? -1 : 0;
     h.slot_mapping[t] = -1;
     h.token_seq[t] = prefill ? 0 : t;
+    h.attention_positions[t] = h.positions[t];
+  }
+}
+
+// A step that is not decode-only: its decode rows (ModelForward::SplitsDecodeRows), each
+// sequence q whose only token is row q, at its newest position, go to decode attention with its
+// context (decode_context_lens, 0 for every other sequence of the layout's `seqs`), and prefill
+// attention leaves those rows (attention_positions: kPrefillKeepRow there, else the position).
+// The engine's scheduler puts a step's decode rows first; rows in any other order stay prefill
+// attention's.
+void MarkDecodeRows(const StepInput& in, const StepArrays& h, int32_t seqs) {
+  std::copy(in.positions.begin(), in.positions.end(), h.attention_positions);
+  std::fill(h.decode_context_lens, h.decode_context_lens + seqs, 0);
+  for (int32_t q = 0; q < in.num_seqs(); ++q) {
+    if (in.query_start[q] == q && in.query_start[q + 1] == q + 1 &&
+        in.positions[q] == in.context_lens[q] - 1) {
+      h.decode_context_lens[q] = in.context_lens[q];
+      h.attention_positions[q] = kernels::kPrefillKeepRow;
+    }
   }
 }
 
@@ -379,6 +399,7 @@ absl::Status CudaBackend::CapturePrefillGraphs() {
     PadRows(h, 0, bucket, /*prefill=*/true);
     for (int32_t q = 0; q < seqs; ++q) {
       h.context_lens[q] = 0;
+      h.decode_context_lens[q] = 0;
       h.sample_rows[q] = 0;
       h.sample_params[q] = Greedy();
     }
@@ -520,8 +541,8 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     if (s == 1 && step_seqs == 1) {
       if (impl.prefill_graphs) plan.prefill_tokens = impl.prefill_graphs->BucketFor(n);
     } else if (impl.mixed_graphs) {
-      // Every bucket holds some variant of at least as many sequences as the step's, which
-      // has no more sequences than tokens (DefaultMixedGraphSeqs).
+      // A bucket's variants go up to min(tokens, max_num_seqs) sequences (DefaultMixedGraphSeqs):
+      // enough unless the step has sequences without tokens; then it runs eagerly.
       plan.prefill_tokens = impl.mixed_graphs->BucketFor(n);
       plan.mixed_seqs = impl.mixed_graphs->VariantAtLeast(plan.prefill_tokens, step_seqs);
       if (plan.mixed_seqs == 0) plan.prefill_tokens = 0;
@@ -567,6 +588,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     std::copy_n(in.block_tables.data() + int64_t{q} * in.max_blocks_per_seq,
                 in.max_blocks_per_seq, h.block_tables + int64_t{q} * width);
   }
+  if (!in.is_decode_only) MarkDecodeRows(in, h, seqs);
   PadRows(h, n, rows, plan.prefill_tokens > 0);  // a graph's rows past the step's tokens
   for (int32_t q = s; q < seqs; ++q) h.context_lens[q] = 0;
 

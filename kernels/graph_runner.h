@@ -9,7 +9,9 @@
 // the step's longest context: decode attention's key partitions are planned for it
 // (ModelForward::DecodeContextBounds), so a step of short contexts replays a graph without the
 // partitions that would hold no keys. Prefill graphs (one sequence's chunk, cuda_backend.h): the
-// bucket is the token count, the variant the rows sampled (0 or 1).
+// bucket is the token count, the variant the rows sampled (0 or 1). Mixed graphs (several
+// sequences' chunks, decode rows among them): the bucket is the token count, the variant the
+// sequence count (a logits row each).
 
 #include <cuda_runtime.h>
 
@@ -29,7 +31,7 @@ std::vector<int32_t> DefaultGraphBuckets(int32_t max_batch);
 
 // Prefill token buckets: 16, 32, 48, 64, 96, 128, 192, 256, 384, 512, then every 256 up to
 // max_tokens (max_tokens itself included when it is not one of them; none when it is below 1):
-// past 16 tokens a chunk is padded by at most about half its size. 48: the most rows SmolLM2-135M's
+// past 32 tokens a chunk is padded by at most about half its size. 48: the most rows SmolLM2-135M's
 // layers take on the GEMV (matmul.cc GemvMaxRows), so chunks of 33-48 tokens are not padded past
 // it.
 std::vector<int32_t> DefaultPrefillGraphTokens(int32_t max_tokens);
@@ -47,7 +49,8 @@ std::vector<int32_t> DefaultMixedGraphSeqs(int32_t tokens, int32_t max_seqs);
 // 2 * params / ~2.5 PFLOP/s (the weight stream dominates: 4.9 ms at 16); graphs saved 0.1-0.3 ms
 // at 16-128 tokens. So SmolLM2-135M pads any chunk up to 512, Llama-3.2-1B up to ~37 tokens
 // past 128 and Llama-3-8B ~10 (~34 below 128). Before this rule a 257-token chunk of Llama-3-8B
-// replayed the 512-token graph (~5 ms lost).
+// replayed the 512-token graph (~5 ms lost). A mixed graph's padding sequences add logits rows
+// and their sampling too, not counted (a few rows of one LM head launch).
 bool PrefillPaddingPays(int64_t layer_params, int32_t num_layers, int32_t tokens,
                         int32_t bucket);
 
@@ -62,7 +65,7 @@ class GraphRunner {
   // variants(bucket): its variants, not empty (decode: its context classes).
   using VariantsFn = std::function<std::vector<int32_t>(int32_t bucket)>;
 
-  // `kind` names the step in errors ("decode", "prefill").
+  // `kind` names the step in errors ("decode", "prefill", "mixed").
   static absl::StatusOr<std::unique_ptr<GraphRunner>> Capture(const char* kind,
                                                               std::vector<int32_t> buckets,
                                                               const VariantsFn& variants,

@@ -13,7 +13,6 @@
 #include "kernels/env_switch.h"
 #include "kernels/gemv.h"
 #include "kernels/kv_store.h"
-#include "kernels/mixed_rows.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope.h"
@@ -163,8 +162,6 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   ASSIGN_OR_RETURN(f->chain_tokens_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->chain_tokens_.get(), 0, s * sizeof(int32_t)));
   ASSIGN_OR_RETURN(f->resolved_tokens_, DeviceBuffer::Allocate(t * sizeof(int32_t)));
-  ASSIGN_OR_RETURN(f->decode_context_lens_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
-  ASSIGN_OR_RETURN(f->attention_positions_, DeviceBuffer::Allocate(t * sizeof(int32_t)));
   RETURN_IF_ERROR(f->FoldNormsIfUseful());  // before anything else reads the weights
   if (PersistentDecodeWanted(persistent_decode)) {
     ASSIGN_OR_RETURN(f->persistent_, PersistentDecoder::CreateIfSupported(config, *weights));
@@ -300,7 +297,7 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
     if (split_decode_rows_) {  // first: it writes zeros at the rows prefill attention serves
       kernels::DecodeAttentionParams rows =
           DecodeParams(layer, ForwardShape::Decode(shape.num_seqs), step, kv);
-      rows.context_lens = At<int32_t>(decode_context_lens_);
+      rows.context_lens = step.decode_context_lens;
       rows.prefetch_kv = false;  // every key read after its wait (prefetch is for decode steps)
       RTGEN_CUDA_RETURN_IF_ERROR(kernels::DecodeAttention(rows, stream));
     }
@@ -310,7 +307,7 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
     a.k_cache = store.k_cache;
     a.v_cache = store.v_cache;
     a.token_seq = step.token_seq;
-    a.positions = split_decode_rows_ ? At<int32_t>(attention_positions_) : step.positions;
+    a.positions = split_decode_rows_ ? step.attention_positions : step.positions;
     a.block_tables = step.block_tables;
     a.context_lens = step.context_lens;
     a.out = At<__nv_bfloat16>(attn_);
@@ -400,13 +397,6 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   }
   prefetch_kv_ = PrefetchesKv(shape);
   split_decode_rows_ = SplitsDecodeRows(shape);
-  if (split_decode_rows_) {
-    const kernels::MixedRowsParams rows{step.token_seq,         step.positions,
-                                        step.context_lens,      shape.num_tokens,
-                                        shape.num_seqs,         At<int32_t>(decode_context_lens_),
-                                        At<int32_t>(attention_positions_)};
-    RTGEN_CUDA_RETURN_IF_ERROR(kernels::MixedDecodeRows(rows, stream));
-  }
   attention_cluster_ = AttentionInCluster(shape, step, kv);
   fused_mlp_ = link_final_norm_ && shape.num_tokens == 1 && !attention_cluster_ && FusesMlp();
   for (int layer = 0; layer < c.num_layers; ++layer) {
@@ -546,10 +536,14 @@ bool ModelForward::RopeInAttention(const kernels::MatmulParams& qkv_proj,
          kernels::DecodeAttentionMmaSupports(decode);
 }
 
-// Measured on the H200 (session 42, rtgen-engine-bench --mixed: D decode rows at context 129
-// beside a new P-token prompt, graph replay, ms, prefill attention alone -> split): SmolLM2-135M
-// 4+16 2.28 -> 0.92, 15+100 2.89 -> 1.40, 64+128 3.18 -> 1.52; Llama-3.2-1B 4+16 2.05 -> 1.32,
-// 64+128 3.59 -> 1.98; Llama-3-8B 4+16 6.36 -> 5.24, 64+128 10.26 -> 7.86.
+// Prefill attention alone gives a block of 64 rows with more than kPrefillMaxRuns sequences
+// (prefill_runs.h) to its CUDA-core kernel, one block per (token, head) walking the whole
+// context in order. Measured on the H200 (session 42, rtgen-engine-bench --mixed: D decode rows
+// at context 129 beside a new P-token prompt, graph replay, ms, prefill attention alone ->
+// split): SmolLM2-135M 4+16 2.28 -> 0.92, 15+100 2.89 -> 1.40, 64+128 3.18 -> 1.52;
+// Llama-3.2-1B 4+16 2.05 -> 1.32, 64+128 3.59 -> 1.98; Llama-3-8B 4+16 6.36 -> 5.24, 64+128
+// 10.26 -> 7.86. The full server under 300 requests/s (scripts/device/mixed_ab.sh): TPOT p50
+// 3.12 -> 0.74 ms with the multi-sequence graphs.
 bool ModelForward::SplitsDecodeRows(const ForwardShape& shape) const {
   static const bool enabled = kernels::EnvOnUnlessZero("RTGEN_MIXED_DECODE");
   return enabled && !shape.decode_only && shape.num_seqs >= 2;

@@ -120,9 +120,13 @@ class ModelForward {
   // (DecodeAttentionParams::prefetch_kv): a decode step writes only each sequence's newest key,
   // and the qkv launch before attention releases it early (matmul.h MatmulRopeReleasesEarly).
   bool PrefetchesKv(const ForwardShape& shape) const;
-  // True when a step of this shape serves its decode rows (one-token sequences at rows 0..) with
-  // decode attention and the rest with prefill attention (mixed_rows.h): a step of several
-  // sequences that is not decode-only. RTGEN_MIXED_DECODE=0: prefill attention alone (A/B).
+  // True when a step of this shape serves its decode rows with decode attention (split keys,
+  // tensor cores) and the rest with prefill attention: a step of several sequences that is not
+  // decode-only (a mixed step). The step arrays say which rows (StepArrays::decode_context_lens,
+  // attention_positions; the CUDA backend's MarkDecodeRows): decode attention runs first, writing
+  // its rows and zeros at the other sequences' rows < num_seqs, then prefill attention writes
+  // every row but the decode rows (kPrefillKeepRow). RTGEN_MIXED_DECODE=0: prefill attention
+  // alone (A/B).
   bool SplitsDecodeRows(const ForwardShape& shape) const;
   // True when a step of this shape runs each layer's qkv projection, RoPE, KV store, attention
   // and o projection as one cluster launch (attention_cluster.h) instead of three kernels: one
@@ -252,10 +256,6 @@ class ModelForward {
   DeviceBuffer resolved_tokens_;
   // u64 [2 * layers]: the linked norms' fixed-point sums of squares (zero between uses).
   DeviceBuffer norm_sums_;
-  // A mixed step's decode rows (mixed_rows.h): i32 [max_seqs] their context lengths for decode
-  // attention, i32 [max_tokens] the positions prefill attention reads.
-  DeviceBuffer decode_context_lens_;
-  DeviceBuffer attention_positions_;
   bool split_decode_rows_ = false;  // this step's decode rows go to decode attention (set by Run)
   bool link_norms_ = false;       // this step links its norms (set by Run)
   bool link_final_norm_ = false;  // and its final norm (set by Run)

@@ -36,7 +36,7 @@ __global__ void __launch_bounds__(kAttnThreads) PrefillAttentionKernel(PrefillAt
   const int end = min(p.positions[t] + 1, p.context_lens[seq]);
   PdlWait();
   PdlLaunchDependents();
-  if (p.positions[t] == kPrefillKeepRow) return;  // decode attention's row (mixed_rows.h)
+  if (p.positions[t] == kPrefillKeepRow) return;  // decode attention's row (SplitsDecodeRows)
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
   AttnState st;
   if (end > 0) {

@@ -12,7 +12,7 @@
 namespace rtgen::kernels {
 
 // A position that marks a row to leave as it is (neither attended nor written): a mixed step's
-// decode row, which decode attention has written (mixed_rows.h).
+// decode row, which decode attention has written (model_forward.h SplitsDecodeRows).
 constexpr int32_t kPrefillKeepRow = -2;
 
 struct PrefillAttentionParams {

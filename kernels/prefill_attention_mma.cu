@@ -177,7 +177,8 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
   static_assert(kGroups == 1 || sizeof(GroupMerge<kD, kGroups>) <= sizeof(Tiles::k));
   extern __shared__ __align__(16) unsigned char s_raw[];
   Tiles& sm = *reinterpret_cast<Tiles*>(s_raw);
-  __shared__ int32_t s_seq[kBlockRows], s_pos[kBlockRows];  // seq -1: no keys (outputs zeros)
+  // seq -1: no keys (zeros written, or nothing at a kPrefillKeepRow position)
+  __shared__ int32_t s_seq[kBlockRows], s_pos[kBlockRows];
   const int head = blockIdx.x;
   const int tok0 = (gridDim.y - 1 - blockIdx.y) * kBlockRows;
   const int kv_head = head / (p.num_heads / p.num_kv_heads);
@@ -334,7 +335,7 @@ __global__ void __launch_bounds__(kThreads<kGroups>)
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int tok = tok0 + my_rows[h];
-    // Past the step, or decode attention's row (mixed_rows.h): nothing written.
+    // Past the step, or decode attention's row (model_forward.h SplitsDecodeRows): no write.
     if (tok >= p.num_tokens || s_pos[my_rows[h]] == kPrefillKeepRow) continue;
     const float inv = rs.l[h] > 0.0f ? 1.0f / rs.l[h] : 0.0f;
     __nv_bfloat16* out =

@@ -6,8 +6,9 @@
 // sequence and do not end a run). The tensor-core kernel (prefill_attention_mma.h) walks a
 // sequence's keys once per run, one run after another, so it serves the blocks of at most
 // kPrefillMaxRuns runs; the CUDA-core kernel (one block per token and head, all in parallel)
-// serves the rest, e.g. a mixed step's decode tokens, one sequence each. Both decide a block's
-// owner with PrefillRuns over the same rows.
+// serves the rest, e.g. several short prompts in one block (a mixed step's decode rows go to
+// decode attention: ModelForward::SplitsDecodeRows). Both decide a block's owner with
+// PrefillRuns over the same rows.
 
 #include <cstdint>
 

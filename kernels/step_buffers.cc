@@ -37,7 +37,9 @@ StepArrays StepBuffers::Carve(char* base, const StepCapacity& c, size_t* bytes) 
   a.positions = reinterpret_cast<int32_t*>(take(tokens));
   a.slot_mapping = reinterpret_cast<int32_t*>(take(tokens));
   a.token_seq = reinterpret_cast<int32_t*>(take(tokens));
+  a.attention_positions = reinterpret_cast<int32_t*>(take(tokens));
   a.context_lens = reinterpret_cast<int32_t*>(take(seqs));
+  a.decode_context_lens = reinterpret_cast<int32_t*>(take(seqs));
   a.sample_rows = reinterpret_cast<int32_t*>(take(seqs));
   a.sample_params = reinterpret_cast<kernels::SampleRowParams*>(
       take(static_cast<size_t>(c.max_seqs) * sizeof(kernels::SampleRowParams)));

@@ -41,7 +41,13 @@ struct StepArrays {
   int32_t* positions = nullptr;       // [tokens]
   int32_t* slot_mapping = nullptr;    // [tokens]
   int32_t* token_seq = nullptr;       // [tokens] sequence of each token
+  // [tokens] A step of several sequences that is not decode-only: the positions prefill
+  // attention reads, kPrefillKeepRow at its decode rows (ModelForward::SplitsDecodeRows).
+  int32_t* attention_positions = nullptr;
   int32_t* context_lens = nullptr;    // [seqs]
+  // [seqs] Such a step: the context length of each sequence decode attention serves (a decode
+  // row), 0 for the others.
+  int32_t* decode_context_lens = nullptr;
   int32_t* sample_rows = nullptr;     // [seqs] token row whose logits are computed
   kernels::SampleRowParams* sample_params = nullptr;  // [seqs]
   int32_t* block_tables = nullptr;    // [seqs, max_blocks_per_seq], -1 padded; last input

@@ -83,8 +83,8 @@ Metrics::Metrics(const std::vector<double>& latency) {
   graph_replays_ = &BuildCounter()
                         .Name("rtgen_graph_replays_total")
                         .Help("Steps run as a captured CUDA graph, by bucket: the decode "
-                              "batch size, or prefill_<tokens> for one sequence's prefill "
-                              "chunk.")
+                              "batch size, or prefill_<tokens> for a prefill or mixed step "
+                              "(its token bucket).")
                         .Register(r);
   auto& eager = BuildCounter()
                     .Name("rtgen_eager_steps_total")

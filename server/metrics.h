@@ -44,7 +44,8 @@ class Metrics : public EngineObserver {
   std::string Render() const;
 
   // Creates rtgen_graph_replays_total{bucket} at zero for each captured decode batch bucket and,
-  // as bucket="prefill_<tokens>", each prefill token bucket (CUDA graphs of one sequence's chunk).
+  // as bucket="prefill_<tokens>", each prefill token bucket (CUDA graphs of prefill and mixed
+  // steps).
   void PreRegisterGraphBuckets(const std::vector<int32_t>& buckets,
                                const std::vector<int32_t>& prefill_tokens = {});
 

@@ -748,10 +748,10 @@ absl::StatusOr<Options> ParseFlags(int argc, char** argv) {
     if (b > kMaxNumTokens) return absl::InvalidArgumentError("--batches: too large");
   }
   for (const auto& [decode, prompt] : o.mixed) {
-    if (decode + prompt > kMaxNumTokens || prompt >= o.max_model_len) {
+    if (prompt < 2 || decode + prompt > kMaxNumTokens || prompt >= o.max_model_len) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "--mixed: ", decode, ":", prompt, " must have decode + prompt <= ", kMaxNumTokens,
-          " and prompt < --max-model-len"));
+          "--mixed: ", decode, ":", prompt, " must have prompt >= 2 (one token is a decode row), ",
+          "decode + prompt <= ", kMaxNumTokens, " and prompt < --max-model-len"));
     }
   }
   return o;

@@ -279,11 +279,13 @@ TEST(CudaBackendTest, LinkedNormsPastEightRowsLogitsMatchCpu) {
 }
 
 // Mixed steps: decode rows (one-token sequences at rows 0, 1, ...) beside prompt chunks go to
-// decode attention, the other rows to prefill attention (kernels/mixed_rows.h); a decode row
-// after a prompt's rows stays with prefill attention; a step of one-token sequences that is not
-// decode-only leaves prefill attention no row. Contexts past one 256-key partition, so decode
-// attention splits its keys. Logits against the CPU backend at every step, then decode steps
-// that read every key the mixed steps stored.
+// decode attention, the other rows to prefill attention (ModelForward::SplitsDecodeRows): beside
+// one chunk (prefill attention's tensor-core kernel), beside three short ones in the same 64 rows
+// (its CUDA-core kernel for blocks of many sequences); a decode row after a prompt's rows stays
+// with prefill attention; a step of one-token sequences that is not decode-only leaves prefill
+// attention no row. Contexts past one 256-key partition, so decode attention splits its keys.
+// Logits against the CPU backend at every step, then decode steps that read every key the mixed
+// steps stored.
 void RunMixed(const ModelConfig& c) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
@@ -293,8 +295,8 @@ void RunMixed(const ModelConfig& c) {
   auto gpu = MakeCuda(c, seed, num_blocks);
   ASSERT_TRUE(cpu && gpu);
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-  std::vector<TestSeq> seqs(5);
-  const int lengths[] = {300, 40, 100, 50, 20};
+  std::vector<TestSeq> seqs(8);
+  const int lengths[] = {300, 40, 100, 50, 20, 5, 6, 7};
   for (size_t i = 0; i < seqs.size(); ++i) {
     seqs[i].tokens.resize(lengths[i]);
     for (int32_t& t : seqs[i].tokens) t = tok(rng);
@@ -318,10 +320,13 @@ void RunMixed(const ModelConfig& c) {
   b.Add(seqs[4], 20, &greedy);
   decode_row(1);
   ExpectSameLogits(*cpu, *gpu, b.Build(false), "decode rows among chunks");
-  for (int i = 0; i < 5; ++i) decode_row(i);
+  for (int i = 0; i < 3; ++i) decode_row(i);
+  for (int i = 5; i < 8; ++i) b.Add(seqs[i], lengths[i], &greedy);
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "three decode rows and three short prompts");
+  for (int i = 0; i < 8; ++i) decode_row(i);
   ExpectSameLogits(*cpu, *gpu, b.Build(false), "one-token sequences, not decode-only");
   for (int step = 0; step < 2; ++step) {
-    for (int i = 0; i < 5; ++i) decode_row(i);
+    for (int i = 0; i < 8; ++i) decode_row(i);
     ExpectSameLogits(*cpu, *gpu, b.Build(true), "decode " + std::to_string(step));
   }
 }

@@ -3,7 +3,8 @@
 // exact size the replay is bitwise equal to the eager step (sampled token, logprob, top-n, and
 // the keys it stored, seen through the next decode steps' logits); a chunk padded to its bucket
 // computes what the eager step does within bf16 tolerance (padding rows attend to nothing and
-// store nothing); other prefill steps run eagerly.
+// store nothing); chunks past the largest bucket run eagerly, as do steps of several sequences
+// where the multi-sequence graphs are off (mixed_graph_test.cc covers them on).
 
 #include <cmath>
 #include <cstring>

@@ -26,7 +26,8 @@ std::vector<Span> Inputs(const StepArrays& a, int32_t tokens, int32_t seqs, int3
   auto span = [](const void* p, size_t n) { return Span{static_cast<const char*>(p), n}; };
   const size_t t = tokens * sizeof(int32_t), s = seqs * sizeof(int32_t);
   return {span(a.token_ids, t),    span(a.positions, t),    span(a.slot_mapping, t),
-          span(a.token_seq, t),    span(a.context_lens, s), span(a.sample_rows, s),
+          span(a.token_seq, t),    span(a.attention_positions, t),
+          span(a.context_lens, s), span(a.decode_context_lens, s), span(a.sample_rows, s),
           span(a.sample_params, seqs * sizeof(kernels::SampleRowParams)),
           span(a.block_tables, s * width)};
 }
