@@ -49,4 +49,48 @@ void ExpectDecodeLogits(Pair& p, const ModelConfig& c, TestSeq& g, TestSeq& e,
   }
 }
 
+SamplingParams RichParams() {
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_k = 40;
+  p.top_p = 0.95f;
+  p.repetition_penalty = 1.3f;
+  p.logprobs = 5;
+  return p;
+}
+
+void ExpectSameSamples(const StepOutput& g, const StepOutput& e) {
+  ASSERT_EQ(g.sampled.size(), e.sampled.size());
+  for (size_t i = 0; i < g.sampled.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(g.sampled[i].token_id, e.sampled[i].token_id);
+    EXPECT_EQ(g.sampled[i].logprob, e.sampled[i].logprob);
+    ASSERT_EQ(g.sampled[i].top.size(), e.sampled[i].top.size());
+    for (size_t j = 0; j < g.sampled[i].top.size(); ++j) {
+      EXPECT_EQ(g.sampled[i].top[j].token_id, e.sampled[i].top[j].token_id) << j;
+      EXPECT_EQ(g.sampled[i].top[j].logprob, e.sampled[i].top[j].logprob) << j;
+    }
+  }
+}
+
+void ExpectCloseSamples(const StepOutput& g, const StepOutput& e) {
+  ASSERT_EQ(g.sampled.size(), e.sampled.size());
+  for (size_t i = 0; i < g.sampled.size(); ++i) {
+    SCOPED_TRACE(i);
+    const SampledToken& a = g.sampled[i];
+    const SampledToken& b = e.sampled[i];
+    EXPECT_NEAR(a.logprob, b.logprob, kPaddedLogprob);
+    ASSERT_EQ(a.top.size(), 5u);
+    ASSERT_EQ(b.top.size(), 5u);
+    int common = 0;
+    for (const TokenLogprob& x : a.top) {
+      for (const TokenLogprob& y : b.top) common += x.token_id == y.token_id;
+    }
+    EXPECT_GE(common, 3);
+    for (int j = 0; j < 5; ++j) {
+      EXPECT_NEAR(a.top[j].logprob, b.top[j].logprob, kPaddedLogprob) << j;
+    }
+  }
+}
+
 }  // namespace rtgen::testing_gpu
