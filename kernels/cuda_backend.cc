@@ -542,7 +542,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
       if (impl.prefill_graphs) plan.prefill_tokens = impl.prefill_graphs->BucketFor(n);
     } else if (impl.mixed_graphs) {
       // A bucket's variants go up to min(tokens, max_num_seqs) sequences (DefaultMixedGraphSeqs):
-      // enough unless the step has sequences without tokens; then it runs eagerly.
+      // a step with more (possible only with sequences without tokens) runs eagerly.
       plan.prefill_tokens = impl.mixed_graphs->BucketFor(n);
       plan.mixed_seqs = impl.mixed_graphs->VariantAtLeast(plan.prefill_tokens, step_seqs);
       if (plan.mixed_seqs == 0) plan.prefill_tokens = 0;

@@ -536,7 +536,7 @@ bool ModelForward::RopeInAttention(const kernels::MatmulParams& qkv_proj,
          kernels::DecodeAttentionMmaSupports(decode);
 }
 
-// Prefill attention alone gives a block of 64 rows with more than kPrefillMaxRuns sequences
+// Prefill attention alone gives a block of 64 rows with more than kPrefillMaxRuns runs
 // (prefill_runs.h) to its CUDA-core kernel, one block per (token, head) walking the whole
 // context in order. Measured on the H200 (session 42, rtgen-engine-bench --mixed: D decode rows
 // at context 129 beside a new P-token prompt, graph replay, ms, prefill attention alone ->

@@ -1,8 +1,8 @@
 #pragma once
 // Fixed device buffers for everything a step reads that changes per step (token ids, positions,
-// slot mapping, block tables, context lengths, which rows need logits, sampling parameters)
-// and the sampled tokens it writes back. The host fills a pinned mirror with the same layout,
-// then Upload() copies it on the stream.
+// slot mapping, block tables, context lengths, which rows need logits, sampling parameters, a
+// mixed step's decode rows) and the sampled tokens it writes back. The host fills a pinned
+// mirror with the same layout, then Upload() copies it on the stream.
 //
 // A step's arrays are laid out compactly from the start of each allocation for its own row
 // counts (host / device(tokens, seqs)), inputs first, so the upload is one copy (two when the

@@ -74,11 +74,13 @@ head -c 300 "${out}/penalty.txt"; echo
 echo "== penalties on the device vs the same request on the host's CPU sampler"
 # Equal logits need equal conditions (batch composition and cached prefix change their bits): each
 # request alone on a freshly started server, after an unpenalized one that leaves the prompt's
-# whole blocks cached. (Without the restart the chat prefix's blocks could come from the
-# requests above, computed in steps of several sequences: since session 42 those replay
-# multi-sequence graphs at a padded token count, other bits, and the answers parted.)
+# whole blocks cached. (Without the restart the chat prefix's cached blocks come from the first
+# chat request above, a prefill of another length: the GEMV's warps per tile, so its sums' order,
+# depend on the step's row count from 17 rows (gemv.cu GemvDefaultTuning), other bits, and the
+# answers parted in session 42; with RTGEN_GEMV_SLICED_ROWS=16 they did not.)
 kill -TERM "${server}" 2>/dev/null; wait "${server}" 2>/dev/null
-start_server --metrics-port -1 || { echo "server did not restart"; cat "${out}/server.log"; exit 1; }
+start_server --metrics-port -1 ||
+  { echo "server did not restart"; cat "${out}/server.log"; exit 1; }
 ask=(generate --target "127.0.0.1:${port}" --chat --prompt "Name three animals and three colours."
   --temperature 0 --max-tokens 64)
 pen=(--repetition-penalty 1.3 --presence-penalty 0.5 --frequency-penalty 0.3)

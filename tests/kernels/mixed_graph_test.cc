@@ -140,7 +140,8 @@ TEST(MixedGraphTest, ExactSizesAreBitwiseEqualToEager) {
 
 // Padded: three prompts of 5, 7 and 30 tokens (42 -> 48 tokens, 3 -> 4 sequences); a decode row
 // beside a chunk that is not its prompt's last (no sample: 21 -> 32 tokens, 1 -> 2 logits rows),
-// then beside that prompt's last chunk. Within bf16 tolerance (prefill_graph_test.cc's).
+// then beside that prompt's last chunk. Within bf16 tolerance (graph_pair.h kPaddedRelL2,
+// kPaddedLogprob).
 TEST(MixedGraphTest, PaddedStepsMatchEager) {
   const ModelConfig c = SmolLm2Config();
   const uint64_t seed = FreshSeed();
