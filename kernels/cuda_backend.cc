@@ -47,6 +47,17 @@ void PadRows(const StepArrays& h, int32_t from, int32_t to, bool prefill) {
   }
 }
 
+// Sequences [from, to) of h as graph padding: no keys, and their logits rows (a decode step's
+// row q, a prefill step's row 0) sampled greedily and never read.
+void PadSeqs(const StepArrays& h, int32_t from, int32_t to, bool prefill) {
+  for (int32_t q = from; q < to; ++q) {
+    h.context_lens[q] = 0;
+    h.decode_context_lens[q] = 0;
+    h.sample_rows[q] = prefill ? 0 : q;
+    h.sample_params[q] = Greedy();
+  }
+}
+
 // A step that is not decode-only: its decode rows (ModelForward::SplitsDecodeRows), each
 // sequence q whose only token is row q, at its newest position, go to decode attention with its
 // context (decode_context_lens, 0 for every other sequence of the layout's `seqs`), and prefill
@@ -84,7 +95,7 @@ kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
 struct CudaBackend::StepPlan {
   int32_t bucket = 0;                 // decode graph replayed, 0: none
   int32_t prefill_tokens = 0;         // prefill graph replayed (its token bucket), 0: none
-  int32_t mixed_seqs = 0;             // with prefill_tokens: the multi-sequence graph's sequences
+  int32_t prefill_variant = 0;        // with prefill_tokens: its logits rows (graph_runner.h)
   int32_t context_bound = 0;          // decode: its context class (ForwardShape::context_bound)
   std::vector<int32_t> sample_row;    // logits row of each StepInput::samples entry
   StepArrays host;                    // the step's pinned arrays (sampled tokens come back here)
@@ -100,7 +111,6 @@ struct CudaBackend::Impl {
   ~Impl() {
     graphs.reset();
     prefill_graphs.reset();
-    mixed_graphs.reset();
     forward.reset();
     for (cudaEvent_t e : done) {
       if (e) cudaEventDestroy(e);
@@ -117,8 +127,7 @@ struct CudaBackend::Impl {
   std::optional<kernels::PenaltyEntryBuilder> penalties;  // with `step`
   std::unique_ptr<ModelForward> forward;
   std::unique_ptr<GraphRunner> graphs;          // decode steps
-  std::unique_ptr<GraphRunner> prefill_graphs;  // one sequence's prefill chunk
-  std::unique_ptr<GraphRunner> mixed_graphs;    // several sequences' (variants: sequences)
+  std::unique_ptr<GraphRunner> prefill_graphs;  // prefill and mixed steps
   // Launched, not collected; oldest first. PendingToken(j) of a new step reads the token of
   // in_flight.back()'s samples[j], from its logits row sample_row[j] (ModelForward's chain
   // tokens); a launch after a step with host-sampled rows is refused, so that token is on the
@@ -257,7 +266,7 @@ std::vector<int32_t> CudaBackend::prefill_graph_tokens() const {
 }
 
 size_t CudaBackend::mixed_graph_count() const {
-  return impl_->mixed_graphs ? impl_->mixed_graphs->num_graphs() : 0;
+  return impl_->prefill_graphs ? impl_->prefill_graphs->num_graphs(/*min_variant=*/2) : 0;
 }
 
 absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
@@ -273,7 +282,6 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   }
   impl.graphs.reset();  // they point into the old pool
   impl.prefill_graphs.reset();
-  impl.mixed_graphs.reset();
   impl.kv = KvPool();
   impl.kv.num_blocks = shape.num_blocks;
   impl.kv.block_size = shape.block_size;
@@ -323,11 +331,7 @@ absl::Status CudaBackend::CaptureGraphs() {
     RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
     const StepArrays h = impl.step->host(bucket, bucket);
     PadRows(h, 0, bucket, /*prefill=*/false);
-    for (int32_t i = 0; i < bucket; ++i) {
-      h.context_lens[i] = 0;
-      h.sample_rows[i] = i;
-      h.sample_params[i] = Greedy();
-    }
+    PadSeqs(h, 0, bucket, /*prefill=*/false);
     return impl.step->Upload(bucket, bucket, 0, impl.stream);
   };
   auto bounds = [&](int32_t bucket) { return impl.forward->DecodeContextBounds(bucket); };
@@ -368,51 +372,36 @@ absl::Status CudaBackend::CapturePrefillGraphs() {
     }
   }
   if (tokens.empty()) return absl::OkStatus();
-  // An all-padding chunk: rows at position -1 attend to nothing and store no keys.
-  auto prepare = [&](int32_t bucket, int32_t /*samples*/) -> absl::Status {
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
-    const StepArrays h = impl.step->host(bucket, 1);
-    PadRows(h, 0, bucket, /*prefill=*/true);
-    h.context_lens[0] = 0;
-    h.sample_rows[0] = 0;
-    h.sample_params[0] = Greedy();
-    return impl.step->Upload(bucket, 1, 0, impl.stream);
-  };
-  // Variants: the chunk's last row sampled (1) or no logits at all (0, a chunk before the last).
-  auto samples = [](int32_t) { return std::vector<int32_t>{0, 1}; };
-  auto record = [&](int32_t bucket, int32_t rows) -> absl::Status {
-    return impl.forward->Run(ForwardShape::PrefillChunk(bucket, rows), impl.step->device(bucket, 1),
-                             impl.kv, impl.stream);
-  };
-  ASSIGN_OR_RETURN(impl.prefill_graphs,
-                   GraphRunner::Capture("prefill", tokens, samples, prepare, record, impl.stream));
-  // RTGEN_MIXED_GRAPHS=0: no multi-sequence graphs (A/B against eager mixed steps).
+  // Variants: the logits rows. One sequence's chunk: its last row sampled (1) or no logits (0, a
+  // chunk before the last). Several sequences' chunks, decode rows among them (a mixed step): 2,
+  // 4, 8, ... sequences, a logits row each (RTGEN_MIXED_GRAPHS=0: none such).
   static const bool mixed = kernels::EnvOnUnlessZero("RTGEN_MIXED_GRAPHS");
-  if (!mixed || !options_.mixed_prefill_graphs) return absl::OkStatus();
-  const int32_t max_seqs = options_.max_num_seqs;
-  std::erase_if(tokens, [&](int32_t t) { return DefaultMixedGraphSeqs(t, max_seqs).empty(); });
-  if (tokens.empty()) return absl::OkStatus();
-  // All padding: every sequence without tokens or keys, every logits row reading row 0.
-  auto prepare_mixed = [&](int32_t bucket, int32_t seqs) -> absl::Status {
+  auto variants = [&](int32_t bucket) {
+    std::vector<int32_t> out = {0, 1};
+    if (mixed && options_.mixed_prefill_graphs) {
+      for (int32_t seqs : DefaultMixedGraphSeqs(bucket, options_.max_num_seqs)) {
+        out.push_back(seqs);
+      }
+    }
+    return out;
+  };
+  // All padding: rows at position -1 attend to nothing and store no keys; every sequence has no
+  // keys and its logits row reads row 0.
+  auto prepare = [&](int32_t bucket, int32_t logits_rows) -> absl::Status {
     RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
+    const int32_t seqs = std::max(logits_rows, 1);
     const StepArrays h = impl.step->host(bucket, seqs);
     PadRows(h, 0, bucket, /*prefill=*/true);
-    for (int32_t q = 0; q < seqs; ++q) {
-      h.context_lens[q] = 0;
-      h.decode_context_lens[q] = 0;
-      h.sample_rows[q] = 0;
-      h.sample_params[q] = Greedy();
-    }
+    PadSeqs(h, 0, seqs, /*prefill=*/true);
     return impl.step->Upload(bucket, seqs, 0, impl.stream);
   };
-  auto seq_counts = [&](int32_t bucket) { return DefaultMixedGraphSeqs(bucket, max_seqs); };
-  auto record_mixed = [&](int32_t bucket, int32_t seqs) -> absl::Status {
-    return impl.forward->Run(ForwardShape::PrefillChunks(bucket, seqs),
-                             impl.step->device(bucket, seqs), impl.kv, impl.stream);
+  auto record = [&](int32_t bucket, int32_t logits_rows) -> absl::Status {
+    return impl.forward->Run(ForwardShape::PrefillGraph(bucket, logits_rows),
+                             impl.step->device(bucket, std::max(logits_rows, 1)), impl.kv,
+                             impl.stream);
   };
-  ASSIGN_OR_RETURN(impl.mixed_graphs, GraphRunner::Capture("mixed", tokens, seq_counts,
-                                                           prepare_mixed, record_mixed,
-                                                           impl.stream));
+  ASSIGN_OR_RETURN(impl.prefill_graphs,
+                   GraphRunner::Capture("prefill", tokens, variants, prepare, record, impl.stream));
   return absl::OkStatus();
 }
 
@@ -537,19 +526,19 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   if (impl.graphs && in.is_decode_only) plan.bucket = impl.graphs->BucketFor(s);
   // Sequences (and logits rows) of an eager step's layout.
   const int32_t step_seqs = std::max(s, static_cast<int32_t>(in.samples.size()));
-  if (!in.is_decode_only && sample) {
-    if (s == 1 && step_seqs == 1) {
-      if (impl.prefill_graphs) plan.prefill_tokens = impl.prefill_graphs->BucketFor(n);
-    } else if (impl.mixed_graphs) {
-      // A bucket's variants go up to min(tokens, max_num_seqs) sequences (DefaultMixedGraphSeqs):
-      // a step with more (possible only with sequences without tokens) runs eagerly.
-      plan.prefill_tokens = impl.mixed_graphs->BucketFor(n);
-      plan.mixed_seqs = impl.mixed_graphs->VariantAtLeast(plan.prefill_tokens, step_seqs);
-      if (plan.mixed_seqs == 0) plan.prefill_tokens = 0;
-    }
-    if (plan.prefill_tokens > 0 &&
-        !PrefillPaddingPays(LayerParams(config_), config_.num_layers, n, plan.prefill_tokens)) {
-      plan.prefill_tokens = plan.mixed_seqs = 0;
+  if (impl.prefill_graphs && !in.is_decode_only && sample) {
+    // The prefill graph of the step's token bucket with its logits rows (graph_runner.h): one
+    // sequence's exactly, several sequences' the smallest multi-sequence variant that holds them
+    // (up to min(tokens, max_num_seqs): a step with more, possible only with sequences without
+    // tokens, runs eagerly, as does one whose padding costs more than it saves).
+    const int32_t tokens = impl.prefill_graphs->BucketFor(n);
+    const int32_t variant = step_seqs == 1
+                                ? static_cast<int32_t>(in.samples.size())
+                                : impl.prefill_graphs->VariantAtLeast(tokens, step_seqs);
+    if (tokens > 0 && variant >= 0 &&
+        PrefillPaddingPays(LayerParams(config_), config_.num_layers, n, tokens)) {
+      plan.prefill_tokens = tokens;
+      plan.prefill_variant = variant;
     }
   }
   // A decode step's context class (ForwardShape::context_bound): the graph's of its bucket, or
@@ -568,9 +557,9 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
                        : plan.prefill_tokens > 0 ? plan.prefill_tokens
                                                  : n;
   // Sequences and sampled rows of the step's layout (a graph's: its bucket or variant).
-  const int32_t seqs = plan.bucket > 0       ? plan.bucket
-                       : plan.mixed_seqs > 0 ? plan.mixed_seqs
-                                             : step_seqs;
+  const int32_t seqs = plan.bucket > 0           ? plan.bucket
+                       : plan.prefill_tokens > 0 ? std::max(plan.prefill_variant, 1)
+                                                 : step_seqs;
   plan.host = impl.step->host(rows, seqs, plan.slot);
   const StepArrays& h = plan.host;
 
@@ -609,9 +598,9 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
       samples_in_token_order = samples_in_token_order && h.sample_rows[i] == i;
       plan.sample_row[i] = i;
     }
-    // A multi-sequence graph computes a logits row per sequence of its variant: the rows past
-    // the step's samples read token row 0 and are sampled greedily, unread.
-    for (; num_rows < plan.mixed_seqs; ++num_rows) {
+    // A prefill graph computes its variant's logits rows: those past the step's samples (a
+    // multi-sequence graph's) read token row 0 and are sampled greedily, unread.
+    for (; num_rows < plan.prefill_variant; ++num_rows) {
       h.sample_rows[num_rows] = 0;
       h.sample_params[num_rows] = Greedy();
     }
@@ -650,11 +639,9 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
                                       penalty_entries));
     if (plan.bucket > 0) {
       RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream));
-    } else if (plan.mixed_seqs > 0) {
-      RETURN_IF_ERROR(
-          impl.mixed_graphs->Replay(plan.prefill_tokens, plan.mixed_seqs, impl.stream));
     } else if (plan.prefill_tokens > 0) {
-      RETURN_IF_ERROR(impl.prefill_graphs->Replay(plan.prefill_tokens, num_rows, impl.stream));
+      RETURN_IF_ERROR(
+          impl.prefill_graphs->Replay(plan.prefill_tokens, plan.prefill_variant, impl.stream));
     } else {
       const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample, context_bound,
                                samples_in_token_order};

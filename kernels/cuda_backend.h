@@ -104,7 +104,8 @@ class CudaBackend : public Backend {
   std::vector<int32_t> graph_buckets() const;
   // Decode graphs captured: one per bucket and context class (graph_runner.h).
   size_t graph_count() const;
-  // Captured prefill token buckets, ascending (two graphs each: sampling the last row or none).
+  // Captured prefill token buckets, ascending (graphs of one sequence's chunk sampling its last
+  // row or none, and multi-sequence ones).
   std::vector<int32_t> prefill_graph_tokens() const;
   // Multi-sequence prefill graphs captured (every token bucket's sequence counts).
   size_t mixed_graph_count() const;

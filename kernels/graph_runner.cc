@@ -1,6 +1,7 @@
 #include "kernels/graph_runner.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -115,9 +116,9 @@ int32_t GraphRunner::VariantFor(int32_t bucket, int32_t least) const {
 
 int32_t GraphRunner::VariantAtLeast(int32_t bucket, int32_t least) const {
   const auto it = graphs_.find(bucket);
-  if (it == graphs_.end()) return 0;
+  if (it == graphs_.end()) return -1;
   const auto variant = it->second.lower_bound(least);
-  return variant == it->second.end() ? 0 : variant->first;
+  return variant == it->second.end() ? -1 : variant->first;
 }
 
 absl::Status GraphRunner::Replay(int32_t bucket, int32_t variant, cudaStream_t stream) const {
@@ -138,9 +139,11 @@ std::vector<int32_t> GraphRunner::buckets() const {
   return out;
 }
 
-size_t GraphRunner::num_graphs() const {
+size_t GraphRunner::num_graphs(int32_t min_variant) const {
   size_t n = 0;
-  for (const auto& [bucket, graphs] : graphs_) n += graphs.size();
+  for (const auto& [bucket, graphs] : graphs_) {
+    n += std::distance(graphs.lower_bound(min_variant), graphs.end());
+  }
   return n;
 }
 

@@ -8,16 +8,17 @@
 // Decode graphs: the bucket is the batch size, the variant a context class, an upper bound on
 // the step's longest context: decode attention's key partitions are planned for it
 // (ModelForward::DecodeContextBounds), so a step of short contexts replays a graph without the
-// partitions that would hold no keys. Prefill graphs (one sequence's chunk, cuda_backend.h): the
-// bucket is the token count, the variant the rows sampled (0 or 1). Mixed graphs (several
-// sequences' chunks, decode rows among them): the bucket is the token count, the variant the
-// sequence count (a logits row each).
+// partitions that would hold no keys. Prefill graphs (cuda_backend.h): the bucket is the token
+// count, the variant the logits rows: 0 or 1 for one sequence's chunk (no logits, or its last
+// row sampled), 2 or more for as many sequences' chunks, decode rows among them (a mixed step),
+// a logits row each (ForwardShape::PrefillGraph).
 
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <vector>
@@ -37,7 +38,7 @@ std::vector<int32_t> DefaultGraphBuckets(int32_t max_batch);
 std::vector<int32_t> DefaultPrefillGraphTokens(int32_t max_tokens);
 
 // Sequence counts of the multi-sequence prefill graphs of a token bucket (prefill chunks of
-// several sequences, decode rows among them: a mixed step): 2, 4, 8, ... up to
+// several sequences, decode rows among them: a mixed step; their variants): 2, 4, 8, ... up to
 // min(tokens, max_seqs), that value included; none below 2.
 std::vector<int32_t> DefaultMixedGraphSeqs(int32_t tokens, int32_t max_seqs);
 
@@ -65,7 +66,7 @@ class GraphRunner {
   // variants(bucket): its variants, not empty (decode: its context classes).
   using VariantsFn = std::function<std::vector<int32_t>(int32_t bucket)>;
 
-  // `kind` names the step in errors ("decode", "prefill", "mixed").
+  // `kind` names the step in errors ("decode", "prefill").
   static absl::StatusOr<std::unique_ptr<GraphRunner>> Capture(const char* kind,
                                                               std::vector<int32_t> buckets,
                                                               const VariantsFn& variants,
@@ -82,12 +83,12 @@ class GraphRunner {
   // context): the smallest variant >= least (the largest when none is); 0 for a bucket not
   // captured.
   int32_t VariantFor(int32_t bucket, int32_t least) const;
-  // The smallest captured variant of `bucket` >= least; 0 when there is none.
+  // The smallest captured variant of `bucket` >= least; -1 when there is none.
   int32_t VariantAtLeast(int32_t bucket, int32_t least) const;
   absl::Status Replay(int32_t bucket, int32_t variant, cudaStream_t stream) const;
   std::vector<int32_t> buckets() const;
-  // Graphs captured (every bucket's variants).
-  size_t num_graphs() const;
+  // Graphs captured (every bucket's variants of at least min_variant).
+  size_t num_graphs(int32_t min_variant = std::numeric_limits<int32_t>::min()) const;
 
  private:
   explicit GraphRunner(const char* kind) : kind_(kind) {}

@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -55,16 +56,12 @@ struct ForwardShape {
   static ForwardShape Decode(int32_t rows, int32_t context_bound = 0) {
     return {rows, rows, rows, true, true, context_bound, true};
   }
-  // One sequence's prefill chunk of `tokens` rows (a prefill graph's, padding included), its last
-  // real row sampled (samples 1; StepArrays::sample_rows says which) or no logits (samples 0).
-  static ForwardShape PrefillChunk(int32_t tokens, int32_t samples) {
-    return {tokens, 1, samples, false, true, 0, false};
-  }
-  // Prefill chunks of `seqs` sequences (decode rows among them) in `tokens` rows (a
-  // multi-sequence prefill graph's, padding included), a logits row per sequence
-  // (StepArrays::sample_rows says which; a padding sequence's names any row).
-  static ForwardShape PrefillChunks(int32_t tokens, int32_t seqs) {
-    return {tokens, seqs, seqs, false, true, 0, false};
+  // A prefill graph's step (graph_runner.h): `tokens` rows, padding included, and `logits_rows`
+  // rows of logits (StepArrays::sample_rows says which): 0 or 1 for one sequence's chunk (no
+  // logits, or its last real row sampled), else as many sequences' chunks, decode rows among
+  // them, a logits row each (a padding sequence's names any row).
+  static ForwardShape PrefillGraph(int32_t tokens, int32_t logits_rows) {
+    return {tokens, std::max(logits_rows, 1), logits_rows, false, true, 0, false};
   }
 };
 
