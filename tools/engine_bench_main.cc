@@ -266,6 +266,23 @@ struct SeqTokens {
   }
 };
 
+// Prefills the `prompt`-token prompts of the batch's sequences [0, count), as many whole prompts
+// a step as kMaxNumTokens holds; their samples read `tokens`' prompts (penalties) when given.
+absl::Status PrefillBatch(CudaBackend& backend, Batch& batch, int32_t count, int32_t prompt,
+                          int32_t vocab, const SeqTokens* tokens) {
+  const int32_t per_step = std::max(1, kMaxNumTokens / prompt);
+  for (int32_t first = 0; first < count; first += per_step) {
+    const int32_t n = std::min(per_step, count - first);
+    StepInput step = batch.Step(first, n, 0, prompt, vocab);
+    if (tokens != nullptr) {
+      for (int32_t q = 0; q < n; ++q) step.samples[q].prompt = tokens->prompts[first + q];
+    }
+    ASSIGN_OR_RETURN(StepOutput out, backend.Execute(step));
+    RETURN_IF_ERROR(batch.Take(out, first, vocab));
+  }
+  return absl::OkStatus();
+}
+
 struct DecodeResult {
   double tpot_ms = 0.0;          // inputs prebuilt
   double tpot_built_ms = 0.0;    // inputs built inside the loop
@@ -282,14 +299,8 @@ absl::StatusOr<DecodeResult> TimeDecode(CudaBackend& backend, const ModelConfig&
   const int32_t bps = (o.prompt + o.steps + kBlockSize - 1) / kBlockSize;
   Batch batch(batch_size, bps, o.seed, BenchSampling(o.penalties, o.logprobs));
   SeqTokens seq_tokens(batch, o.prompt, o.steps, config.vocab_size);
-  const int32_t per_chunk = std::max(1, kMaxNumTokens / o.prompt);
-  for (int32_t first = 0; first < batch_size; first += per_chunk) {
-    const int32_t count = std::min(per_chunk, batch_size - first);
-    StepInput prefill = batch.Step(first, count, 0, o.prompt, config.vocab_size);
-    for (int32_t q = 0; q < count; ++q) prefill.samples[q].prompt = seq_tokens.prompts[first + q];
-    ASSIGN_OR_RETURN(StepOutput out, backend.Execute(prefill));
-    RETURN_IF_ERROR(batch.Take(out, first, config.vocab_size));
-  }
+  RETURN_IF_ERROR(
+      PrefillBatch(backend, batch, batch_size, o.prompt, config.vocab_size, &seq_tokens));
   const std::vector<int32_t> first_tokens = batch.last();
   DecodeResult r;
   r.graph_replayed = true;
@@ -446,13 +457,7 @@ absl::StatusOr<double> TimeMixed(CudaBackend& backend, const ModelConfig& config
                                  const Options& o, int32_t decode, int32_t prompt) {
   const int32_t vocab = config.vocab_size;
   Batch batch(decode + 1, MixedBlocksPerSeq(o), o.seed + 31 * decode + prompt);
-  for (int32_t first = 0; first < decode;) {  // whole prompts, kMaxNumTokens at most a step
-    const int32_t count = std::min(decode - first, std::max(1, kMaxNumTokens / o.prompt));
-    ASSIGN_OR_RETURN(StepOutput out,
-                     backend.Execute(batch.Step(first, count, 0, o.prompt, vocab)));
-    RETURN_IF_ERROR(batch.Take(out, first, vocab));
-    first += count;
-  }
+  RETURN_IF_ERROR(PrefillBatch(backend, batch, decode, o.prompt, vocab, nullptr));
   std::vector<double> ms;
   for (int32_t rep = 0; rep <= o.ttft_repeats; ++rep) {
     const StepInput in = Join(batch.Step(0, decode, o.prompt, 1, vocab),
