@@ -26,7 +26,9 @@
 // frequency 0.2 penalties over each sequence's prompt and output (on the device unless
 // --max-penalty-tokens is below prompt + steps, 0: always on the host, where rows do not
 // chain and the pipelined variant is skipped). --logprobs N has every row return its top N
-// logprobs (0..kernels::kMaxTopLogprobs = 20, on the device).
+// logprobs (0..kernels::kMaxTopLogprobs = 20, on the device). Each batch's graph decode timings
+// print what the GPU ran at meanwhile (SM clock, power, share of samples power-capped;
+// tools/gpu_telemetry.h), where the driver's NVML is there to ask.
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -54,6 +56,7 @@
 #include "kernels/sample_penalties.h"
 #include "kernels/sample_row_params.h"
 #include "tools/copy_bandwidth.h"
+#include "tools/gpu_telemetry.h"
 #include "tools/median.h"
 #include "nlohmann/json.hpp"
 
@@ -499,7 +502,8 @@ Json ConfigJson(const ModelConfig& c) {
 }
 
 // One model: a graph backend (decode at every batch, TTFT, start-up), then an eager one.
-absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, double bandwidth) {
+absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, double bandwidth,
+                                tools::GpuTelemetry* telemetry) {
   ASSIGN_OR_RETURN(ModelConfig config, Shape(name));
   const int32_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   const int32_t bps = (o.prompt + o.steps + kBlockSize - 1) / kBlockSize;
@@ -558,9 +562,13 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
       // Inputs built in the loop: timed with graphs only (eager is for the graph speed-up).
       // Rows sampled on the host do not chain: no pipelined run then.
       const bool pipelined = graphs && !PenaltiesOnHost(o);
-      ASSIGN_OR_RETURN(DecodeResult r,
-                       TimeDecode(*backend, config, o, bs, graphs ? o.built_repeats : 0,
-                                  pipelined));
+      if (telemetry != nullptr) telemetry->Start();
+      absl::StatusOr<DecodeResult> timed =
+          TimeDecode(*backend, config, o, bs, graphs ? o.built_repeats : 0, pipelined);
+      const tools::TelemetrySummary gpu =
+          telemetry != nullptr ? telemetry->Stop() : tools::TelemetrySummary{};
+      RETURN_IF_ERROR(timed.status());
+      DecodeResult& r = *timed;
       const double floor_ms = (bytes.weights + bs * bytes.kv_per_seq) / bandwidth * 1e3;
       std::printf("  %s bs %3d: tpot %.3f ms (inputs built in the loop %.3f, pipelined %.3f, "
                   "tokens equal %.3f), floor %.3f ms%s%s\n",
@@ -569,6 +577,9 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
                   graphs && !r.graph_replayed ? "  [NOT all steps replayed a graph]" : "",
                   pipelined && r.pipelined_tokens_equal != 1.0 ? "  [PIPELINED TOKENS DIFFER]"
                                                                  : "");
+      if (telemetry != nullptr) {
+        std::printf("    gpu meanwhile: %s\n", tools::FormatTelemetry(gpu).c_str());
+      }
       std::fflush(stdout);
       if (graphs) {
         decode.push_back(Json{{"batch", bs},
@@ -579,7 +590,12 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
                               {"tok_s", bs / (r.tpot_ms * 1e-3)},
                               {"floor_ms", floor_ms},
                               {"floor_fraction", floor_ms / r.tpot_ms},
-                              {"graph_replayed", r.graph_replayed}});
+                              {"graph_replayed", r.graph_replayed},
+                              {"gpu_samples", gpu.samples},
+                              {"gpu_sm_mhz_median", gpu.sm_mhz_median},
+                              {"gpu_sm_mhz_min", gpu.sm_mhz_min},
+                              {"gpu_power_w_median", gpu.power_w_median},
+                              {"gpu_power_capped_fraction", gpu.power_capped_fraction}});
         graph_runs[bs] = std::move(r);
         continue;
       }
@@ -811,7 +827,17 @@ int Main(int argc, char** argv) {
   }
   std::printf("device: %s\ncopy bandwidth (read+write): %.1f GB/s\nsampling: %s\n",
               device->dump().c_str(), *bandwidth / 1e9, SamplingLabel(*o).c_str());
+  char bus_id[32] = {};
+  absl::StatusOr<std::unique_ptr<tools::GpuTelemetry>> telemetry =
+      cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), o->device) == cudaSuccess
+          ? tools::GpuTelemetry::Open(bus_id, std::chrono::milliseconds(20))
+          : absl::UnavailableError("no PCI bus id for the device");
+  const std::string telemetry_label =
+      telemetry.ok() ? absl::StrCat("NVML every 20 ms, device ", bus_id)
+                     : absl::StrCat("unavailable: ", telemetry.status().message());
+  std::printf("gpu telemetry: %s\n", telemetry_label.c_str());
   Json out{{"device", *device},
+           {"gpu_telemetry", telemetry_label},
            {"copy_bandwidth_gbs", *bandwidth / 1e9},
            {"settings", Json{{"prompt", o->prompt}, {"steps", o->steps},
                              {"repeats", o->repeats}, {"built_repeats", o->built_repeats},
@@ -823,7 +849,8 @@ int Main(int argc, char** argv) {
            {"models", Json::object()}};
   int rc = 0;
   for (const std::string& name : o->models) {
-    absl::StatusOr<Json> m = BenchModel(*o, name, *bandwidth);
+    absl::StatusOr<Json> m =
+        BenchModel(*o, name, *bandwidth, telemetry.ok() ? telemetry->get() : nullptr);
     if (!m.ok()) {
       std::fprintf(stderr, "rtgen-engine-bench: %s: %s\n", name.c_str(),
                    std::string(m.status().message()).c_str());
