@@ -63,7 +63,7 @@ out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def load(label, r):
     path = os.path.join(out, f"{label}_{r}.json")
     return json.load(open(path)) if os.path.exists(path) else None
-rows = {}
+rows, clocks = {}, {}
 for label in labels:
     for r in range(1, rounds + 1):
         d = load(label, r)
@@ -75,6 +75,9 @@ for label in labels:
                 rows.setdefault(key, {"floor": row.get("floor_ms")})
                 cell = (row.get("tpot_ms"), row.get("eager_tpot_ms"))
                 rows[key].setdefault(label, []).append(cell)
+                if row.get("gpu_samples"):
+                    gpu = (row["gpu_sm_mhz_median"], row["gpu_power_capped_fraction"])
+                    clocks.setdefault(key, {}).setdefault(label, []).append(gpu)
 print("graph TPOT ms per round (eager in parentheses when timed;"
       " floor from the run's copy bandwidth)")
 print(f"{'model':<14} {'batch':>5} " + " ".join(f"{l:>16}" for l in labels) + "   floor")
@@ -86,5 +89,11 @@ for (name, batch), cells in rows.items():
                         + (f" ({e:.3f})" if e is not None else "") for g, e in v)
         text.append(f"{cell:>16}")
     print(f"{name:<14} {batch:>5} " + " ".join(text) + f"   {cells['floor'] or float('nan'):.3f}")
+if clocks:  # the engine bench's GPU telemetry (tools/gpu_telemetry.h)
+    print("median SM clock MHz per round (share of samples power-capped)")
+    for (name, batch), cells in clocks.items():
+        text = ["/".join(f"{mhz:.0f} ({cap:.0%})" for mhz, cap in cells.get(l, []))
+                for l in labels]
+        print(f"{name:<14} {batch:>5} " + " ".join(f"{t:>16}" for t in text))
 PY
 exit "${rc}"
