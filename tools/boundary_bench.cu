@@ -1,16 +1,19 @@
 // rtgen-boundary-bench: what one kernel boundary costs inside a CUDA graph on this GPU, the floor
 // under a layered decode step, which runs five dependent launches per layer at batch 1.
 //
-// usage: rtgen-boundary-bench [--kernels 200] [--repeats 9] [--device 0]
+// usage: rtgen-boundary-bench [--kernels 200] [--repeats 9] [--device 0] [--work-ns 0]
 //
 // A chain of `kernels` launches is captured into one graph; launch i's blocks each read one word
 // launch i - 1 wrote (a real dependency through L2) and write their own. Per grid size (blocks of
-// 256 threads) and launch kind — plain stream order, or programmatic dependent launch (PDL) as
-// the decode step launches, with the wait at the top of each kernel — the graph is replayed and
-// timed with events; the figure is the median over `repeats` replays of the replay's time divided
-// by `kernels`. Grids with 64 KiB of shared memory per block stand in for decode attention's large
-// blocks. Every launch does the same trivial work, so the figure is the boundary itself: the
-// launch, the wait for the previous grid, and the write that the next grid reads.
+// 256 threads) and launch kind — plain stream order; programmatic dependent launch (PDL) as the
+// decode step launches, with the wait at the top of each kernel; or PDL without the wait, one
+// thread a block polling a counter the previous launch's blocks raise after their write — the
+// graph is replayed and timed with events; the figure is the median over `repeats` replays of
+// the replay's time divided by `kernels`. Grids with 64 KiB of shared memory per block stand in
+// for decode attention's large blocks. Every launch does the same trivial work, so the figure is
+// the boundary itself: the launch, the wait for the previous grid, and the write that the next
+// grid reads; with --work-ns each block first spins that long (a kernel's work, under which the
+// next launch gets ready, as in the decode step), and the figure is that plus the boundary.
 
 #include <cuda_runtime.h>
 
@@ -28,40 +31,90 @@
 namespace rtgen {
 namespace {
 
+// How launch k waits for launch k - 1.
+enum class Wait {
+  kPlain,  // stream order: it starts after k - 1 has completed
+  kPdl,    // programmatic dependent: griddepcontrol.wait at the top, then the next may start
+  kFlag,   // programmatic dependent without the wait: one thread polls a counter that each block
+           // of k - 1 raised (release) after its write, then the next may start
+};
+
+__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 // Block b reads word (7 b + 1) mod grid of the previous launch's output and writes word b.
-// kPdl: the wait comes first (nothing is read before it), then the next launch may start.
-template <bool kPdl>
-__global__ void __launch_bounds__(256) ChainKernel(const uint32_t* in, uint32_t* out) {
-  if constexpr (kPdl) {
+// counters[k]: blocks of launch k done (kFlag; zeroed before the chain).
+// Spins for `ns` nanoseconds of the global timer (a kernel's work, during which the next launch
+// can get ready).
+__device__ __forceinline__ void Busy(uint32_t ns) {
+  if (ns == 0) return;
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+template <Wait kWait>
+__global__ void __launch_bounds__(256) ChainKernel(const uint32_t* in, uint32_t* out,
+                                                   uint32_t* counters, int k, uint32_t work_ns) {
+  if constexpr (kWait == Wait::kPdl) {
     kernels::PdlWait();
+    kernels::PdlLaunchDependents();
+  } else if constexpr (kWait == Wait::kFlag) {
+    if (k > 0) {
+      if (threadIdx.x == 0) {
+        while (LoadAcquire(counters + k - 1) < gridDim.x) {
+        }
+      }
+      __syncthreads();
+    }
     kernels::PdlLaunchDependents();
   }
   // The dynamic shared memory only sizes the block (the large-block variants).
-  if (threadIdx.x == 0) out[blockIdx.x] = __ldcg(in + (7u * blockIdx.x + 1u) % gridDim.x) + 1u;
+  if (threadIdx.x == 0) {
+    Busy(work_ns);
+    out[blockIdx.x] = __ldcg(in + (7u * blockIdx.x + 1u) % gridDim.x) + 1u;
+    if constexpr (kWait == Wait::kFlag) {
+      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counters + k) : "memory");
+    }
+  }
 }
 
 struct Options {
   int kernels = 200;
   int repeats = 9;
   int device = 0;
+  uint32_t work_ns = 0;  // each block's work after its wait, before its write
 };
 
 // Median µs per launch of a graph holding `o.kernels` chained launches.
-double TimeChain(const Options& o, int blocks, size_t smem, bool pdl, cudaStream_t stream,
-                 uint32_t* a, uint32_t* b) {
-  auto* kernel = pdl ? ChainKernel<true> : ChainKernel<false>;
+double TimeChain(const Options& o, int blocks, size_t smem, Wait wait, cudaStream_t stream,
+                 uint32_t* a, uint32_t* b, uint32_t* counters) {
+  auto* kernel = wait == Wait::kPdl    ? ChainKernel<Wait::kPdl>
+                 : wait == Wait::kFlag ? ChainKernel<Wait::kFlag>
+                                       : ChainKernel<Wait::kPlain>;
   if (smem > 48 * 1024) {
     BENCH_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(smem)));
   }
+  BENCH_CHECK(cudaMemsetAsync(a, 0, blocks * sizeof(uint32_t), stream));
+  BENCH_CHECK(cudaMemsetAsync(b, 0, blocks * sizeof(uint32_t), stream));
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  if (wait == Wait::kFlag) {
+    BENCH_CHECK(cudaMemsetAsync(counters, 0, o.kernels * sizeof(uint32_t), stream));
+  }
   for (int i = 0; i < o.kernels; ++i) {
     uint32_t* in = i % 2 ? b : a;
     uint32_t* out = i % 2 ? a : b;
-    BENCH_CHECK(kernels::LaunchKernelPdlIf(pdl, kernel, dim3(blocks), dim3(256), smem, stream,
-                                           static_cast<const uint32_t*>(in), out));
+    BENCH_CHECK(kernels::LaunchKernelPdlIf(wait != Wait::kPlain, kernel, dim3(blocks), dim3(256),
+                                           smem, stream, static_cast<const uint32_t*>(in), out,
+                                           counters, i, o.work_ns));
   }
   BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
   BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
@@ -69,6 +122,18 @@ double TimeChain(const Options& o, int blocks, size_t smem, bool pdl, cudaStream
   BENCH_CHECK(tools::TimeGraphReplays(exec, stream, 3, o.repeats, &replay_ms));
   BENCH_CHECK(cudaGraphExecDestroy(exec));
   BENCH_CHECK(cudaGraphDestroy(graph));
+  // Every launch read the previous one's words: each buffer holds one value, and the two differ
+  // by one (a read of a stale word would leave a word behind).
+  std::vector<uint32_t> ha(blocks), hb(blocks);
+  BENCH_CHECK(cudaMemcpy(ha.data(), a, blocks * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+  BENCH_CHECK(cudaMemcpy(hb.data(), b, blocks * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+  for (int i = 0; i < blocks; ++i) {
+    if (ha[i] != ha[0] || hb[i] != hb[0] || (ha[0] - hb[0] != 1 && hb[0] - ha[0] != 1)) {
+      std::fprintf(stderr, "boundary bench: a stale read (blocks %d, word %d: %u / %u)\n", blocks,
+                   i, ha[i], hb[i]);
+      std::exit(1);
+    }
+  }
   return 1000.0 * tools::Median(replay_ms) / o.kernels;  // ms per replay -> us per launch
 }
 
@@ -82,8 +147,11 @@ int Main(int argc, char** argv) {
       o.repeats = std::atoi(argv[++i]);
     } else if (i + 1 < argc && arg == "--device") {
       o.device = std::atoi(argv[++i]);
+    } else if (i + 1 < argc && arg == "--work-ns") {
+      o.work_ns = static_cast<uint32_t>(std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: %s [--kernels 200] [--repeats 9] [--device 0]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--kernels 200] [--repeats 9] [--device 0] [--work-ns 0]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -94,12 +162,14 @@ int Main(int argc, char** argv) {
   BENCH_CHECK(cudaSetDevice(o.device));
   cudaDeviceProp prop;
   BENCH_CHECK(cudaGetDeviceProperties(&prop, o.device));
-  std::printf("device: %s, %d SMs; %d chained launches per graph, median of %d replays\n",
-              prop.name, prop.multiProcessorCount, o.kernels, o.repeats);
+  std::printf("device: %s, %d SMs; %d chained launches per graph, median of %d replays; "
+              "%u ns of work a launch (in the figures)\n",
+              prop.name, prop.multiProcessorCount, o.kernels, o.repeats, o.work_ns);
   std::printf("floor: none (this is the floor: the cost of one dependent launch in a graph)\n");
   const int sms = prop.multiProcessorCount;
   const int max_blocks = 8 * sms;
-  uint32_t *a = nullptr, *b = nullptr;
+  uint32_t *a = nullptr, *b = nullptr, *counters = nullptr;
+  BENCH_CHECK(cudaMalloc(&counters, o.kernels * sizeof(uint32_t)));
   BENCH_CHECK(cudaMalloc(&a, max_blocks * sizeof(uint32_t)));
   BENCH_CHECK(cudaMalloc(&b, max_blocks * sizeof(uint32_t)));
   BENCH_CHECK(cudaMemset(a, 0, max_blocks * sizeof(uint32_t)));
@@ -107,18 +177,21 @@ int Main(int argc, char** argv) {
   BENCH_CHECK(cudaDeviceSynchronize());
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::printf("%8s %10s %14s %14s\n", "blocks", "smem KiB", "plain us", "PDL us");
+  std::printf("%8s %10s %14s %14s %14s\n", "blocks", "smem KiB", "plain us", "PDL us",
+              "flag us");
   struct Shape {
     int blocks;
     size_t smem;
   };
   for (const Shape s : {Shape{1, 0}, Shape{8, 0}, Shape{sms, 0}, Shape{2 * sms, 0},
                         Shape{8 * sms, 0}, Shape{sms, 64 * 1024}, Shape{2 * sms, 64 * 1024}}) {
-    const double plain = TimeChain(o, s.blocks, s.smem, false, stream, a, b);
-    const double pdl = TimeChain(o, s.blocks, s.smem, true, stream, a, b);
-    std::printf("%8d %10zu %14.3f %14.3f\n", s.blocks, s.smem / 1024, plain, pdl);
+    const double plain = TimeChain(o, s.blocks, s.smem, Wait::kPlain, stream, a, b, counters);
+    const double pdl = TimeChain(o, s.blocks, s.smem, Wait::kPdl, stream, a, b, counters);
+    const double flag = TimeChain(o, s.blocks, s.smem, Wait::kFlag, stream, a, b, counters);
+    std::printf("%8d %10zu %14.3f %14.3f %14.3f\n", s.blocks, s.smem / 1024, plain, pdl, flag);
   }
   BENCH_CHECK(cudaStreamDestroy(stream));
+  BENCH_CHECK(cudaFree(counters));
   BENCH_CHECK(cudaFree(a));
   BENCH_CHECK(cudaFree(b));
   return 0;
