@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/aligned.h"
 #include "kernels/device_utils.cuh"
@@ -236,7 +237,8 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
 // kRebuild: the link's consumer rebuilds x from pending products (GemvPendingRow; with kLink,
 // m = 1): every block forms the row in shared memory after the wait and reads x from there.
 // rope_early: the RoPE variant releases its dependent before its main loop (TcRopeReleasesEarly).
-template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst, bool kLink, bool kRebuild>
+template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst, bool kLink, bool kRebuild,
+          bool kXAhead>
 __global__ void __launch_bounds__(W * 32)
     GemvKernel(GemvParams p, GemvRopeParams r, bool rope_early) {
   RTGEN_TRACE_KERNEL(kGemv);
@@ -282,6 +284,7 @@ __global__ void __launch_bounds__(W * 32)
   const int full_groups = chunks / kGroup;
 
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  static_assert(!kXAhead || (kEpi == Epilogue::kStore && U == 8 && !kHi && !kRebuild));
   // Full groups, software-pipelined: the weights of this warp's next group are requested before
   // the mmas of the current one, so U 16-byte loads per thread are always in flight.
   uint4 wv[U];
@@ -378,12 +381,26 @@ __global__ void __launch_bounds__(W * 32)
         wn[u] = LoadWeightsFull<kEvictFirst>(w + next * kGroup + 4 * u, policy);
       }
     }
+    if constexpr (kXAhead) {
+      // The group's input chunks all requested before its first multiply (one round trip to L2
+      // instead of one per chunk the compiler would interleave with the multiplies).
+      uint4 xs[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const uint4 xa = Select(has_x0, LoadX<kRebuild>(x0 + grp * kGroup + 4 * u));
-      const uint4 xb = kHi ? Select(has_x1, __ldg(x1 + grp * kGroup + 4 * u)) : uint4{0, 0, 0, 0};
-      Mma(d, xa.x, xb.x, xa.y, xb.y, wv[u].x, wv[u].y);
-      Mma(d, xa.z, xb.z, xa.w, xb.w, wv[u].z, wv[u].w);
+      for (int u = 0; u < U; ++u) xs[u] = LoadCached16(x0 + grp * kGroup + 4 * u, has_x0);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        Mma(d, xs[u].x, 0u, xs[u].y, 0u, wv[u].x, wv[u].y);
+        Mma(d, xs[u].z, 0u, xs[u].w, 0u, wv[u].z, wv[u].w);
+      }
+    } else {
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const uint4 xa = Select(has_x0, LoadX<kRebuild>(x0 + grp * kGroup + 4 * u));
+        const uint4 xb =
+            kHi ? Select(has_x1, __ldg(x1 + grp * kGroup + 4 * u)) : uint4{0, 0, 0, 0};
+        Mma(d, xa.x, xb.x, xa.y, xb.y, wv[u].x, wv[u].y);
+        Mma(d, xa.z, xb.z, xa.w, xb.w, wv[u].z, wv[u].w);
+      }
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) wv[u] = wn[u];
@@ -520,6 +537,19 @@ bool TcRopeReleasesEarly(const GemvParams& p, int32_t head_dim) {
   return head_dim == 64 && int64_t{p.n} * p.k * 2 >= kTcRopeEarlyBytes;
 }
 
+// Whether the plain-store kernel at the widest unroll loads each group's input chunks ahead of
+// its multiplies (GemvKernel's kXAhead): at one input row, or a weight of at most
+// kXAheadMaxBytes. Measured on the H200 (session 43, graph TPOT ms, three rounds, loaded ahead at
+// every 1-8 rows vs not): SmolLM2-135M (down 1.8 MB) b1 0.437-0.438 -> 0.423-0.431, b4
+// 0.446-0.448 -> 0.429-0.438, b8 0.486-0.492 -> 0.473-0.481; Llama-3.2-1B b1 0.799-0.803 ->
+// 0.778-0.785, but b4 0.916-0.923 -> 0.923-0.934 and b8 0.925-0.937 -> 0.954-0.964 (o 8 MB, down
+// 32 MB: at 4-8 rows each block's input rows are as many bytes as its weights, and all of them
+// asked of L2 at once hold up the weight stream).
+constexpr int64_t kXAheadMaxBytes = int64_t{4} << 20;
+bool XAheadFor(const GemvParams& p) {
+  return p.m == 1 || int64_t{p.n} * p.k * 2 <= kXAheadMaxBytes;
+}
+
 template <int W, int U, bool kHi, Epilogue kEpi, bool kLink, bool kRebuild = false>
 cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
                           cudaStream_t stream) {
@@ -530,11 +560,19 @@ cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuni
                                ? int64_t{p.n} * p.k * 2 <= GemvEvictFirstMaxBytes()
                                : tuning.evict_first != 0;
   const bool rope_early = kEpi == Epilogue::kRope && TcRopeReleasesEarly(p, r.head_dim);
-  return evict_first
-             ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true, kLink, kRebuild>,
-                                 grid, dim3(W * 32), 0, stream, p, r, rope_early)
-             : LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, false, kLink, kRebuild>,
-                                 grid, dim3(W * 32), 0, stream, p, r, rope_early);
+  const auto launch = [&](auto x_ahead) {
+    constexpr bool kX = decltype(x_ahead)::value;
+    return evict_first
+               ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true, kLink, kRebuild, kX>,
+                                   grid, dim3(W * 32), 0, stream, p, r, rope_early)
+               : LaunchKernelPdlIf(UsePdl(),
+                                   GemvKernel<W, U, kHi, kEpi, false, kLink, kRebuild, kX>, grid,
+                                   dim3(W * 32), 0, stream, p, r, rope_early);
+  };
+  if constexpr (kEpi == Epilogue::kStore && U == 8 && !kHi && !kRebuild) {
+    if (XAheadFor(p)) return launch(std::true_type{});
+  }
+  return launch(std::false_type{});
 }
 
 template <int W, int U, bool kHi, Epilogue kEpi>

@@ -1,11 +1,13 @@
 // The decode GEMV (kernels/gemv.h) at its tile edges against a CPU reference: n not a multiple of
 // the 8-feature tile, every m from 1 to kGemvMaxRows (both halves of the mma's batch operand) and
-// sliced row counts up to kGemvMaxSlicedRows (GemvRowCounts), k a
-// multiple of 8 but not of the 32-element step or of a whole group, every launch shape; outputs
-// are poisoned first and the elements past y[m, n] must stay untouched. Also: the same call twice
-// and its graph replay give bitwise equal results. The fused gate_up + SiLU·mul variant
-// (GemvSiluMul) against the same reference at every row count and launch shape, and against the
-// unfused GEMV + SiluMul pair.
+// sliced row counts up to kGemvMaxSlicedRows (GemvRowCounts), k a multiple of 8 but not of the
+// 32-element step or of a whole group, every launch shape (at the widest unroll the input chunks
+// are loaded ahead of the multiplies where gemv.cu's XAheadFor says so: one row, or weights of at
+// most 4 MiB; the 1000 x 4104 weight at 2-8 rows takes the other path); outputs are poisoned
+// first and the elements past y[m, n] must stay untouched. Also: the same call twice and its graph
+// replay give bitwise equal results. The fused gate_up + SiLU·mul variant (GemvSiluMul) against
+// the same reference at every row count and launch shape, and against the unfused GEMV + SiluMul
+// pair.
 
 #include <cmath>
 #include <cstdio>
