@@ -26,9 +26,9 @@
 // frequency 0.2 penalties over each sequence's prompt and output (on the device unless
 // --max-penalty-tokens is below prompt + steps, 0: always on the host, where rows do not
 // chain and the pipelined variant is skipped). --logprobs N has every row return its top N
-// logprobs (0..kernels::kMaxTopLogprobs = 20, on the device). Each batch's graph decode timings
-// print what the GPU ran at meanwhile (SM clock, power, share of samples power-capped;
-// tools/gpu_telemetry.h), where the driver's NVML is there to ask.
+// logprobs (0..kernels::kMaxTopLogprobs = 20, on the device). Each batch's decode timings (graph
+// and eager) print what the GPU ran at meanwhile (SM clock, power, share of samples power-capped;
+// tools/gpu_telemetry.h), where the driver's NVML is there to ask; the JSON rows carry it too.
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -501,6 +501,17 @@ Json ConfigJson(const ModelConfig& c) {
               {"tied", c.tie_word_embeddings}};
 }
 
+// The GPU telemetry of one run into a decode row's fields `<prefix>gpu_...`.
+void AddTelemetry(const tools::TelemetrySummary& gpu, const std::string& prefix, Json& row) {
+  row[prefix + "gpu_samples"] = gpu.samples;
+  row[prefix + "gpu_sm_mhz_median"] = gpu.sm_mhz_median;
+  row[prefix + "gpu_sm_mhz_min"] = gpu.sm_mhz_min;
+  row[prefix + "gpu_sm_mhz_max"] = gpu.sm_mhz_max;
+  row[prefix + "gpu_power_w_median"] = gpu.power_w_median;
+  row[prefix + "gpu_power_capped_fraction"] = gpu.power_capped_fraction;
+  row[prefix + "gpu_thermal_fraction"] = gpu.thermal_fraction;
+}
+
 // One model: a graph backend (decode at every batch, TTFT, start-up), then an eager one.
 absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, double bandwidth,
                                 tools::GpuTelemetry* telemetry) {
@@ -590,12 +601,8 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
                               {"tok_s", bs / (r.tpot_ms * 1e-3)},
                               {"floor_ms", floor_ms},
                               {"floor_fraction", floor_ms / r.tpot_ms},
-                              {"graph_replayed", r.graph_replayed},
-                              {"gpu_samples", gpu.samples},
-                              {"gpu_sm_mhz_median", gpu.sm_mhz_median},
-                              {"gpu_sm_mhz_min", gpu.sm_mhz_min},
-                              {"gpu_power_w_median", gpu.power_w_median},
-                              {"gpu_power_capped_fraction", gpu.power_capped_fraction}});
+                              {"graph_replayed", r.graph_replayed}});
+        AddTelemetry(gpu, "", decode.back());
         graph_runs[bs] = std::move(r);
         continue;
       }
@@ -606,6 +613,7 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
         same += r.tokens[k] == g.tokens[k];
       }
       row["eager_tpot_ms"] = r.tpot_ms;
+      AddTelemetry(gpu, "eager_", row);
       row["graph_speedup"] = r.tpot_ms / g.tpot_ms;  // eager time over graph time
       row["greedy_tokens_equal_eager"] =
           g.tokens.empty() ? 0.0 : static_cast<double>(same) / g.tokens.size();

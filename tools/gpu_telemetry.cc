@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "tools/median.h"
 
 namespace rtgen::tools {
@@ -26,14 +27,18 @@ struct GpuTelemetry::Api {
     if (shutdown != nullptr) shutdown();
     if (lib != nullptr) dlclose(lib);
   }
-  TelemetrySample Sample() const {
-    TelemetrySample s;
+  // False (s untouched) when a call fails.
+  bool Sample(TelemetrySample* s) const {
     unsigned int mhz = 0, mw = 0;
     unsigned long long reasons_mask = 0;
-    if (clock_info(device, kClockSm, &mhz) == 0) s.sm_mhz = mhz;
-    if (power_usage(device, &mw) == 0) s.power_w = mw * 1e-3;
-    if (reasons(device, &reasons_mask) == 0) s.reasons = reasons_mask;
-    return s;
+    if (clock_info(device, kClockSm, &mhz) != 0 || power_usage(device, &mw) != 0 ||
+        reasons(device, &reasons_mask) != 0) {
+      return false;
+    }
+    s->sm_mhz = mhz;
+    s->power_w = mw * 1e-3;
+    s->reasons = reasons_mask;
+    return true;
   }
 
   void* lib = nullptr;
@@ -138,7 +143,8 @@ void GpuTelemetry::Run() {
   const absl::Duration period = absl::FromChrono(period_);
   absl::MutexLock lock(&mu_);
   while (running_) {
-    samples_.push_back(api_->Sample());
+    TelemetrySample sample;
+    if (api_->Sample(&sample)) samples_.push_back(sample);
     mu_.AwaitWithTimeout(absl::Condition(
                              +[](bool* running) { return !*running; }, &running_),
                          period);

@@ -8,9 +8,12 @@
 //
 // NVML is loaded at run time (libnvidia-ml.so.1, part of the driver): nothing links against it,
 // and where it or the device is missing the benchmark says so and runs without samples. A thread
-// samples every `period` between Start and Stop.
+// samples every `period` between Start and Stop; a sample whose NVML calls fail is not kept. The
+// power reading is the driver's running average (about a second on recent GPUs), so it lags the
+// clock and the reasons, which are read as they are.
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -59,17 +62,20 @@ class GpuTelemetry {
   GpuTelemetry(const GpuTelemetry&) = delete;
   GpuTelemetry& operator=(const GpuTelemetry&) = delete;
 
-  void Start();               // clears the samples, then samples until Stop
-  TelemetrySummary Stop();    // the summary of the samples since Start
+  // Start and Stop are called from one thread (the benchmark's). Start clears the samples and
+  // samples until Stop, which returns the summary of the samples since the last Start (again on
+  // a second call).
+  void Start() ABSL_LOCKS_EXCLUDED(mu_);
+  TelemetrySummary Stop() ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   struct Api;
   GpuTelemetry(std::unique_ptr<Api> api, std::chrono::milliseconds period);
-  void Run();
+  void Run() ABSL_LOCKS_EXCLUDED(mu_);
 
   std::unique_ptr<Api> api_;
   const std::chrono::milliseconds period_;
-  std::thread thread_;
+  std::thread thread_;  // the sampler between Start and Stop
   absl::Mutex mu_;
   bool running_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<TelemetrySample> samples_ ABSL_GUARDED_BY(mu_);

@@ -77,7 +77,7 @@ for label in labels:
                 rows[key].setdefault(label, []).append(cell)
                 if row.get("gpu_samples"):
                     gpu = (row["gpu_sm_mhz_median"], row["gpu_power_capped_fraction"])
-                    clocks.setdefault(key, {}).setdefault(label, []).append(gpu)
+                    clocks.setdefault(key, {}).setdefault(label, {})[r] = gpu
 print("graph TPOT ms per round (eager in parentheses when timed;"
       " floor from the run's copy bandwidth)")
 print(f"{'model':<14} {'batch':>5} " + " ".join(f"{l:>16}" for l in labels) + "   floor")
@@ -89,11 +89,15 @@ for (name, batch), cells in rows.items():
                         + (f" ({e:.3f})" if e is not None else "") for g, e in v)
         text.append(f"{cell:>16}")
     print(f"{name:<14} {batch:>5} " + " ".join(text) + f"   {cells['floor'] or float('nan'):.3f}")
-if clocks:  # the engine bench's GPU telemetry (tools/gpu_telemetry.h)
+if clocks:  # the engine bench's GPU telemetry (tools/gpu_telemetry.h); "-": a round without it
     print("median SM clock MHz per round (share of samples power-capped)")
+    print(f"{'model':<14} {'batch':>5} " + " ".join(f"{l:>16}" for l in labels))
     for (name, batch), cells in clocks.items():
-        text = ["/".join(f"{mhz:.0f} ({cap:.0%})" for mhz, cap in cells.get(l, []))
-                for l in labels]
+        text = []
+        for l in labels:
+            by_round = cells.get(l, {})
+            text.append("/".join(f"{by_round[r][0]:.0f} ({by_round[r][1]:.0%})"
+                                 if r in by_round else "-" for r in range(1, rounds + 1)))
         print(f"{name:<14} {batch:>5} " + " ".join(f"{t:>16}" for t in text))
 PY
 exit "${rc}"
