@@ -24,6 +24,20 @@ __device__ __forceinline__ uint64_t GlobalTimerNs() {
   return t;
 }
 
+// A counter between grids: acquire load / release add at GPU scope. A producer's threads store,
+// meet at a barrier, then one adds with release (cumulative: it releases the other threads'
+// stores ordered before it by the barrier); a consumer's thread acquires the count, then its
+// threads meet at a barrier before they read. No full fence needed.
+__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void AddRelease(uint32_t* p, uint32_t v) {
+  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+
 // The L2 cache policy that marks lines evict-first (weights read once per step), for loads and
 // copies with an L2::cache_hint (sm_90 has no plain evict-first qualifier for 16-byte loads).
 __device__ __forceinline__ uint64_t EvictFirstPolicy() {

@@ -76,18 +76,9 @@ __device__ __forceinline__ void ConsumerBarrier() {
 }
 
 // The counter protocol of split tiles: a publisher's threads store their share, meet at a
-// consumer barrier, then one thread adds with release semantics (cumulative: it releases the
-// other threads' stores ordered before it by the barrier); the summing CTA's thread acquires the
-// count, then its threads meet at a barrier before they read the shares. No full fence needed.
-__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void AddRelease(uint32_t* p, uint32_t v) {
-  asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
+// consumer barrier, then one thread adds with release semantics (AddRelease); the summing CTA's
+// thread acquires the count (LoadAcquire), then its threads meet at a barrier before they read
+// the shares (device_utils.cuh).
 
 // The producer: one thread fills the stage ring in the CTA's processing order. The weight copies
 // of the first stages go out before the PDL wait (weights are written by no kernel); x only after.

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/device_utils.cuh"
 #include "kernels/launch.h"
 #include "tools/bench_check.h"
 #include "tools/graph_replay_timer.h"
@@ -39,21 +40,13 @@ enum class Wait {
            // of k - 1 raised (release) after its write, then the next may start
 };
 
-__device__ __forceinline__ uint32_t LoadAcquire(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
 // Spins for `ns` nanoseconds of the global timer (a kernel's work, during which the next launch
 // can get ready).
 __device__ __forceinline__ void Busy(uint32_t ns) {
   if (ns == 0) return;
-  uint64_t start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
+  const uint64_t start = kernels::GlobalTimerNs();
+  while (kernels::GlobalTimerNs() - start < ns) {
+  }
 }
 
 // Block b reads word (7 b + 1) mod grid of the previous launch's output and writes that plus one
@@ -68,7 +61,7 @@ __global__ void __launch_bounds__(256) ChainKernel(const uint32_t* in, uint32_t*
   } else if constexpr (kWait == Wait::kFlag) {
     if (k > 0) {
       if (threadIdx.x == 0) {
-        while (LoadAcquire(counters + k - 1) < gridDim.x) {
+        while (kernels::LoadAcquire(counters + k - 1) < gridDim.x) {
         }
       }
       __syncthreads();
@@ -80,7 +73,7 @@ __global__ void __launch_bounds__(256) ChainKernel(const uint32_t* in, uint32_t*
     Busy(work_ns);
     out[blockIdx.x] = __ldcg(in + (7u * blockIdx.x + 1u) % gridDim.x) + 1u;
     if constexpr (kWait == Wait::kFlag) {
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counters + k) : "memory");
+      kernels::AddRelease(counters + k, 1u);
     }
   }
 }
