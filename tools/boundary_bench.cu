@@ -51,7 +51,6 @@ __device__ __forceinline__ void Busy(uint32_t ns) {
 
 // Block b reads word (7 b + 1) mod grid of the previous launch's output and writes that plus one
 // to word b. counters[k]: blocks of launch k done (kFlag; zeroed before the chain).
-
 template <Wait kWait>
 __global__ void __launch_bounds__(256) ChainKernel(const uint32_t* in, uint32_t* out,
                                                    uint32_t* counters, int k, uint32_t work_ns) {
@@ -85,9 +84,9 @@ struct Options {
   uint32_t work_ns = 0;  // each block's work after its wait, before its write
 };
 
-// Median µs per launch of a graph holding `o.kernels` chained launches.
 constexpr int kWarmups = 3;  // untimed replays before the timed ones
 
+// Median µs per launch of a graph holding `o.kernels` chained launches.
 double TimeChain(const Options& o, int blocks, size_t smem, Wait wait, cudaStream_t stream,
                  uint32_t* a, uint32_t* b, uint32_t* counters) {
   auto* kernel = wait == Wait::kPdl    ? ChainKernel<Wait::kPdl>
