@@ -22,6 +22,7 @@
 #include "engine/backend.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
+#include "kernels/sample_penalties.h"
 
 namespace rtgen {
 
@@ -63,7 +64,7 @@ struct CudaBackendOptions {
   // output with a repetition penalty, else the output) are at most this many (0: always on the
   // host). The step buffers hold max_num_seqs times as many 8-byte entries (at most the
   // vocabulary's) on the device and twice that pinned on the host (8 and 16 MiB at 256).
-  int32_t max_penalty_tokens = 4096;
+  int32_t max_penalty_tokens = kernels::kDefaultMaxPenaltyTokens;
 };
 
 // True when the CUDA runtime sees at least one device.

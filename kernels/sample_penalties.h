@@ -21,6 +21,9 @@
 
 namespace rtgen::kernels {
 
+// The CUDA backend's default `max_row_tokens` (CudaBackendOptions::max_penalty_tokens).
+inline constexpr int32_t kDefaultMaxPenaltyTokens = 4096;
+
 // Whether `p` changes any logit before sampling (a penalty not at its neutral value).
 bool HasPenalties(const SamplingParams& p);
 
