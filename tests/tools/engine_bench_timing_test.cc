@@ -1,0 +1,114 @@
+// rtgen-engine-bench's timed runs on the CPU backend over a tiny random model: the decode runs
+// give the greedy tokens of a naive reference forward pass (so every restart of a run starts from
+// the prefill's state), TTFT and mixed steps run, the trace gets one more step, and pipelined
+// runs need a backend that takes PendingToken stand-ins.
+
+#include "tools/engine_bench_timing.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/cpu_backend.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/cpu/tiny_model.h"
+
+namespace rtgen::tools {
+namespace {
+
+using ::testing::HasSubstr;
+
+class EngineBenchTimingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_ = testing::TinyConfig();
+    weights_ = testing::TinyWeights(config_, 17);
+    absl::StatusOr<std::unique_ptr<CpuBackend>> b =
+        CpuBackend::Create(config_, weights_, {1, WeightDtype::kF32});
+    ASSERT_TRUE(b.ok()) << b.status();
+    backend_ = std::move(*b);
+    ASSERT_TRUE(backend_->AllocateKvCache({64, kBenchBlockSize}).ok());
+    o_.prompt = 12;
+    o_.steps = 5;
+    o_.repeats = 2;
+    o_.ttft_repeats = 2;
+    o_.seed = 3;
+  }
+
+  // Sequence s's greedy tokens after its prompt (the prefill's first, then o_.steps decoded),
+  // from the naive forward pass over the whole sequence each time.
+  std::vector<int32_t> ReferenceGreedy(const BenchBatch& batch, int32_t s) const {
+    std::vector<int32_t> seq;
+    for (int32_t p = 0; p < o_.prompt; ++p) {
+      seq.push_back(batch.PromptToken(s, p, config_.vocab_size));
+    }
+    std::vector<int32_t> out;
+    for (int32_t i = 0; i <= o_.steps; ++i) {
+      const std::vector<double> logits = testing::ReferenceLogits(config_, weights_, seq);
+      const int32_t t = static_cast<int32_t>(
+          std::max_element(logits.begin(), logits.end()) - logits.begin());
+      out.push_back(t);
+      seq.push_back(t);
+    }
+    return out;
+  }
+
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::unique_ptr<CpuBackend> backend_;
+  EngineBenchOptions o_;
+};
+
+TEST_F(EngineBenchTimingTest, DecodeRunsGiveTheReferenceGreedyTokens) {
+  constexpr int32_t kBatch = 3;
+  absl::StatusOr<DecodeResult> r = TimeDecode(*backend_, config_, o_, kBatch, 1, false);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->tpot_ms, 0.0);
+  EXPECT_GT(r->tpot_built_ms, 0.0);
+  EXPECT_EQ(r->tpot_pipelined_ms, 0.0);  // not run
+  EXPECT_FALSE(r->graph_replayed);       // the CPU backend has no graphs
+  ASSERT_EQ(r->tokens.size(), static_cast<size_t>(kBatch * o_.steps));
+  const BenchBatch prompts(kBatch, 1, o_.seed);  // the same seeded prompts
+  for (int32_t s = 0; s < kBatch; ++s) {
+    const std::vector<int32_t> want = ReferenceGreedy(prompts, s);
+    for (int32_t i = 0; i < o_.steps; ++i) {
+      EXPECT_EQ(r->tokens[i * kBatch + s], want[i + 1]) << "sequence " << s << " step " << i;
+    }
+  }
+}
+
+TEST_F(EngineBenchTimingTest, TraceGetsOneMoreStep) {
+  int calls = 0;
+  DecodeStepTrace trace = [&](const std::function<absl::Status()>& one_step) {
+    ++calls;
+    return one_step();
+  };
+  ASSERT_TRUE(TimeDecode(*backend_, config_, o_, 1, 0, false, trace).ok());
+  EXPECT_EQ(calls, 1);
+  DecodeStepTrace failing = [](const std::function<absl::Status()>&) {
+    return absl::InternalError("trace failed");
+  };
+  absl::StatusOr<DecodeResult> r = TimeDecode(*backend_, config_, o_, 1, 0, false, failing);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("trace failed"));
+}
+
+TEST_F(EngineBenchTimingTest, PipelinedRunsNeedABackendThatTakesPendingTokens) {
+  absl::StatusOr<DecodeResult> r = TimeDecode(*backend_, config_, o_, 2, 0, true);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("PendingToken"));
+}
+
+TEST_F(EngineBenchTimingTest, TtftAndMixedStepsRun) {
+  absl::StatusOr<double> ttft = TimeTtft(*backend_, config_, o_, 40);
+  ASSERT_TRUE(ttft.ok()) << ttft.status();
+  EXPECT_GT(*ttft, 0.0);
+  o_.mixed = {{2, 9}};
+  absl::StatusOr<double> mixed = TimeMixed(*backend_, config_, o_, 2, 9);
+  ASSERT_TRUE(mixed.ok()) << mixed.status();
+  EXPECT_GT(*mixed, 0.0);
+}
+
+}  // namespace
+}  // namespace rtgen::tools

@@ -1,0 +1,163 @@
+#include "tools/engine_bench_options.h"
+
+#include <cstdlib>
+#include <sstream>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
+#include "engine/model/synthetic_model.h"
+#include "kernels/sample_row_params.h"
+
+namespace rtgen::tools {
+namespace {
+
+// "a,b,c": names, or positive integers; false for an empty item, a bad number or no item.
+template <typename T>
+bool ParseList(const std::string& text, std::vector<T>* out) {
+  out->clear();
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) return false;
+    if constexpr (std::is_same_v<T, std::string>) {
+      out->push_back(item);
+    } else {
+      char* end = nullptr;
+      const long v = std::strtol(item.c_str(), &end, 10);
+      if (*end != '\0' || v <= 0 || v > (1 << 30)) return false;
+      out->push_back(static_cast<T>(v));
+    }
+  }
+  return !out->empty();
+}
+
+// "D:P,D:P": decode rows and prompt tokens of each mixed step.
+bool ParseMixed(const std::string& text, std::vector<std::pair<int32_t, int32_t>>* out) {
+  out->clear();
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const size_t colon = item.find(':');
+    std::vector<int32_t> decode, prompt;
+    if (colon == std::string::npos || !ParseList(item.substr(0, colon), &decode) ||
+        !ParseList(item.substr(colon + 1), &prompt) || decode.size() != 1 ||
+        prompt.size() != 1) {
+      return false;
+    }
+    out->emplace_back(decode[0], prompt[0]);
+  }
+  return !out->empty();
+}
+
+// The limits one flag's value cannot check alone.
+absl::Status CheckTogether(const EngineBenchOptions& o) {
+  if (o.prompt > kBenchMaxNumTokens || o.prompt + o.steps > o.max_model_len) {
+    return absl::InvalidArgumentError(absl::StrCat("--prompt must be <= ", kBenchMaxNumTokens,
+                                                   " and prompt + steps <= --max-model-len"));
+  }
+  for (int32_t p : o.ttft_prompts) {
+    if (p > kBenchMaxNumTokens || p >= o.max_model_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--ttft-prompts: ", p, " must be <= ", kBenchMaxNumTokens, " and < --max-model-len"));
+    }
+  }
+  for (int32_t b : o.batches) {
+    if (b > kBenchMaxNumTokens) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--batches: ", b, " is above ", kBenchMaxNumTokens));
+    }
+  }
+  for (const auto& [decode, prompt] : o.mixed) {
+    if (prompt < 2 || decode + prompt > kBenchMaxNumTokens || prompt >= o.max_model_len) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--mixed: ", decode, ":", prompt, " must have prompt >= 2 (one token is a decode row), ",
+          "decode + prompt <= ", kBenchMaxNumTokens, " and prompt < --max-model-len"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<EngineBenchOptions> ParseEngineBenchFlags(int argc, const char* const* argv) {
+  EngineBenchOptions o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+      return o;
+    }
+    if (a == "--no-eager") {
+      o.eager = false;
+      continue;
+    }
+    if (a == "--penalties") {
+      o.penalties = true;
+      continue;
+    }
+    if (a == "--kernel-trace") {
+      o.kernel_trace = true;
+      continue;
+    }
+    // The flag is named first (an unknown one as unknown), then its value checked.
+    const bool has_value = i + 1 < argc;
+    const std::string v = has_value ? argv[i + 1] : "";
+    char* end = nullptr;
+    const long parsed = std::strtol(v.c_str(), &end, 10);
+    const int32_t n =
+        !v.empty() && *end == '\0' && parsed >= 0 && parsed <= (1 << 30) ? parsed : -1;
+    bool ok = true;
+    if (a == "--models") ok = ParseList(v, &o.models);
+    else if (a == "--batches") ok = ParseList(v, &o.batches);
+    else if (a == "--ttft-prompts") ok = ParseList(v, &o.ttft_prompts);
+    else if (a == "--mixed") ok = ParseMixed(v, &o.mixed);
+    else if (a == "--prompt") ok = (o.prompt = n) > 0;
+    else if (a == "--steps") ok = (o.steps = n) > 0;
+    else if (a == "--repeats") ok = (o.repeats = n) > 0;
+    else if (a == "--built-repeats") ok = (o.built_repeats = n) >= 0;
+    else if (a == "--ttft-repeats") ok = (o.ttft_repeats = n) > 0;
+    else if (a == "--max-model-len") ok = (o.max_model_len = n) > 0;
+    else if (a == "--seed") ok = n >= 0, o.seed = static_cast<uint64_t>(n);
+    else if (a == "--device") ok = (o.device = n) >= 0;
+    else if (a == "--json") ok = !(o.json_path = v).empty();
+    else if (a == "--max-penalty-tokens") ok = (o.max_penalty_tokens = n) >= 0;
+    else if (a == "--logprobs") ok = (o.logprobs = n) >= 0 && n <= kernels::kMaxTopLogprobs;
+    else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
+    if (!has_value) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
+    ++i;
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad value for ", a, ": '", v, "'"));
+  }
+  RETURN_IF_ERROR(CheckTogether(o));
+  return o;
+}
+
+const char kEngineBenchUsage[] =
+    "usage: rtgen-engine-bench [--models smollm2-135m,llama3.2-1b,llama3-8b]\n"
+    "                          [--batches 1,8,32,64,128,256] [--prompt 128] [--steps 128]\n"
+    "                          [--repeats 5] [--built-repeats 3] [--ttft-repeats 5]\n"
+    "                          [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]\n"
+    "                          [--seed 1] [--device 0] [--json FILE] [--kernel-trace]\n"
+    "                          [--penalties] [--max-penalty-tokens 4096] [--logprobs 0]\n"
+    "                          [--mixed DECODE:PROMPT,...]\n"
+    "Decode TPOT of the CUDA backend at real model shapes (random bf16 weights) against the\n"
+    "memory-bandwidth floor, graphs vs eager, TTFT and start-up. Switches read from the\n"
+    "environment include RTGEN_MATMUL_TUNE (0 / wide), RTGEN_MATMUL_TUNE_CACHE=FILE and\n"
+    "RTGEN_NORM_FOLD=0 (kernels/env_switch.h lists them all).\n";
+
+absl::StatusOr<ModelConfig> BenchShape(const std::string& name) {
+  if (name == "tiny") {  // SyntheticShape's test shape: not a model this benchmark times
+    return absl::InvalidArgumentError("--models: 'tiny' is a test shape, not a model to time");
+  }
+  absl::StatusOr<ModelConfig> c = SyntheticShape(name);
+  if (!c.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--models: unknown model '", name, "' (smollm2-135m, llama3.2-1b, llama3-8b)"));
+  }
+  c->name = name;
+  RETURN_IF_ERROR(c->Validate());
+  return c;
+}
+
+}  // namespace rtgen::tools

@@ -1,0 +1,64 @@
+#include "tools/engine_bench_report.h"
+
+#include <cstdio>
+
+namespace rtgen::tools {
+
+Json ConfigJson(const ModelConfig& c) {
+  return Json{{"vocab", c.vocab_size},          {"hidden", c.hidden_size},
+              {"ffn", c.intermediate_size},     {"layers", c.num_layers},
+              {"heads", c.num_heads},           {"kv_heads", c.num_kv_heads},
+              {"head_dim", c.head_dim},         {"rope_theta", c.rope_theta},
+              {"llama3_rope_scaling", c.rope_scaling.has_value()},
+              {"tied", c.tie_word_embeddings}};
+}
+
+void AddTelemetry(const TelemetrySummary& gpu, const std::string& prefix, Json& row) {
+  row[prefix + "gpu_samples"] = gpu.samples;
+  row[prefix + "gpu_sm_mhz_median"] = gpu.sm_mhz_median;
+  row[prefix + "gpu_sm_mhz_min"] = gpu.sm_mhz_min;
+  row[prefix + "gpu_sm_mhz_max"] = gpu.sm_mhz_max;
+  row[prefix + "gpu_power_w_median"] = gpu.power_w_median;
+  row[prefix + "gpu_power_capped_fraction"] = gpu.power_capped_fraction;
+  row[prefix + "gpu_thermal_fraction"] = gpu.thermal_fraction;
+}
+
+namespace {
+
+// "<label>:  key ms (eager ms)  ..." for one of a model's maps of timings (ttft_ms, mixed_ms).
+void PrintTimings(const std::string& name, const Json& m, const char* key, const char* eager_key,
+                  const char* label, const char* item) {
+  if (!m.contains(key)) return;
+  std::printf("%-14s %s:", name.c_str(), label);
+  for (const auto& [k, ms] : m[key].items()) {
+    std::printf("  %s%s %.2f ms", item, k.c_str(), ms.get<double>());
+    if (m.contains(eager_key) && m[eager_key].contains(k)) {
+      std::printf(" (eager %.2f)", m[eager_key][k].get<double>());
+    }
+  }
+  std::printf("\n");
+}
+
+}  // namespace
+
+void PrintTable(const Json& models) {
+  std::printf("\n%-14s %5s %10s %10s %8s %11s %9s %7s %10s %7s %6s\n", "model", "batch",
+              "tpot_ms", "built_ms", "pipe_ms", "tok/s", "floor_ms", "floor%", "eager_ms",
+              "graphx", "match");
+  for (const auto& [name, m] : models.items()) {
+    if (!m.contains("decode")) continue;
+    for (const Json& r : m["decode"]) {
+      std::printf("%-14s %5d %10.3f %10.3f %8.3f %11.1f %9.3f %6.1f%% %10.3f %7.2f %6.3f\n",
+                  name.c_str(), r["batch"].get<int>(), r["tpot_ms"].get<double>(),
+                  r["tpot_inputs_built_ms"].get<double>(),
+                  r.value("tpot_pipelined_ms", 0.0), r["tok_s"].get<double>(),
+                  r["floor_ms"].get<double>(), 100.0 * r["floor_fraction"].get<double>(),
+                  r.value("eager_tpot_ms", 0.0), r.value("graph_speedup", 0.0),
+                  r.value("greedy_tokens_equal_eager", 0.0));
+    }
+    PrintTimings(name, m, "ttft_ms", "ttft_eager_ms", "TTFT batch 1", "prompt ");
+    PrintTimings(name, m, "mixed_ms", "mixed_eager_ms", "mixed step (decode rows + prompt)", "");
+  }
+}
+
+}  // namespace rtgen::tools
