@@ -45,7 +45,7 @@ TEST(BenchBatchTest, DecodeStepUsesEachSequencesBlocksAndLastToken) {
 }
 
 TEST(BenchBatchTest, PrefillStepHasSeededPromptsInTheVocab) {
-  BenchBatch batch(2, 1, 11), same(2, 1, 11);
+  BenchBatch batch(2, 1, 11), same(2, 1, 11), other(2, 1, 12);
   const StepInput in = batch.Step(0, 2, 0, 5, kVocab);
   EXPECT_FALSE(in.is_decode_only);
   EXPECT_THAT(in.query_start, ElementsAre(0, 5, 10));
@@ -57,6 +57,7 @@ TEST(BenchBatchTest, PrefillStepHasSeededPromptsInTheVocab) {
     EXPECT_LT(t, kVocab);
   }
   EXPECT_EQ(in.token_ids, same.Step(0, 2, 0, 5, kVocab).token_ids);
+  EXPECT_NE(in.token_ids, other.Step(0, 2, 0, 5, kVocab).token_ids);
   EXPECT_NE(std::vector<int32_t>(in.token_ids.begin(), in.token_ids.begin() + 5),
             std::vector<int32_t>(in.token_ids.begin() + 5, in.token_ids.end()));
 }
