@@ -27,12 +27,6 @@ std::unique_ptr<CudaBackend> Make(const ModelConfig& c, uint64_t seed, bool grap
                           .graph_batch_sizes = std::move(buckets)});
 }
 
-TEST(GraphRunnerTest, DefaultBuckets) {
-  EXPECT_EQ(DefaultGraphBuckets(100),
-            (std::vector<int32_t>{1, 2, 4, 8, 16, 24, 32, 48, 64, 80, 96, 100}));
-  EXPECT_EQ(DefaultGraphBuckets(3), (std::vector<int32_t>{1, 2, 3}));
-}
-
 // Prefills `n` sequences on every backend (identically; steps of at most kStepTokens tokens),
 // then returns them.
 std::vector<TestSeq> Prefill(std::vector<Backend*> backends, const ModelConfig& c, int n,

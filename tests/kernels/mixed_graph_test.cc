@@ -18,40 +18,6 @@
 namespace rtgen::testing_gpu {
 namespace {
 
-TEST(MixedGraphTest, DefaultSequenceCounts) {
-  EXPECT_EQ(DefaultMixedGraphSeqs(16, 256), (std::vector<int32_t>{2, 4, 8, 16}));
-  EXPECT_EQ(DefaultMixedGraphSeqs(48, 256), (std::vector<int32_t>{2, 4, 8, 16, 32, 48}));
-  EXPECT_EQ(DefaultMixedGraphSeqs(512, 20), (std::vector<int32_t>{2, 4, 8, 16, 20}));
-  EXPECT_EQ(DefaultMixedGraphSeqs(2, 8), (std::vector<int32_t>{2}));
-  EXPECT_TRUE(DefaultMixedGraphSeqs(1, 8).empty());
-  EXPECT_TRUE(DefaultMixedGraphSeqs(16, 1).empty());
-}
-
-// Layer parameters (qkv, o, gate/up, down) of the three benchmark shapes.
-constexpr int64_t kSmolLayer = 576 * 960 + 576 * 576 + 576 * 2 * 1536 + 1536 * 576;
-constexpr int64_t k1bLayer = 2048 * 3072 + 2048 * 2048 + 2048 * 2 * 8192 + 8192 * 2048;
-constexpr int64_t k8bLayer =
-    int64_t{4096} * 6144 + 4096 * 4096 + int64_t{4096} * 2 * 14336 + int64_t{14336} * 4096;
-
-TEST(MixedGraphTest, PaddingPaysWhereTheLaunchesSavedOutweighIt) {
-  // SmolLM2-135M: any chunk (0.28 us a padding token past 128 against 0.18 ms saved).
-  EXPECT_TRUE(PrefillPaddingPays(kSmolLayer, 30, 1, 16));
-  EXPECT_TRUE(PrefillPaddingPays(kSmolLayer, 30, 129, 512));
-  // Llama-3.2-1B: up to ~37 tokens past 128 (2.6 us each against 96 us).
-  EXPECT_TRUE(PrefillPaddingPays(k1bLayer, 16, 100, 128));
-  EXPECT_TRUE(PrefillPaddingPays(k1bLayer, 16, 230, 256));
-  EXPECT_FALSE(PrefillPaddingPays(k1bLayer, 16, 200, 256));
-  EXPECT_FALSE(PrefillPaddingPays(k1bLayer, 16, 129, 192));
-  // Llama-3-8B: ~10 tokens past 128 (18.6 us each against 0.19 ms), ~34 below it (5.6 us).
-  EXPECT_TRUE(PrefillPaddingPays(k8bLayer, 32, 250, 256));
-  EXPECT_TRUE(PrefillPaddingPays(k8bLayer, 32, 100, 128));
-  EXPECT_TRUE(PrefillPaddingPays(k8bLayer, 32, 65, 96));
-  EXPECT_FALSE(PrefillPaddingPays(k8bLayer, 32, 17, 64));
-  EXPECT_FALSE(PrefillPaddingPays(k8bLayer, 32, 129, 192));
-  EXPECT_FALSE(PrefillPaddingPays(k8bLayer, 32, 257, 512));
-  EXPECT_TRUE(PrefillPaddingPays(k8bLayer, 32, 512, 512));
-}
-
 // One step built twice, for the graph backend's sequences and the eager one's.
 struct TwinStep {
   StepBuilder g, e;

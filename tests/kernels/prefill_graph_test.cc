@@ -23,17 +23,6 @@
 namespace rtgen::testing_gpu {
 namespace {
 
-TEST(PrefillGraphTest, DefaultTokenBuckets) {
-  EXPECT_EQ(DefaultPrefillGraphTokens(512),
-            (std::vector<int32_t>{16, 32, 48, 64, 96, 128, 192, 256, 384, 512}));
-  EXPECT_EQ(DefaultPrefillGraphTokens(1000),
-            (std::vector<int32_t>{16, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1000}));
-  EXPECT_EQ(DefaultPrefillGraphTokens(100), (std::vector<int32_t>{16, 32, 48, 64, 96, 100}));
-  EXPECT_EQ(DefaultPrefillGraphTokens(40), (std::vector<int32_t>{16, 32, 40}));
-  EXPECT_EQ(DefaultPrefillGraphTokens(8), (std::vector<int32_t>{8}));
-  EXPECT_TRUE(DefaultPrefillGraphTokens(0).empty());
-}
-
 // Bad options are refused by name: a negative token limit at creation, a token bucket past
 // max_num_tokens when the graphs are captured.
 TEST(PrefillGraphTest, BadOptionsAreRefusedByName) {
