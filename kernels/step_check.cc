@@ -1,0 +1,104 @@
+#include "kernels/step_check.h"
+
+#include "absl/strings/str_cat.h"
+#include "engine/pending_token.h"
+
+namespace rtgen {
+
+absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
+                           const std::function<int32_t(int32_t)>& pending_row) {
+  const int32_t n = in.num_tokens(), s = in.num_seqs();
+  const int32_t bs = cap.block_size, nb = cap.num_blocks;
+  if (n <= 0 || n > cap.max_tokens) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step has ", n, " tokens; the CUDA backend takes 1..", cap.max_tokens));
+  }
+  if (s <= 0 || s > cap.max_seqs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("step has ", s, " sequences; the CUDA backend takes 1..", cap.max_seqs));
+  }
+  if (static_cast<int32_t>(in.positions.size()) != n ||
+      static_cast<int32_t>(in.slot_mapping.size()) != n) {
+    return absl::InvalidArgumentError("positions and slot_mapping must have one entry per token");
+  }
+  if (static_cast<int32_t>(in.query_start.size()) != s + 1 || in.query_start[0] != 0 ||
+      in.query_start[s] != n) {
+    return absl::InvalidArgumentError("query_start must have num_seqs + 1 entries from 0 to "
+                                      "num_tokens");
+  }
+  if (in.max_blocks_per_seq < 0 || in.max_blocks_per_seq > cap.max_blocks_per_seq ||
+      static_cast<int64_t>(in.block_tables.size()) != int64_t{s} * in.max_blocks_per_seq) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block_tables must be num_seqs x max_blocks_per_seq with max_blocks_per_seq <= ",
+        cap.max_blocks_per_seq));
+  }
+  for (int32_t q = 0; q < s; ++q) {
+    const int32_t lo = in.query_start[q], hi = in.query_start[q + 1], ctx = in.context_lens[q];
+    if (hi < lo || (in.is_decode_only && (lo != q || hi != q + 1))) {
+      return absl::InvalidArgumentError(absl::StrCat("query_start of sequence ", q, " is bad"));
+    }
+    if (ctx < 0 || ctx > int64_t{in.max_blocks_per_seq} * bs) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("context_lens[", q, "] = ", ctx, " does not fit its block table"));
+    }
+    const int32_t* row = in.block_tables.data() + int64_t{q} * in.max_blocks_per_seq;
+    for (int32_t j = 0; j < (ctx + bs - 1) / bs; ++j) {
+      if (row[j] < 0 || row[j] >= nb) {
+        return absl::InvalidArgumentError(absl::StrCat("block_tables[", q, "][", j, "] = ",
+                                                       row[j], " is not a block of the pool"));
+      }
+    }
+    for (int32_t t = lo; t < hi; ++t) {
+      if (in.positions[t] < 0 || in.positions[t] >= ctx) {
+        return absl::InvalidArgumentError(absl::StrCat("positions[", t, "] = ", in.positions[t],
+                                                       " is outside its context of ", ctx));
+      }
+    }
+    // A decode step writes only each sequence's newest key: decode attention may read the older
+    // ones before the step's qkv launch has completed (DecodeAttentionParams::prefetch_kv).
+    if (in.is_decode_only) {
+      const int32_t newest = ctx - 1;
+      const int64_t slot = int64_t{row[newest / bs]} * bs + newest % bs;
+      if (in.positions[q] != newest) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "positions[", q, "] = ", in.positions[q], " in a decode-only step must be its "
+            "context's last position, ", newest));
+      }
+      if (in.slot_mapping[q] != -1 && in.slot_mapping[q] != slot) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slot_mapping[", q, "] = ", in.slot_mapping[q], " in a decode-only step must be -1 "
+            "or the slot of position ", newest, " (", slot, ")"));
+      }
+    }
+  }
+  for (int32_t t = 0; t < n; ++t) {
+    if (IsPendingToken(in.token_ids[t]) && pending_row(in.token_ids[t]) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token_ids[", t, "] = ", in.token_ids[t], " names sample ",
+          PendingSampleIndex(in.token_ids[t]),
+          " of the previous step, which is not in flight or did not sample it on the device"));
+    }
+    if (in.slot_mapping[t] < -1 || in.slot_mapping[t] >= int64_t{nb} * bs) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slot_mapping[", t, "] = ", in.slot_mapping[t], " is outside the pool"));
+    }
+  }
+  for (size_t i = 0; i < in.samples.size(); ++i) {
+    const SampleRequest& r = in.samples[i];
+    if (r.seq_index < 0 || r.seq_index >= s || r.params == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("samples[", i, "] has a bad seq_index or no params"));
+    }
+    // Its logits row is the sequence's last token of this step (row -1 would be out of bounds).
+    if (in.query_start[r.seq_index + 1] == in.query_start[r.seq_index]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("samples[", i, "] names sequence ", r.seq_index, " with no tokens"));
+    }
+  }
+  if (static_cast<int32_t>(in.samples.size()) > cap.max_seqs) {
+    return absl::InvalidArgumentError("more samples than the CUDA backend's max_num_seqs");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace rtgen
