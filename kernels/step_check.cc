@@ -34,7 +34,8 @@ absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
   }
   for (int32_t q = 0; q < s; ++q) {
     const int32_t lo = in.query_start[q], hi = in.query_start[q + 1], ctx = in.context_lens[q];
-    if (hi < lo || (in.is_decode_only && (lo != q || hi != q + 1))) {
+    // hi <= n too: the positions of [lo, hi) are read below, before the next sequence's check.
+    if (hi < lo || hi > n || (in.is_decode_only && (lo != q || hi != q + 1))) {
       return absl::InvalidArgumentError(absl::StrCat("query_start of sequence ", q, " is bad"));
     }
     if (ctx < 0 || ctx > int64_t{in.max_blocks_per_seq} * bs) {
@@ -72,6 +73,11 @@ absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
     }
   }
   for (int32_t t = 0; t < n; ++t) {
+    const int32_t id = in.token_ids[t];
+    if (!IsPendingToken(id) && id >= cap.vocab_size) {  // the embedding would read past its table
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token_ids[", t, "] = ", id, " is outside the vocabulary [0, ", cap.vocab_size, ")"));
+    }
     if (IsPendingToken(in.token_ids[t]) && pending_row(in.token_ids[t]) < 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "token_ids[", t, "] = ", in.token_ids[t], " names sample ",

@@ -6,6 +6,7 @@
 #include "kernels/step_check.h"
 
 #include <functional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,8 @@ struct Bad {
   const char* error;  // a part of the message
 };
 
+void PrintTo(const Bad& bad, std::ostream* os) { *os << bad.what; }
+
 class CudaStepCheckBadTest : public ::testing::TestWithParam<Bad> {};
 
 TEST_P(CudaStepCheckBadTest, IsRefusedByName) {
@@ -134,6 +137,10 @@ INSTANTIATE_TEST_SUITE_P(
             "slot_mapping[1] = 160 is outside the pool"},
         Bad{"slot below -1", [](StepInput& in) { in.slot_mapping[0] = -2; }, false,
             "slot_mapping[0] = -2 is outside the pool"},
+        Bad{"query_start past the tokens", [](StepInput& in) { in.query_start[1] = 9; }, false,
+            "query_start of sequence 0 is bad"},
+        Bad{"token past the vocabulary", [](StepInput& in) { in.token_ids[4] = 100; }, false,
+            "token_ids[4] = 100 is outside the vocabulary [0, 100)"},
         Bad{"decode row of two tokens",
             [](StepInput& in) {
               in.token_ids = {9, 9, 9};

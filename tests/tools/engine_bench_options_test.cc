@@ -3,6 +3,7 @@
 
 #include "tools/engine_bench_options.h"
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,10 @@ struct BadFlag {
   std::vector<std::string> args;
   std::string error;  // a part of the message
 };
+
+void PrintTo(const BadFlag& bad, std::ostream* os) {
+  for (const std::string& a : bad.args) *os << a << " ";
+}
 
 class EngineBenchBadFlagTest : public ::testing::TestWithParam<BadFlag> {};
 
