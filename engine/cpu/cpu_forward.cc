@@ -30,8 +30,13 @@ absl::Status CpuBackend::CheckStep(const StepInput& in) const {
     return absl::InvalidArgumentError("step block_tables must be num_seqs * max_blocks_per_seq");
   }
   for (int32_t seq = 0; seq < s; ++seq) {
-    if (in.query_start[seq + 1] < in.query_start[seq]) {
-      return absl::InvalidArgumentError(absl::StrCat("step query_start decreases at ", seq));
+    // Past the token count, the positions of [query_start[seq], query_start[seq + 1]) would be
+    // read out of bounds below, before the next entry's check.
+    if (in.query_start[seq + 1] < in.query_start[seq] ||
+        in.query_start[seq + 1] > static_cast<int32_t>(t)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "step query_start[", seq + 1, "] = ", in.query_start[seq + 1],
+          " is below the entry before it or past the ", t, " tokens"));
     }
     const int32_t len = in.context_lens[seq];
     const int32_t blocks = (len + kv_layout_.block_size - 1) / kv_layout_.block_size;

@@ -213,6 +213,13 @@ TEST(CpuBackendTest, RejectsBadSteps) {
   EXPECT_EQ(b->ComputeLogits(in).status().code(), absl::StatusCode::kInvalidArgument);
   in = MakeStep({{{500}, 0, {0}}}, kBlockSize, nullptr);
   EXPECT_EQ(b->ComputeLogits(in).status().code(), absl::StatusCode::kInvalidArgument);
+  // A query_start entry past the token count (sequence 0 would own rows past the step's).
+  in = MakeStep({{Prompt(3, 1), 0, {0}}, {Prompt(2, 2), 0, {1}}}, kBlockSize, nullptr);
+  ASSERT_TRUE(b->ComputeLogits(in).ok());
+  in.query_start[1] = 6;
+  const absl::Status past = b->ComputeLogits(in).status();
+  EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(past.message().find("query_start[1] = 6"), std::string::npos) << past;
   auto fresh = CpuBackend::Create(c, TinyWeights(c, 9), {1, WeightDtype::kF32});
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ((*fresh)->ComputeLogits(MakeStep({{{1}, 0, {0}}}, kBlockSize, nullptr)).status().code(),
