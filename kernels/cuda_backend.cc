@@ -17,6 +17,7 @@
 #include "kernels/sample_penalties.h"
 #include "kernels/step_buffers.h"
 #include "kernels/step_check.h"
+#include "kernels/step_fill.h"
 
 namespace rtgen {
 namespace {
@@ -34,48 +35,6 @@ bool NeedsHostSampling(const SampleRequest& s, int32_t max_penalty_tokens) {
 }
 
 kernels::SampleRowParams Greedy() { return kernels::SampleRowParams{}; }
-
-// Rows [from, to) of h as graph padding: no token, no KV write. A decode row is a sequence of its
-// own (context_lens 0: attention gives zeros); a prefill row (prefill) has position -1, which
-// both prefill attention kernels give zeros, and belongs to sequence 0.
-void PadRows(const StepArrays& h, int32_t from, int32_t to, bool prefill) {
-  for (int32_t t = from; t < to; ++t) {
-    h.token_ids[t] = 0;
-    h.positions[t] = prefill ? -1 : 0;
-    h.slot_mapping[t] = -1;
-    h.token_seq[t] = prefill ? 0 : t;
-    h.attention_positions[t] = h.positions[t];
-  }
-}
-
-// Sequences [from, to) of h as graph padding: no keys, and their logits rows (a decode step's
-// row q, a prefill step's row 0) sampled greedily and never read.
-void PadSeqs(const StepArrays& h, int32_t from, int32_t to, bool prefill) {
-  for (int32_t q = from; q < to; ++q) {
-    h.context_lens[q] = 0;
-    h.decode_context_lens[q] = 0;
-    h.sample_rows[q] = prefill ? 0 : q;
-    h.sample_params[q] = Greedy();
-  }
-}
-
-// A step that is not decode-only: its decode rows (ModelForward::SplitsDecodeRows), each
-// sequence q whose only token is row q, at its newest position, go to decode attention with its
-// context (decode_context_lens, 0 for every other sequence of the layout's `seqs`), and prefill
-// attention leaves those rows (attention_positions: kPrefillKeepRow there, else the position).
-// The engine's scheduler puts a step's decode rows first; rows in any other order stay prefill
-// attention's.
-void MarkDecodeRows(const StepInput& in, const StepArrays& h, int32_t seqs) {
-  std::copy(in.positions.begin(), in.positions.end(), h.attention_positions);
-  std::fill(h.decode_context_lens, h.decode_context_lens + seqs, 0);
-  for (int32_t q = 0; q < in.num_seqs(); ++q) {
-    if (in.query_start[q] == q && in.query_start[q + 1] == q + 1 &&
-        in.positions[q] == in.context_lens[q] - 1) {
-      h.decode_context_lens[q] = in.context_lens[q];
-      h.attention_positions[q] = kernels::kPrefillKeepRow;
-    }
-  }
-}
 
 // The row's parameters but its penalties (PenaltyEntryBuilder::Append sets those).
 kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
@@ -479,20 +438,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   plan.host = impl.step->host(rows, seqs, plan.slot);
   const StepArrays& h = plan.host;
 
-  // A pending token names a sample of the previous step; the embedding reads it from that
-  // step's logits row r (ModelForward's chain tokens), given here as -1 - r.
-  for (int32_t t = 0; t < n; ++t) {
-    const int32_t id = in.token_ids[t];
-    h.token_ids[t] = IsPendingToken(id) ? -1 - PendingRow(id) : id;
-  }
-  std::copy(in.positions.begin(), in.positions.end(), h.positions);
-  std::copy(in.slot_mapping.begin(), in.slot_mapping.end(), h.slot_mapping);
-  for (int32_t q = 0; q < s; ++q) {
-    std::fill(h.token_seq + in.query_start[q], h.token_seq + in.query_start[q + 1], q);
-    h.context_lens[q] = in.context_lens[q];
-    std::copy_n(in.block_tables.data() + int64_t{q} * in.max_blocks_per_seq,
-                in.max_blocks_per_seq, h.block_tables + int64_t{q} * width);
-  }
+  FillStepInputs(in, h, width, [this](int32_t id) { return PendingRow(id); });
   if (!in.is_decode_only) MarkDecodeRows(in, h, seqs);
   PadRows(h, n, rows, plan.prefill_tokens > 0);  // a graph's rows past the step's tokens
   for (int32_t q = s; q < seqs; ++q) h.context_lens[q] = 0;

@@ -9,11 +9,11 @@
 
 #include <cstdint>
 
+#include "kernels/step_arrays.h"
+
 namespace rtgen::kernels {
 
-// A position that marks a row to leave as it is (neither attended nor written): a mixed step's
-// decode row, which decode attention has written (model_forward.h SplitsDecodeRows).
-constexpr int32_t kPrefillKeepRow = -2;
+// kPrefillKeepRow (step_arrays.h): a position that marks a row to leave as it is.
 
 struct PrefillAttentionParams {
   const __nv_bfloat16* q = nullptr;        // token t, head h at q + t * q_stride + h * head_dim
