@@ -11,6 +11,7 @@
 #include "kernels/cuda_check.h"
 #include "kernels/device_weights.h"
 #include "kernels/env_switch.h"
+#include "kernels/graph_buckets.h"
 #include "kernels/graph_runner.h"
 #include "kernels/model_forward.h"
 #include "kernels/prefill_attention.h"
@@ -441,32 +442,11 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   FillStepInputs(in, h, width, [this](int32_t id) { return PendingRow(id); });
   if (!in.is_decode_only) MarkDecodeRows(in, h, seqs);
   PadRows(h, n, rows, plan.prefill_tokens > 0);  // a graph's rows past the step's tokens
-  for (int32_t q = s; q < seqs; ++q) h.context_lens[q] = 0;
+  PadSeqs(h, s, seqs, plan.prefill_tokens > 0);  // a graph's sequences past the step's
 
-  int32_t num_rows = 0;
   bool samples_in_token_order = true;  // logits row i is token i's (a graph bucket's always are)
-  plan.sample_row.resize(in.samples.size());
-  if (plan.bucket > 0) {
-    num_rows = plan.bucket;  // every row of the graph computes logits and samples
-    for (int32_t r = 0; r < num_rows; ++r) {
-      h.sample_rows[r] = r;
-      h.sample_params[r] = Greedy();
-    }
-    for (size_t i = 0; i < in.samples.size(); ++i) plan.sample_row[i] = in.samples[i].seq_index;
-  } else {
-    num_rows = static_cast<int32_t>(in.samples.size());
-    for (int32_t i = 0; i < num_rows; ++i) {
-      h.sample_rows[i] = in.query_start[in.samples[i].seq_index + 1] - 1;
-      samples_in_token_order = samples_in_token_order && h.sample_rows[i] == i;
-      plan.sample_row[i] = i;
-    }
-    // A prefill graph computes its variant's logits rows: those past the step's samples (a
-    // multi-sequence graph's) read token row 0 and are sampled greedily, unread.
-    for (; num_rows < plan.prefill_variant; ++num_rows) {
-      h.sample_rows[num_rows] = 0;
-      h.sample_params[num_rows] = Greedy();
-    }
-  }
+  const int32_t num_rows = FillSampleRows(in, plan.bucket, plan.prefill_variant, h,
+                                          &plan.sample_row, &samples_in_token_order);
   plan.on_host.assign(in.samples.size(), 0);
   int32_t penalty_entries = 0;  // used of the step's h.penalty_entries
   const std::span<kernels::SamplePenaltyEntry> entries(
@@ -535,7 +515,9 @@ int32_t CudaBackend::PendingRow(int32_t token_id) const {
 
 absl::StatusOr<CudaBackend::StepPlan> CudaBackend::WaitOldest() {
   Impl& impl = *impl_;
-  if (impl.in_flight.empty()) return absl::FailedPreconditionError("Collect without a launched step");
+  if (impl.in_flight.empty()) {
+    return absl::FailedPreconditionError("Collect without a launched step");
+  }
   StepPlan plan = std::move(impl.in_flight.front());
   impl.in_flight.pop_front();
   RTGEN_CUDA_RETURN_IF_ERROR(cudaSetDevice(options_.device));

@@ -40,7 +40,7 @@ struct CudaBackendOptions {
   // samples at most its last) replays a graph captured for the smallest token bucket that holds
   // it, the chunk padded with rows that attend to nothing and store no keys: a short prompt's
   // prefill is otherwise bound by the host's launches. Not where the padding rows would cost
-  // more than the launches saved (graph_runner.h PrefillPaddingPays: Llama-3-8B pads at most
+  // more than the launches saved (graph_buckets.h PrefillPaddingPays: Llama-3-8B pads at most
   // ~10 tokens past 128). 0: prefill steps run eagerly.
   int32_t max_prefill_graph_tokens = 512;
   // The token buckets; empty: DefaultPrefillGraphTokens(min(max_prefill_graph_tokens,

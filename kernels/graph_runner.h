@@ -28,7 +28,6 @@
 
 namespace rtgen {
 
-
 class GraphRunner {
  public:
   // prepare(bucket, variant) fills the step buffers for an all-padding step of that bucket and

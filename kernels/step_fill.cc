@@ -53,4 +53,31 @@ void MarkDecodeRows(const StepInput& in, const StepArrays& h, int32_t seqs) {
   }
 }
 
+int32_t FillSampleRows(const StepInput& in, int32_t decode_bucket, int32_t prefill_rows,
+                       const StepArrays& h, std::vector<int32_t>* sample_row,
+                       bool* in_token_order) {
+  const int32_t samples = static_cast<int32_t>(in.samples.size());
+  sample_row->resize(in.samples.size());
+  *in_token_order = true;
+  if (decode_bucket > 0) {  // every row of the graph computes logits and samples
+    for (int32_t r = 0; r < decode_bucket; ++r) {
+      h.sample_rows[r] = r;
+      h.sample_params[r] = kernels::SampleRowParams{};
+    }
+    for (int32_t i = 0; i < samples; ++i) (*sample_row)[i] = in.samples[i].seq_index;
+    return decode_bucket;
+  }
+  for (int32_t i = 0; i < samples; ++i) {
+    h.sample_rows[i] = in.query_start[in.samples[i].seq_index + 1] - 1;
+    *in_token_order = *in_token_order && h.sample_rows[i] == i;
+    (*sample_row)[i] = i;
+  }
+  int32_t rows = samples;
+  for (; rows < prefill_rows; ++rows) {
+    h.sample_rows[rows] = 0;
+    h.sample_params[rows] = kernels::SampleRowParams{};
+  }
+  return rows;
+}
+
 }  // namespace rtgen

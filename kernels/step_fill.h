@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "engine/backend.h"
 #include "kernels/step_arrays.h"
@@ -37,5 +38,15 @@ void PadSeqs(const StepArrays& h, int32_t from, int32_t to, bool prefill);
 // The engine's scheduler puts a step's decode rows first; rows in any other order stay prefill
 // attention's.
 void MarkDecodeRows(const StepInput& in, const StepArrays& h, int32_t seqs);
+
+// The logits rows a step computes (h.sample_rows, each with greedy parameters until its
+// sample's are set): a decode graph's are all its bucket's rows (`decode_bucket` > 0; row r is
+// token r); otherwise one a sample, its sequence's last token of the step, then a prefill graph's
+// rows past them up to `prefill_rows` (its variant), on token row 0, sampled and never read.
+// (*sample_row)[i] is samples[i]'s logits row; *in_token_order is whether every sample's logits
+// row i is token row i. Returns the logits rows computed.
+int32_t FillSampleRows(const StepInput& in, int32_t decode_bucket, int32_t prefill_rows,
+                       const StepArrays& h, std::vector<int32_t>* sample_row,
+                       bool* in_token_order);
 
 }  // namespace rtgen

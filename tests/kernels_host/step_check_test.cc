@@ -66,7 +66,7 @@ TEST(CudaStepCheckTest, WellFormedStepsPass) {
   EXPECT_TRUE(Check(Prefill()).ok()) << Check(Prefill());
   EXPECT_TRUE(Check(Decode()).ok()) << Check(Decode());
   StepInput unstored = Decode();
-  unstored.slot_mapping = {-1, -1};  // padding rows store nothing
+  unstored.slot_mapping = {-1, -1};  // a decode row may store nothing
   EXPECT_TRUE(Check(unstored).ok()) << Check(unstored);
   StepInput no_samples = Prefill();
   no_samples.samples.clear();

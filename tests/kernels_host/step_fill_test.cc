@@ -1,7 +1,8 @@
 // How the CUDA backend fills a step's pinned arrays (kernels/step_fill.h), without a GPU: the
 // step's own rows (a pending token as its logits row), a graph's padding rows and sequences (no
-// KV write, no keys, greedy unread samples), and a mixed step's decode rows marked for decode
-// attention. The arrays' upload and the kernels that read them are tested on the GPU
+// KV write, no keys, greedy unread samples), a mixed step's decode rows marked for decode
+// attention, and the logits rows a decode graph, an eager step and a prefill graph compute.
+// The arrays' upload and the kernels that read them are tested on the GPU
 // (tests/kernels/step_buffers_test.cc, mixed_graph_test.cc).
 
 #include "kernels/step_fill.h"
@@ -153,6 +154,55 @@ TEST(StepFillTest, OneTokenRowsOutOfOrderOrNotNewestStayPrefillAttentions) {
   EXPECT_THAT(std::vector<int32_t>(a.attention_positions.begin(),
                                    a.attention_positions.begin() + 5),
               ElementsAreArray(in.positions));
+}
+
+SampleRequest SampleOf(int32_t seq) {
+  static const SamplingParams kGreedy;
+  return SampleRequest{seq, &kGreedy, {}, {}, 0};
+}
+
+TEST(StepFillTest, DecodeGraphComputesEveryBucketRowOnItsOwnToken) {
+  StepInput in = Mixed();  // its layout matters not: a decode bucket's rows are rows 0..3
+  in.samples = {SampleOf(0), SampleOf(1)};
+  HostArrays a;
+  std::vector<int32_t> sample_row;
+  bool in_order = false;
+  EXPECT_EQ(FillSampleRows(in, 4, 0, a.h, &sample_row, &in_order), 4);
+  EXPECT_THAT(a.sample_rows, ElementsAre(0, 1, 2, 3));
+  for (const kernels::SampleRowParams& p : a.params) EXPECT_EQ(p.temperature, 0.0f);
+  EXPECT_THAT(sample_row, ElementsAre(0, 1));
+  EXPECT_TRUE(in_order);
+}
+
+TEST(StepFillTest, EagerStepComputesEachSamplesLastToken) {
+  StepInput in = Mixed();
+  in.samples = {SampleOf(0), SampleOf(2)};  // sequence 2's last token is row 4
+  HostArrays a;
+  std::vector<int32_t> sample_row;
+  bool in_order = true;
+  EXPECT_EQ(FillSampleRows(in, 0, 0, a.h, &sample_row, &in_order), 2);
+  EXPECT_THAT(a.sample_rows, ElementsAre(0, 4, kUntouched, kUntouched));
+  EXPECT_THAT(sample_row, ElementsAre(0, 1));
+  EXPECT_FALSE(in_order);
+  EXPECT_EQ(a.params[0].temperature, 0.7f);  // a sample's parameters are set after
+  in.samples = {SampleOf(0), SampleOf(1)};  // rows 0 and 1: in token order
+  EXPECT_EQ(FillSampleRows(in, 0, 0, a.h, &sample_row, &in_order), 2);
+  EXPECT_TRUE(in_order);
+}
+
+TEST(StepFillTest, PrefillGraphComputesItsVariantsRowsPastTheSamplesOnRowZero) {
+  StepInput in = Mixed();
+  in.samples = {SampleOf(2)};
+  HostArrays a;
+  std::vector<int32_t> sample_row;
+  bool in_order = true;
+  EXPECT_EQ(FillSampleRows(in, 0, 3, a.h, &sample_row, &in_order), 3);
+  EXPECT_THAT(a.sample_rows, ElementsAre(4, 0, 0, kUntouched));
+  EXPECT_EQ(a.params[0].temperature, 0.7f);
+  EXPECT_EQ(a.params[1].temperature, 0.0f);
+  EXPECT_EQ(a.params[2].temperature, 0.0f);
+  EXPECT_THAT(sample_row, ElementsAre(0));
+  EXPECT_FALSE(in_order);
 }
 
 }  // namespace
