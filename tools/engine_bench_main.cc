@@ -35,9 +35,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <functional>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -286,7 +286,8 @@ int Main(int argc, char** argv) {
                              {"max_model_len", o->max_model_len}, {"block_size", kBenchBlockSize},
                              {"max_num_tokens", kBenchMaxNumTokens}, {"seed", o->seed},
                              {"weights", "random bf16 on device, normal(0, 0.02)"},
-                             {"sampling", SamplingLabel(*o)}}},
+                             {"sampling", SamplingLabel(*o)},
+                             {"prompts", "seeded ids: splitmix64 of (seed, sequence, position)"}}},
            {"models", Json::object()}};
   int rc = 0;
   for (const std::string& name : o->models) {

@@ -45,8 +45,8 @@ absl::Status PrefillBatch(Backend& backend, BenchBatch& batch, int32_t count, in
 // with inputs prebuilt, `built_repeats` with inputs built in the loop and, when `pipelined`,
 // o.repeats pipelined runs (at most two steps in flight; step i's tokens are PendingToken
 // stand-ins for step i-1's samples: a backend that OverlapsSteps()). Each figure is the median
-// run's wall time over o.steps. One warm-up run of up to 16 steps comes first; `trace`, when
-// set, gets one more step after the timed runs.
+// run's wall time over o.steps. A warm-up run of up to 16 steps comes first (and a pipelined one
+// when `pipelined`); `trace`, when set, gets one more step after the timed runs.
 absl::StatusOr<DecodeResult> TimeDecode(Backend& backend, const ModelConfig& config,
                                         const EngineBenchOptions& o, int32_t batch_size,
                                         int32_t built_repeats, bool pipelined,

@@ -1,16 +1,19 @@
 // rtgen-engine-bench's timed runs on the CPU backend over a tiny random model: the decode runs
 // give the greedy tokens of a naive reference forward pass (so every restart of a run starts from
-// the prefill's state), TTFT and mixed steps run, the trace gets one more step, and pipelined
-// runs need a backend that takes PendingToken stand-ins.
+// the prefill's state), pipelined runs give the same tokens where the backend takes PendingToken
+// stand-ins (and fail where it does not), TTFT and mixed steps run, and the trace gets one more
+// step.
 
 #include "tools/engine_bench_timing.h"
 
 #include <algorithm>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/pending_token.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cpu/tiny_model.h"
@@ -92,6 +95,61 @@ TEST_F(EngineBenchTimingTest, TraceGetsOneMoreStep) {
   };
   absl::StatusOr<DecodeResult> r = TimeDecode(*backend_, config_, o_, 1, 0, false, failing);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("trace failed"));
+}
+
+// The CPU backend behind a Launch that takes PendingToken stand-ins, as the CUDA backend does:
+// each names a sample of the step launched just before, whose tokens are known here (the CPU
+// backend runs a step inside Launch), and is replaced by it before the step runs.
+class ResolvingBackend : public Backend {
+ public:
+  explicit ResolvingBackend(Backend& inner) : inner_(inner) {}
+  std::string name() const override { return "resolving " + inner_.name(); }
+  absl::Status AllocateKvCache(const KvCacheShape& shape) override {
+    return inner_.AllocateKvCache(shape);
+  }
+  int64_t KvBytesPerBlock(int32_t block_size) const override {
+    return inner_.KvBytesPerBlock(block_size);
+  }
+  absl::StatusOr<StepOutput> Execute(const StepInput& input) override {
+    return inner_.Execute(input);
+  }
+  absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput& input) override {
+    return inner_.ComputeLogits(input);
+  }
+  absl::Status Launch(const StepInput& input) override {
+    StepInput resolved = input;
+    for (int32_t& id : resolved.token_ids) {
+      if (IsPendingToken(id)) id = previous_.sampled.at(PendingSampleIndex(id)).token_id;
+    }
+    absl::StatusOr<StepOutput> out = inner_.Execute(resolved);
+    if (out.ok()) previous_ = *out;
+    launched_.push_back(std::move(out));
+    ++launches_;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<StepOutput> Collect() override {
+    absl::StatusOr<StepOutput> out = std::move(launched_.front());
+    launched_.pop_front();
+    return out;
+  }
+  bool OverlapsSteps() const override { return true; }
+  int launches() const { return launches_; }
+
+ private:
+  Backend& inner_;
+  StepOutput previous_;
+  std::deque<absl::StatusOr<StepOutput>> launched_;
+  int launches_ = 0;
+};
+
+TEST_F(EngineBenchTimingTest, PipelinedRunsGiveTheSerialRunsTokens) {
+  ResolvingBackend backend(*backend_);
+  absl::StatusOr<DecodeResult> r = TimeDecode(backend, config_, o_, 3, 0, true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_GT(r->tpot_pipelined_ms, 0.0);
+  EXPECT_EQ(r->pipelined_tokens_equal, 1.0);
+  // A warm-up of o_.steps and o_.repeats timed runs, a launch a step.
+  EXPECT_EQ(backend.launches(), (1 + o_.repeats) * o_.steps);
 }
 
 TEST_F(EngineBenchTimingTest, PipelinedRunsNeedABackendThatTakesPendingTokens) {
