@@ -113,15 +113,7 @@ DecodeStepTrace KernelTimeline(const std::string& model, int32_t batch) {
 absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, double bandwidth,
                                 GpuTelemetry* telemetry) {
   ASSIGN_OR_RETURN(ModelConfig config, BenchShape(name));
-  const int32_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
-  const int32_t bps = (o.prompt + o.steps + kBenchBlockSize - 1) / kBenchBlockSize;
-  int32_t blocks = max_batch * bps;
-  for (int32_t p : o.ttft_prompts) blocks = std::max(blocks, p / kBenchBlockSize + 1);
-  int32_t max_seqs = max_batch;
-  for (const auto& [decode, prompt] : o.mixed) {
-    blocks = std::max(blocks, (decode + 1) * MixedBlocksPerSeq(o));
-    max_seqs = std::max(max_seqs, decode + 1);
-  }
+  const BenchKvNeeds kv = BenchKv(o);
   Json m{{"config", ConfigJson(config)}};
   std::map<int32_t, DecodeResult> graph_runs;
   Json decode = Json::array();
@@ -131,7 +123,7 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
     CudaBackendOptions opt;
     opt.device = o.device;
     opt.max_num_tokens = kBenchMaxNumTokens;
-    opt.max_num_seqs = max_seqs;
+    opt.max_num_seqs = kv.max_seqs;
     opt.max_model_len = o.max_model_len;
     opt.enable_cuda_graphs = graphs;
     opt.max_penalty_tokens = o.max_penalty_tokens;
@@ -140,13 +132,13 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
                      CreateCudaBackendWithRandomWeights(config, o.seed, opt));
     const double create_s = Now() - t0;
     t0 = Now();
-    RETURN_IF_ERROR(backend->AllocateKvCache({blocks, kBenchBlockSize}));
+    RETURN_IF_ERROR(backend->AllocateKvCache({kv.blocks, kBenchBlockSize}));
     const double kv_s = Now() - t0;
     const StepBytes bytes = FloorBytes(*backend, config, o);
     m["weight_bytes"] = backend->weight_bytes();
     m["weight_bytes_read_per_step"] = bytes.weights;
     m["kv_bytes_per_token"] = backend->KvBytesPerBlock(1);
-    m["kv_pool_bytes"] = backend->KvBytesPerBlock(kBenchBlockSize) * blocks;
+    m["kv_pool_bytes"] = backend->KvBytesPerBlock(kBenchBlockSize) * kv.blocks;
     m["startup"][mode] = Json{{"create_backend_s", create_s},
                               {"allocate_kv_and_capture_s", kv_s},
                               {"graph_capture_s", backend->graph_capture_seconds()},

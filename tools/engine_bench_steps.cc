@@ -31,6 +31,24 @@ std::string SamplingLabel(const EngineBenchOptions& o) {
                       PenaltiesOnHost(o) ? "on the host" : "on the device", top);
 }
 
+int32_t DecodeBlocksPerSeq(const EngineBenchOptions& o) {
+  return (o.prompt + o.steps + kBenchBlockSize - 1) / kBenchBlockSize;
+}
+
+int32_t TtftBlocks(int32_t prompt) { return prompt / kBenchBlockSize + 1; }
+
+BenchKvNeeds BenchKv(const EngineBenchOptions& o) {
+  BenchKvNeeds n;
+  n.max_seqs = *std::max_element(o.batches.begin(), o.batches.end());
+  n.blocks = n.max_seqs * DecodeBlocksPerSeq(o);
+  for (int32_t p : o.ttft_prompts) n.blocks = std::max(n.blocks, TtftBlocks(p));
+  for (const auto& [decode, prompt] : o.mixed) {
+    n.blocks = std::max(n.blocks, (decode + 1) * MixedBlocksPerSeq(o));
+    n.max_seqs = std::max(n.max_seqs, decode + 1);
+  }
+  return n;
+}
+
 int32_t MixedBlocksPerSeq(const EngineBenchOptions& o) {
   int32_t tokens = o.prompt + 1;
   for (const auto& [decode, prompt] : o.mixed) tokens = std::max(tokens, prompt);

@@ -27,9 +27,23 @@ bool PenaltiesOnHost(const EngineBenchOptions& o);
 // What the rows sample, for the printed header and the JSON settings.
 std::string SamplingLabel(const EngineBenchOptions& o);
 
+// KV blocks each sequence of a decode run owns (TimeDecode): its prompt and every decoded token.
+int32_t DecodeBlocksPerSeq(const EngineBenchOptions& o);
+
+// KV blocks the sequence of a TTFT run owns (TimeTtft): its prompt and the token it samples.
+int32_t TtftBlocks(int32_t prompt);
+
 // KV blocks each sequence of a mixed step owns (TimeMixed): a decode row's prompt and one more
 // token, or the longest new prompt.
 int32_t MixedBlocksPerSeq(const EngineBenchOptions& o);
+
+// What a backend needs for every run the options ask for: the KV pool's blocks (the largest
+// batch's decode, each TTFT prompt, each mixed step) and the sequences one step may hold.
+struct BenchKvNeeds {
+  int32_t blocks = 0;
+  int32_t max_seqs = 0;
+};
+BenchKvNeeds BenchKv(const EngineBenchOptions& o);
 
 // Sequences of one batch: sequence i owns blocks [i * blocks_per_seq, (i + 1) * blocks_per_seq)
 // of kBenchBlockSize tokens.

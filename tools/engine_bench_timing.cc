@@ -47,8 +47,8 @@ absl::StatusOr<DecodeResult> TimeDecode(Backend& backend, const ModelConfig& con
                                         const EngineBenchOptions& o, int32_t batch_size,
                                         int32_t built_repeats, bool pipelined,
                                         const DecodeStepTrace& trace) {
-  const int32_t bps = (o.prompt + o.steps + kBenchBlockSize - 1) / kBenchBlockSize;
-  BenchBatch batch(batch_size, bps, o.seed, BenchSampling(o.penalties, o.logprobs));
+  BenchBatch batch(batch_size, DecodeBlocksPerSeq(o), o.seed,
+                   BenchSampling(o.penalties, o.logprobs));
   SeqTokens seq_tokens(batch, o.prompt, o.steps, config.vocab_size);
   RETURN_IF_ERROR(
       PrefillBatch(backend, batch, batch_size, o.prompt, config.vocab_size, &seq_tokens));
@@ -166,7 +166,7 @@ absl::StatusOr<DecodeResult> TimeDecode(Backend& backend, const ModelConfig& con
 
 absl::StatusOr<double> TimeTtft(Backend& backend, const ModelConfig& config,
                                 const EngineBenchOptions& o, int32_t prompt) {
-  BenchBatch batch(1, (prompt + kBenchBlockSize) / kBenchBlockSize, o.seed + prompt);
+  BenchBatch batch(1, TtftBlocks(prompt), o.seed + prompt);
   std::vector<double> ms;
   for (int32_t rep = 0; rep <= o.ttft_repeats; ++rep) {
     const double t0 = Now();

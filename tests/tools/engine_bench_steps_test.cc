@@ -119,6 +119,27 @@ TEST(BenchStepsTest, MixedStepsOwnBlocksForTheLongerOfPromptAndNewPrompt) {
   EXPECT_EQ(MixedBlocksPerSeq(o), 19);
 }
 
+TEST(BenchStepsTest, KvPoolHoldsTheLargestRun) {
+  EngineBenchOptions o;  // 256 sequences of 128 + 128 tokens: 16 blocks each
+  EXPECT_EQ(DecodeBlocksPerSeq(o), 16);
+  EXPECT_EQ(TtftBlocks(2048), 129);  // 2048 tokens and the sampled one
+  EXPECT_EQ(TtftBlocks(2047), 128);
+  BenchKvNeeds kv = BenchKv(o);
+  EXPECT_EQ(kv.blocks, 256 * 16);
+  EXPECT_EQ(kv.max_seqs, 256);
+  o.batches = {1, 8};
+  o.prompt = 100;
+  o.steps = 20;  // 120 tokens: 8 blocks
+  EXPECT_EQ(DecodeBlocksPerSeq(o), 8);
+  kv = BenchKv(o);
+  EXPECT_EQ(kv.blocks, 129);  // the 2048-token TTFT prompt
+  EXPECT_EQ(kv.max_seqs, 8);
+  o.mixed = {{300, 16}};  // 301 sequences of 101 tokens: 7 blocks each
+  kv = BenchKv(o);
+  EXPECT_EQ(kv.blocks, 301 * 7);
+  EXPECT_EQ(kv.max_seqs, 301);
+}
+
 TEST(BenchStepsTest, SamplingLabelSaysWherePenaltiesRun) {
   EngineBenchOptions o;
   EXPECT_EQ(SamplingLabel(o), "greedy");
