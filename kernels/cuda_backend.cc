@@ -16,6 +16,7 @@
 #include "kernels/model_forward.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/sample_penalties.h"
+#include "kernels/sample_rows.h"
 #include "kernels/step_buffers.h"
 #include "kernels/step_check.h"
 #include "kernels/step_fill.h"
@@ -25,31 +26,7 @@ namespace {
 
 constexpr int32_t kMaxGridY = 65535;  // tokens per step ride on gridDim.y
 
-// Rows sampled on the host with the CPU sampler: penalties over more tokens than the device
-// takes (CudaBackendOptions::max_penalty_tokens), and more top-n logprobs than it returns
-// (SamplingParams::Validate allows no more than it does).
-bool NeedsHostSampling(const SampleRequest& s, int32_t max_penalty_tokens) {
-  const SamplingParams& p = *s.params;
-  return p.logprobs > kernels::kMaxTopLogprobs ||
-         (kernels::HasPenalties(p) &&
-          !kernels::PenalizesOnDevice(p, s.prompt.size(), s.output.size(), max_penalty_tokens));
-}
-
 kernels::SampleRowParams Greedy() { return kernels::SampleRowParams{}; }
-
-// The row's parameters but its penalties (PenaltyEntryBuilder::Append sets those).
-kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
-  const SamplingParams& p = *s.params;
-  kernels::SampleRowParams d;
-  d.temperature = p.temperature;
-  d.top_k = p.top_k;
-  d.top_p = p.top_p;
-  d.min_p = p.min_p;
-  d.seed = s.seed;
-  d.counter = s.output.size();
-  d.top_logprobs = p.logprobs;
-  return d;
-}
 
 }  // namespace
 
