@@ -3,15 +3,10 @@
 #include <algorithm>
 #include <cassert>
 
+#include "engine/common/splitmix64.h"
+
 namespace rtgen {
 namespace {
-
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
 
 }  // namespace
 
@@ -29,13 +24,13 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
 uint64_t BlockManager::HashBlock(uint64_t parent, std::span<const int32_t> tokens) {
   // Two token ids per 64-bit word, one mix per word; the length goes in with the parent so that
   // an odd trailing id cannot collide with a zero pair.
-  uint64_t h = Mix(parent ^ 0x5bd1e995ULL ^ (static_cast<uint64_t>(tokens.size()) << 32));
+  uint64_t h = SplitMix64(parent ^ 0x5bd1e995ULL ^ (static_cast<uint64_t>(tokens.size()) << 32));
   size_t i = 0;
   for (; i + 1 < tokens.size(); i += 2) {
-    h = Mix(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(tokens[i])) |
+    h = SplitMix64(h ^ (static_cast<uint64_t>(static_cast<uint32_t>(tokens[i])) |
                  (static_cast<uint64_t>(static_cast<uint32_t>(tokens[i + 1])) << 32)));
   }
-  if (i < tokens.size()) h = Mix(h ^ static_cast<uint32_t>(tokens[i]));
+  if (i < tokens.size()) h = SplitMix64(h ^ static_cast<uint32_t>(tokens[i]));
   return h;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/splitmix64.h"
 
 namespace rtgen::tools {
 
@@ -60,12 +61,9 @@ BenchBatch::BenchBatch(int32_t size, int32_t blocks_per_seq, uint64_t seed,
     : size_(size), blocks_per_seq_(blocks_per_seq), last_(size), seed_(seed), params_(params) {}
 
 int32_t BenchBatch::PromptToken(int32_t s, int32_t p, int32_t vocab) const {
-  // splitmix64's finalizer over (seed, s, p): every seed gives other prompts.
-  uint64_t h = seed_ * 0x9e3779b97f4a7c15ull + (static_cast<uint64_t>(s) << 32) +
-               static_cast<uint64_t>(p);
-  h = (h ^ (h >> 30)) * 0xbf58476d1ce4e5b9ull;
-  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
-  h ^= h >> 31;
+  // Every seed gives other prompts.
+  const uint64_t h = SplitMix64(SplitMix64(seed_) ^ (static_cast<uint64_t>(s) << 32 |
+                                                     static_cast<uint32_t>(p)));
   return static_cast<int32_t>(h % static_cast<uint64_t>(vocab));
 }
 

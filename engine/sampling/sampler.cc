@@ -5,15 +5,10 @@
 #include <limits>
 #include <numeric>
 
+#include "engine/common/splitmix64.h"
+
 namespace rtgen {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // Repetition (HF: every distinct prompt/output token, logit > 0 ? l / p : l * p), then
 // presence/frequency (vLLM: output tokens, l -= frequency * count + presence, the product and

@@ -16,22 +16,16 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "engine/backend.h"
+#include "engine/common/splitmix64.h"
 #include "tests/engine/resolve_pending_tokens.h"
 
 namespace rtgen::testing {
 
-inline uint64_t FakeMix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // The fake model: the next token for a context, always a lowercase ASCII letter ('a'..'z').
 inline int32_t FakeNextToken(std::span<const int32_t> context, uint64_t seed, bool greedy) {
   uint64_t h = 1469598103934665603ULL;
-  for (int32_t t : context) h = FakeMix(h ^ static_cast<uint32_t>(t));
-  if (!greedy) h = FakeMix(h ^ FakeMix(seed + context.size()));
+  for (int32_t t : context) h = SplitMix64(h ^ static_cast<uint32_t>(t));
+  if (!greedy) h = SplitMix64(h ^ SplitMix64(seed + context.size()));
   return 'a' + static_cast<int32_t>(h % 26);
 }
 
