@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/pending_token.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/cpu/tiny_model.h"
+#include "tests/engine/resolve_pending_tokens.h"
 
 namespace rtgen::tools {
 namespace {
@@ -99,7 +99,8 @@ TEST_F(EngineBenchTimingTest, TraceGetsOneMoreStep) {
 
 // The CPU backend behind a Launch that takes PendingToken stand-ins, as the CUDA backend does:
 // each names a sample of the step launched just before, whose tokens are known here (the CPU
-// backend runs a step inside Launch), and is replaced by it before the step runs.
+// backend runs a step inside Launch), and is replaced by it before the step runs (as the engine
+// tests' fake backend does: tests/engine/resolve_pending_tokens.h).
 class ResolvingBackend : public Backend {
  public:
   explicit ResolvingBackend(Backend& inner) : inner_(inner) {}
@@ -117,12 +118,14 @@ class ResolvingBackend : public Backend {
     return inner_.ComputeLogits(input);
   }
   absl::Status Launch(const StepInput& input) override {
-    StepInput resolved = input;
-    for (int32_t& id : resolved.token_ids) {
-      if (IsPendingToken(id)) id = previous_.sampled.at(PendingSampleIndex(id)).token_id;
+    StepInput resolved;
+    std::vector<std::vector<int32_t>> outputs;  // what resolved's samples' outputs point to
+    const absl::Status named = testing::ResolvePendingTokens(input, previous_, &resolved, &outputs);
+    absl::StatusOr<StepOutput> out = named.ok() ? inner_.Execute(resolved) : named;
+    previous_.clear();
+    if (out.ok()) {
+      for (const SampledToken& t : out->sampled) previous_.push_back(t.token_id);
     }
-    absl::StatusOr<StepOutput> out = inner_.Execute(resolved);
-    if (out.ok()) previous_ = *out;
     launched_.push_back(std::move(out));
     ++launches_;
     return absl::OkStatus();
@@ -137,7 +140,7 @@ class ResolvingBackend : public Backend {
 
  private:
   Backend& inner_;
-  StepOutput previous_;
+  std::vector<int32_t> previous_;  // the tokens the step launched last sampled
   std::deque<absl::StatusOr<StepOutput>> launched_;
   int launches_ = 0;
 };
