@@ -26,8 +26,6 @@ namespace {
 
 constexpr int32_t kMaxGridY = 65535;  // tokens per step ride on gridDim.y
 
-kernels::SampleRowParams Greedy() { return kernels::SampleRowParams{}; }
-
 }  // namespace
 
 struct CudaBackend::StepPlan {
@@ -431,7 +429,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   for (size_t i = 0; i < in.samples.size(); ++i) {
     const SampleRequest& r = in.samples[i];
     kernels::SampleRowParams& row = h.sample_params[plan.sample_row[i]];
-    row = Greedy();
+    row = kernels::SampleRowParams{};  // greedy
     if (!sample) continue;
     if (NeedsHostSampling(r, options_.max_penalty_tokens)) {
       plan.on_host[i] = 1;  // its logits row stays unmodified (greedy on the device)

@@ -6,7 +6,7 @@
 namespace rtgen {
 
 absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
-                           const std::function<int32_t(int32_t)>& pending_row) {
+                           absl::FunctionRef<int32_t(int32_t)> pending_row) {
   const int32_t n = in.num_tokens(), s = in.num_seqs();
   const int32_t bs = cap.block_size, nb = cap.num_blocks;
   if (n <= 0 || n > cap.max_tokens) {

@@ -6,8 +6,8 @@
 // (tests/kernels_host).
 
 #include <cstdint>
-#include <functional>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "engine/backend.h"
 
@@ -36,6 +36,6 @@ struct CudaStepLimits {
 //   -1 when it did not sample that token on the device) gives a row;
 // - every sample names a sequence with tokens in this step and has parameters; at most max_seqs.
 absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
-                           const std::function<int32_t(int32_t)>& pending_row);
+                           absl::FunctionRef<int32_t(int32_t)> pending_row);
 
 }  // namespace rtgen

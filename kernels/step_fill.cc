@@ -7,7 +7,7 @@
 namespace rtgen {
 
 void FillStepInputs(const StepInput& in, const StepArrays& h, int32_t width,
-                    const std::function<int32_t(int32_t)>& pending_row) {
+                    absl::FunctionRef<int32_t(int32_t)> pending_row) {
   for (int32_t t = 0; t < in.num_tokens(); ++t) {
     const int32_t id = in.token_ids[t];
     h.token_ids[t] = IsPendingToken(id) ? -1 - pending_row(id) : id;

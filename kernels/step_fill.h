@@ -5,9 +5,9 @@
 // without CUDA, built everywhere, so the CPU-only CI tests it (tests/kernels_host).
 
 #include <cstdint>
-#include <functional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "engine/backend.h"
 #include "kernels/step_arrays.h"
 
@@ -20,7 +20,7 @@ namespace rtgen {
 // `pending_row` gives, and h holds it as -1 - r. Rows and sequences past the step's are left as
 // they are (PadRows, PadSeqs).
 void FillStepInputs(const StepInput& in, const StepArrays& h, int32_t width,
-                    const std::function<int32_t(int32_t)>& pending_row);
+                    absl::FunctionRef<int32_t(int32_t)> pending_row);
 
 // Rows [from, to) of h as graph padding: no token, no KV write. A decode row is a sequence of its
 // own (context_lens 0: attention gives zeros); a prefill row (prefill) has position -1, which
