@@ -8,7 +8,6 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -20,12 +19,14 @@
 #include "engine/cpu/huge_page_allocator.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/loader/model_loader.h"
+#include "tools/host_clock.h"
 #include "tools/median.h"
 
 namespace rtgen {
 namespace {
 
 using tools::Median;
+using tools::Now;
 
 constexpr double kTargetDecodeTokensPerSecond = 40.0;
 
@@ -38,11 +39,6 @@ struct Options {
   int runs = 3;
   bool json = false;
 };
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 // CPU seconds this process has used (all threads).
 double ProcessCpuSeconds() {

@@ -56,6 +56,7 @@
 #include "tools/engine_bench_steps.h"
 #include "tools/engine_bench_timing.h"
 #include "tools/gpu_telemetry.h"
+#include "tools/host_clock.h"
 
 namespace rtgen::tools {
 namespace {

@@ -1,19 +1,14 @@
 #include "tools/engine_bench_timing.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/pending_token.h"
+#include "tools/host_clock.h"
 #include "tools/median.h"
 
 namespace rtgen::tools {
-
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 namespace {
 

@@ -16,9 +16,6 @@
 
 namespace rtgen::tools {
 
-// Seconds on the host's steady clock.
-double Now();
-
 struct DecodeResult {
   double tpot_ms = 0.0;                 // inputs prebuilt
   double tpot_built_ms = 0.0;           // inputs built inside the loop
