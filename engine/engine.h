@@ -31,6 +31,7 @@ struct EngineConfig {
   bool async_scheduling = true;
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;
+  int32_t max_stop_token_ids = 256;
 };
 
 struct LoadSnapshot {

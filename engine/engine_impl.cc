@@ -93,7 +93,8 @@ absl::Status EngineImpl::Validate(const Request& request) const {
   }
   RETURN_IF_ERROR(request.sampling.Validate(vocab));
   RETURN_IF_ERROR(request.stopping.Validate(vocab, config_.max_stop_strings,
-                                            config_.max_stop_string_bytes));
+                                            config_.max_stop_string_bytes,
+                                            config_.max_stop_token_ids));
   const int64_t max_tokens = request.stopping.max_tokens;
   if (prompt_len + max_tokens > config_.max_model_len) {
     return absl::InvalidArgumentError(absl::StrCat(

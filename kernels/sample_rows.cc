@@ -14,7 +14,7 @@ bool NeedsHostSampling(const SampleRequest& s, int32_t max_penalty_tokens) {
 kernels::SampleRowParams DeviceParams(const SampleRequest& s) {
   const SamplingParams& p = *s.params;
   kernels::SampleRowParams d;
-  d.temperature = p.temperature;
+  d.temperature = p.greedy() ? 0.0f : p.temperature;  // the device takes 0 alone as greedy
   d.top_k = p.top_k;
   d.top_p = p.top_p;
   d.min_p = p.min_p;

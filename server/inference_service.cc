@@ -21,6 +21,7 @@ ValidationLimits MakeLimits(const EngineConfig& config, const ServedModel& model
   limits.max_model_len = config.max_model_len;
   limits.max_stop_strings = config.max_stop_strings;
   limits.max_stop_string_bytes = config.max_stop_string_bytes;
+  limits.max_stop_token_ids = config.max_stop_token_ids;
   return limits;
 }
 

@@ -62,6 +62,7 @@ ABSL_FLAG(std::string, auth_token_file, "",
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20, "largest request message accepted, bytes");
 ABSL_FLAG(int32_t, max_stop_strings, 16, "stop strings per request");
 ABSL_FLAG(int32_t, max_stop_string_bytes, 256, "bytes per stop string");
+ABSL_FLAG(int32_t, max_stop_token_ids, 256, "stop token ids per request");
 
 namespace {
 
@@ -104,6 +105,7 @@ int main(int argc, char** argv) {
   config.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   config.engine.max_stop_strings = absl::GetFlag(FLAGS_max_stop_strings);
   config.engine.max_stop_string_bytes = absl::GetFlag(FLAGS_max_stop_string_bytes);
+  config.engine.max_stop_token_ids = absl::GetFlag(FLAGS_max_stop_token_ids);
   config.engine.max_num_seqs = absl::GetFlag(FLAGS_max_num_seqs);
   config.engine.max_num_batched_tokens = absl::GetFlag(FLAGS_max_num_batched_tokens);
   config.engine.max_model_len = absl::GetFlag(FLAGS_max_model_len);

@@ -191,12 +191,17 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
   } else {
     out.stopping.max_tokens = std::min(limits.default_max_tokens, room);
   }
+  if (stopping.stop_token_ids_size() > limits.max_stop_token_ids) {  // before copying them
+    return Invalid("stopping.stop_token_ids",
+                   absl::StrFormat("has %d ids, at most %d allowed",
+                                   stopping.stop_token_ids_size(), limits.max_stop_token_ids));
+  }
   out.stopping.stop.assign(stopping.stop().begin(), stopping.stop().end());
   out.stopping.stop_token_ids.assign(stopping.stop_token_ids().begin(),
                                      stopping.stop_token_ids().end());
   out.stopping.ignore_eos = stopping.ignore_eos();
-  RETURN_IF_ERROR(
-      out.stopping.Validate(vocab, limits.max_stop_strings, limits.max_stop_string_bytes));
+  RETURN_IF_ERROR(out.stopping.Validate(vocab, limits.max_stop_strings,
+                                        limits.max_stop_string_bytes, limits.max_stop_token_ids));
 
   out.priority = request.priority();
   if (request.has_latency_budget_ms()) {

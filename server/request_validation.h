@@ -23,6 +23,7 @@ struct ValidationLimits {
   int32_t max_model_len = 2048;                  // context, tokens
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;
+  int32_t max_stop_token_ids = 256;
   int32_t default_max_tokens = 256;              // when stopping.max_tokens is unset
 };
 

@@ -36,8 +36,8 @@ absl::Status SamplingParams::Validate(int32_t vocab_size) const {
     return s;
   }
   if (auto s = CheckRange("sampling.min_p", min_p, 0.0f, 1.0f); !s.ok()) return s;
-  if (auto s = CheckRange("sampling.repetition_penalty", repetition_penalty, 0.0f, 10.0f,
-                          /*lo_open=*/true);
+  // At least 0.01: a penalty divides positive logits, and a tiny one overflowed them to inf.
+  if (auto s = CheckRange("sampling.repetition_penalty", repetition_penalty, 0.01f, 10.0f);
       !s.ok()) {
     return s;
   }
@@ -52,7 +52,8 @@ absl::Status SamplingParams::Validate(int32_t vocab_size) const {
 }
 
 absl::Status StoppingParams::Validate(int32_t vocab_size, int32_t max_stop_strings,
-                                      int32_t max_stop_string_bytes) const {
+                                      int32_t max_stop_string_bytes,
+                                      int32_t max_stop_token_ids) const {
   if (max_tokens < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("stopping.max_tokens must be >= 1, got ", max_tokens));
@@ -75,6 +76,11 @@ absl::Status StoppingParams::Validate(int32_t vocab_size, int32_t max_stop_strin
     if (FindInvalidUtf8(s).has_value()) {
       return absl::InvalidArgumentError(absl::StrCat("stopping.stop[", i, "] is not valid UTF-8"));
     }
+  }
+  if (stop_token_ids.size() > static_cast<size_t>(max_stop_token_ids)) {
+    return absl::InvalidArgumentError(absl::StrCat("stopping.stop_token_ids has ",
+                                                   stop_token_ids.size(), " ids, at most ",
+                                                   max_stop_token_ids, " allowed"));
   }
   for (size_t i = 0; i < stop_token_ids.size(); ++i) {
     const int32_t id = stop_token_ids[i];

@@ -33,6 +33,17 @@ TEST(SampleRowsTest, DeviceParamsCarryTheRequestAndCountItsOutput) {
   EXPECT_EQ(d.repetition_penalty, 1.0f);  // penalties are the entry builder's
 }
 
+TEST(SampleRowsTest, TemperaturesBelowTheGreedyBoundReachTheDeviceAsGreedy) {
+  // The device sampler takes temperature 0 alone as greedy; the CPU sampler anything below
+  // kGreedyBelowTemperature. A tiny temperature must mean the same on both.
+  SamplingParams p;
+  p.temperature = 1e-38f;
+  const kernels::SampleRowParams d = DeviceParams(SampleRequest{0, &p, {}, {}, 1});
+  EXPECT_EQ(d.temperature, 0.0f);
+  p.temperature = 0.5f;
+  EXPECT_EQ(DeviceParams(SampleRequest{0, &p, {}, {}, 1}).temperature, 0.5f);
+}
+
 TEST(SampleRowsTest, HostSamplesLongPenaltyListsAndManyLogprobs) {
   const std::vector<int32_t> prompt(100, 7), output(50, 9);
   SamplingParams greedy;

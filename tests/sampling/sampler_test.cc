@@ -57,6 +57,19 @@ TEST(SamplerTest, GreedyIsArgmaxLowestIdOnTies) {
   EXPECT_EQ(Sample({5.0f, 5.0f}, p, 7).token_id, 0);
 }
 
+TEST(SamplerTest, TinyTemperatureIsGreedyWithAFiniteLogprob) {
+  // 1 / 1e-38 overflowed every logit above ~3.4 to inf: the draw took the last of them (2 here)
+  // and the logprob was NaN. Below the greedy bound the argmax is taken, its logprob unscaled.
+  SamplingParams p;
+  p.temperature = 1e-38f;
+  const SampledToken t = Sample({10.0f, 5.0f, 4.0f}, p, 3);
+  EXPECT_EQ(t.token_id, 0);
+  ASSERT_TRUE(std::isfinite(t.logprob));
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  EXPECT_EQ(t.logprob, Sample({10.0f, 5.0f, 4.0f}, greedy, 3).logprob);
+}
+
 TEST(SamplerTest, TopK1EqualsGreedy) {
   std::mt19937 rng(3);
   std::normal_distribution<float> n(0, 3);

@@ -22,7 +22,7 @@ void ExpectRejected(const SamplingParams& p, const std::string& field) {
 
 TEST(SamplingParamsTest, DefaultsAreValid) {
   EXPECT_TRUE(SamplingParams{}.Validate(kVocab).ok());
-  EXPECT_TRUE(StoppingParams{}.Validate(kVocab, 4, 32).ok());
+  EXPECT_TRUE(StoppingParams{}.Validate(kVocab, 4, 32, 8).ok());
 }
 
 TEST(SamplingParamsTest, TemperatureMessageNamesFieldAndValue) {
@@ -56,7 +56,7 @@ TEST(SamplingParamsTest, RejectsOutOfRangeAndNonFinite) {
     p.min_p = v;
     ExpectRejected(p, "sampling.min_p");
   }
-  for (float v : {0.0f, 10.5f, nan}) {
+  for (float v : {0.0f, 0.001f, 1e-38f, 10.5f, nan}) {
     SamplingParams p;
     p.repetition_penalty = v;
     ExpectRejected(p, "sampling.repetition_penalty");
@@ -89,10 +89,24 @@ TEST(SamplingParamsTest, AcceptsRangeEnds) {
   EXPECT_TRUE(p.Validate(kVocab).ok()) << p.Validate(kVocab);
   p.temperature = 100.0f;
   p.top_k = 1;
+  p.repetition_penalty = 0.01f;
   EXPECT_TRUE(p.Validate(kVocab).ok());
 }
 
-absl::Status ValidateStopping(const StoppingParams& p) { return p.Validate(kVocab, 2, 8); }
+TEST(SamplingParamsTest, TemperaturesBelowTheGreedyBoundAreGreedy) {
+  SamplingParams p;
+  for (float t : {0.0f, 1e-38f, 1e-6f, 9.9e-6f}) {
+    p.temperature = t;
+    EXPECT_TRUE(p.Validate(kVocab).ok()) << t;
+    EXPECT_TRUE(p.greedy()) << t;
+  }
+  for (float t : {1e-5f, 0.7f}) {
+    p.temperature = t;
+    EXPECT_FALSE(p.greedy()) << t;
+  }
+}
+
+absl::Status ValidateStopping(const StoppingParams& p) { return p.Validate(kVocab, 2, 8, 3); }
 
 TEST(StoppingParamsTest, RejectsBadFieldsByName) {
   StoppingParams p;
@@ -119,6 +133,11 @@ TEST(StoppingParamsTest, RejectsBadFieldsByName) {
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(s.message()), HasSubstr("UTF-8"));
   }
+
+  StoppingParams many_ids;
+  many_ids.stop_token_ids = {1, 2, 3, 4};
+  EXPECT_THAT(std::string(ValidateStopping(many_ids).message()),
+              HasSubstr("stopping.stop_token_ids has 4 ids, at most 3 allowed"));
 
   for (int32_t id : {-1, kVocab}) {
     StoppingParams ids;

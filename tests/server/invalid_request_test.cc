@@ -67,6 +67,10 @@ std::vector<BadCase> BadCases() {
        [](auto& r) { r.mutable_stopping()->add_stop(""); }},
       {"stop token out of range", "stopping.stop_token_ids[0]",
        [](auto& r) { r.mutable_stopping()->add_stop_token_ids(-5); }},
+      {"100000 stop token ids", "stopping.stop_token_ids: has 100000 ids, at most 256",
+       [](auto& r) {
+         for (int i = 0; i < 100000; ++i) r.mutable_stopping()->add_stop_token_ids(16);
+       }},
       {"too many logprobs", "logprobs", [](auto& r) { r.set_logprobs(50); }},
       {"zero latency budget", "latency_budget_ms", [](auto& r) { r.set_latency_budget_ms(0); }},
   };
