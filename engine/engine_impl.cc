@@ -134,13 +134,16 @@ absl::Status EngineImpl::Submit(Request request, StreamSink sink) {
     seed = (static_cast<uint64_t>(random_()) << 32) ^ random_();
   }
   live_ids_.insert(request.id);
-  // The wrapper forgets the id when its final chunk goes out (on the loop thread).
+  // The wrapper forgets the id when its final chunk goes out (on the loop thread), with any
+  // cancel still queued for it: that cancel was meant for this request, and left queued it
+  // would end a later one submitted with the same id before the loop drained the queue.
   StreamSink wrapped = [this, id = request.id, sink = std::move(sink)](StreamChunk chunk) {
     const bool last = chunk.finish != FinishReason::kNone;
     sink(std::move(chunk));
     if (last) {
       absl::MutexLock lock(&mu_);
       live_ids_.erase(id);
+      std::erase(cancels_, id);
     }
   };
   incoming_.push_back(

@@ -155,6 +155,42 @@ TEST_F(EngineTest, CancelEndsTheStreamAndFreesBlocks) {
   engine->Cancel("unknown-id");  // no-op
 }
 
+// Holds the engine thread after the first step that streamed a token (the stream's final chunk
+// is out and its id released by then) until the test says go on.
+struct HoldAfterFirstToken : EngineObserver {
+  absl::Notification scheduled, stepped, go_on;
+  void OnFirstScheduled(absl::Duration) override {
+    if (!scheduled.HasBeenNotified()) scheduled.Notify();
+  }
+  void OnStep(int32_t, int32_t, int32_t generated, bool, int32_t) override {
+    if (generated == 0 || stepped.HasBeenNotified()) return;
+    stepped.Notify();
+    go_on.WaitForNotificationWithTimeout(absl::Seconds(10));
+  }
+};
+
+TEST_F(EngineTest, AStaleCancelDoesNotEndALaterRequestWithTheSameId) {
+  // A cancel queued while "r" ran, "r" then finished by length, and a new "r" submitted before
+  // the loop drained the queue: the cancel, meant for the first, ended the second (0 tokens).
+  HoldAfterFirstToken gate;
+  EngineConfig config;
+  config.async_scheduling = false;  // the step is collected inside its own loop turn
+  auto engine = Make(config, &gate);
+  backend_->SetStepDelay(absl::Milliseconds(200));
+  Stream first, second;
+  ASSERT_TRUE(engine->Submit(MakeRequest("r", Range(1, 4), 1), first.Sink()).ok());
+  ASSERT_TRUE(gate.scheduled.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  engine->Cancel("r");  // "r" is in the running step: the cancel is queued
+  ASSERT_TRUE(gate.stepped.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(first.Wait());
+  ASSERT_TRUE(engine->Submit(MakeRequest("r", Range(1, 4), 3), second.Sink()).ok());
+  gate.go_on.Notify();
+  ASSERT_TRUE(second.Wait());
+  EXPECT_EQ(first.rec.last().finish, FinishReason::kLength);
+  EXPECT_EQ(second.rec.last().finish, FinishReason::kLength);
+  EXPECT_EQ(second.rec.tokens().size(), 3u);
+}
+
 TEST_F(EngineTest, DeadlineExpiresInQueueAndMidStream) {
   EngineConfig config;
   config.max_num_seqs = 1;
