@@ -4,9 +4,12 @@
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/match.h"
@@ -15,14 +18,28 @@
 namespace rtgen {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 constexpr int kPollMs = 200;          // how often the thread checks for shutdown
-constexpr int kReadTimeoutMs = 2000;  // a client must send its request line within this
+// A client has this long, in all, to send its request, and again to take the answer: one
+// connection is served at a time, so a client trickling bytes held every scrape (and the
+// server's exit) for as long as it kept going.
+constexpr int kClientBudgetMs = 2000;
 constexpr size_t kMaxRequestBytes = 8192;
 
-void SendAll(int fd, const std::string& data) {
+int MsLeft(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  return left.count() > 0 ? static_cast<int>(left.count()) : 0;
+}
+
+// Sends until done, an error, the deadline or `stop` (each send blocks for at most kPollMs: the
+// socket's send timeout, set by the caller).
+void SendAll(int fd, const std::string& data, Clock::time_point deadline,
+             const std::atomic<bool>& stop) {
   size_t sent = 0;
-  while (sent < data.size()) {
+  while (sent < data.size() && MsLeft(deadline) > 0 && !stop) {
     const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) continue;
     if (n <= 0) return;
     sent += static_cast<size_t>(n);
   }
@@ -93,26 +110,37 @@ void MetricsHttpServer::Serve() {
 }
 
 void MetricsHttpServer::HandleConnection(int client) const {
+  const Clock::time_point read_deadline = Clock::now() + std::chrono::milliseconds(kClientBudgetMs);
   std::string request;
   char buf[1024];
   while (request.find("\r\n\r\n") == std::string::npos && request.size() < kMaxRequestBytes) {
+    const int left = MsLeft(read_deadline);
+    if (stop_ || left == 0) return;
     pollfd p{client, POLLIN, 0};
-    if (poll(&p, 1, kReadTimeoutMs) <= 0) return;
+    const int ready = poll(&p, 1, std::min(left, kPollMs));
+    if (ready < 0 && errno != EINTR) return;
+    if (ready <= 0) continue;
     const ssize_t n = recv(client, buf, sizeof(buf), 0);
     if (n <= 0) return;
     request.append(buf, static_cast<size_t>(n));
   }
+  const timeval send_timeout{0, kPollMs * 1000};
+  setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(kClientBudgetMs);
+  const auto send_all = [&](const std::string& data) {
+    SendAll(client, data, deadline, stop_);
+  };
   if (!absl::StartsWith(request, "GET ") && !absl::StartsWith(request, "HEAD ")) {
-    SendAll(client, Response("405 Method Not Allowed", "text/plain", "only GET\n"));
+    send_all(Response("405 Method Not Allowed", "text/plain", "only GET\n"));
     return;
   }
   const size_t path_start = request.find(' ') + 1;
   const std::string path = request.substr(path_start, request.find(' ', path_start) - path_start);
   if (path != "/metrics" && !absl::StartsWith(path, "/metrics?")) {
-    SendAll(client, Response("404 Not Found", "text/plain", "see /metrics\n"));
+    send_all(Response("404 Not Found", "text/plain", "see /metrics\n"));
     return;
   }
-  SendAll(client, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render_()));
+  send_all(Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render_()));
 }
 
 }  // namespace rtgen
