@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-#include <map>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -31,6 +30,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "client/cli_args.h"
 #include "client/inference_client.h"
 
 namespace rtgen {
@@ -51,53 +51,6 @@ constexpr char kUsage[] =
     "common: [--tls] [--tls-ca PEM] [--tls-cert PEM --tls-key PEM]\n"
     "        [--auth-token TOKEN]   (default: $RTGEN_AUTH_TOKEN)\n";
 
-// Flags that take no value.
-bool IsSwitch(const std::string& name) {
-  return name == "chat" || name == "ignore-eos" || name == "help" || name == "tls";
-}
-
-// --name value / --name=value; repeated flags keep every value in order.
-struct Args {
-  std::string command;
-  std::map<std::string, std::vector<std::string>> values;
-
-  bool Has(const std::string& name) const { return values.count(name) > 0; }
-  std::optional<std::string> Get(const std::string& name) const {
-    auto it = values.find(name);
-    if (it == values.end()) return std::nullopt;
-    return it->second.back();
-  }
-};
-
-std::optional<Args> ParseArgs(int argc, char** argv, std::string* error) {
-  Args args;
-  if (argc < 2) {
-    *error = "missing subcommand";
-    return std::nullopt;
-  }
-  args.command = argv[1];
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg.rfind("--", 0) != 0) {
-      *error = absl::StrCat("unexpected argument '", arg, "'");
-      return std::nullopt;
-    }
-    arg = arg.substr(2);
-    const size_t eq = arg.find('=');
-    if (eq != std::string::npos) {
-      args.values[arg.substr(0, eq)].push_back(arg.substr(eq + 1));
-    } else if (IsSwitch(arg)) {
-      args.values[arg].push_back("true");
-    } else if (i + 1 < argc) {
-      args.values[arg].push_back(argv[++i]);
-    } else {
-      *error = absl::StrCat("--", arg, " needs a value");
-      return std::nullopt;
-    }
-  }
-  return args;
-}
-
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "rtgen-client: %s\n%s", message.c_str(), kUsage);
   return kUsageError;
@@ -112,7 +65,7 @@ int RpcError(const std::string& what, const absl::Status& status) {
 
 // Parses numeric flag `name` into `out` when present; false (after printing) when malformed.
 template <typename T>
-bool NumberFlag(const Args& args, const std::string& name, std::optional<T>* out) {
+bool NumberFlag(const CliArgs& args, const std::string& name, std::optional<T>* out) {
   const std::optional<std::string> text = args.Get(name);
   if (!text.has_value()) return true;
   T value{};
@@ -145,9 +98,9 @@ std::string ToJson(const google::protobuf::Message& message) {
   return out;
 }
 
-void SetChatOrPrompt(const Args& args, v1::ChatMessages* messages, std::string* prompt) {
+void SetChatOrPrompt(const CliArgs& args, v1::ChatMessages* messages, std::string* prompt) {
   const std::string text = args.Get("prompt").value_or("");
-  if (!args.Has("chat")) {
+  if (!args.Switch("chat")) {
     *prompt = text;
     return;
   }
@@ -161,10 +114,10 @@ void SetChatOrPrompt(const Args& args, v1::ChatMessages* messages, std::string* 
   m->set_content(text);
 }
 
-int Generate(const Args& args, InferenceClient& client) {
+int Generate(const CliArgs& args, InferenceClient& client) {
   if (!args.Has("prompt")) return UsageError("generate needs --prompt");
   v1::GenerateRequest request;
-  if (args.Has("chat")) {
+  if (args.Switch("chat")) {
     std::string unused;
     SetChatOrPrompt(args, request.mutable_messages(), &unused);
   } else {
@@ -198,7 +151,7 @@ int Generate(const Args& args, InferenceClient& client) {
   if (auto it = args.values.find("stop"); it != args.values.end()) {
     for (const std::string& s : it->second) stopping->add_stop(s);
   }
-  stopping->set_ignore_eos(args.Has("ignore-eos"));
+  stopping->set_ignore_eos(args.Switch("ignore-eos"));
   if (logprobs) request.set_logprobs(*logprobs);
   if (priority) request.set_priority(*priority);
   if (auto id = args.Get("request-id")) request.set_request_id(*id);
@@ -236,17 +189,17 @@ int Generate(const Args& args, InferenceClient& client) {
   return 0;
 }
 
-int Health(const Args& args, InferenceClient& client) {
+int Health(const CliArgs& args, InferenceClient& client) {
   absl::StatusOr<HealthStatus> status = client.Health(args.Get("service").value_or(""));
   if (!status.ok()) return RpcError("health", status.status());
   std::printf("%s\n", HealthStatusName(*status));
   return *status == HealthStatus::kServing ? 0 : kRpcError;
 }
 
-int Tokenize(const Args& args, InferenceClient& client) {
+int Tokenize(const CliArgs& args, InferenceClient& client) {
   if (!args.Has("prompt")) return UsageError("tokenize needs --prompt");
   v1::TokenizeRequest request;
-  if (args.Has("chat")) {
+  if (args.Switch("chat")) {
     std::string unused;
     SetChatOrPrompt(args, request.mutable_messages(), &unused);
   } else {
@@ -260,15 +213,15 @@ int Tokenize(const Args& args, InferenceClient& client) {
 
 int Run(int argc, char** argv) {
   std::string error;
-  std::optional<Args> args = ParseArgs(argc, argv, &error);
+  std::optional<CliArgs> args = ParseCliArgs(argc, argv, &error);
   if (!args.has_value()) return UsageError(error);
-  if (args->command == "help" || args->command == "--help" || args->Has("help")) {
+  if (args->command == "help" || args->command == "--help" || args->Switch("help")) {
     std::fputs(kUsage, stdout);
     return 0;
   }
   const std::string target = args->Get("target").value_or("localhost:50051");
   ConnectOptions options;
-  options.tls = args->Has("tls");
+  options.tls = args->Switch("tls");
   options.tls_ca_path = args->Get("tls-ca").value_or("");
   options.tls_cert_path = args->Get("tls-cert").value_or("");
   options.tls_key_path = args->Get("tls-key").value_or("");

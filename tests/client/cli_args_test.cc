@@ -1,0 +1,80 @@
+// rtgen-client's command line (client/cli_args.h): flags with a value in either form, repeated
+// flags in order, switches with and without a value, and an error naming every malformed part
+// (unknown subcommand or flag, a switch given something but true or false, a missing value).
+
+#include "client/cli_args.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace rtgen {
+namespace {
+
+std::optional<CliArgs> Parse(std::vector<const char*> argv, std::string* error) {
+  argv.insert(argv.begin(), "rtgen-client");
+  return ParseCliArgs(static_cast<int>(argv.size()), argv.data(), error);
+}
+
+TEST(CliArgsTest, TakesValuesInBothFormsAndRepeatedFlagsInOrder) {
+  std::string error;
+  const auto args = Parse({"generate", "--prompt", "hi there", "--max-tokens=5", "--stop", "a",
+                           "--stop=b", "--target", "h:1"},
+                          &error);
+  ASSERT_TRUE(args.has_value()) << error;
+  EXPECT_EQ(args->command, "generate");
+  EXPECT_EQ(args->Get("prompt"), "hi there");
+  EXPECT_EQ(args->Get("max-tokens"), "5");
+  EXPECT_EQ(args->values.at("stop"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(args->Get("target"), "h:1");
+  EXPECT_FALSE(args->Get("seed").has_value());
+}
+
+TEST(CliArgsTest, SwitchesTakeTrueOrFalse) {
+  std::string error;
+  auto args = Parse({"generate", "--prompt", "x", "--ignore-eos", "--chat=false", "--tls=0"},
+                    &error);
+  ASSERT_TRUE(args.has_value()) << error;
+  EXPECT_TRUE(args->Switch("ignore-eos"));
+  EXPECT_FALSE(args->Switch("chat"));  // was on: any value counted as given
+  EXPECT_FALSE(args->Switch("tls"));
+  EXPECT_FALSE(args->Switch("help"));  // not given
+  args = Parse({"health", "--tls=true"}, &error);
+  ASSERT_TRUE(args.has_value()) << error;
+  EXPECT_TRUE(args->Switch("tls"));
+}
+
+TEST(CliArgsTest, RefusesMalformedArgumentsByName) {
+  struct Case {
+    std::vector<const char*> argv;
+    std::string error;
+  };
+  for (const Case& c : std::vector<Case>{
+           {{}, "missing subcommand"},
+           {{"generat"}, "unknown subcommand 'generat'"},
+           {{"generate", "--max_tokens", "5"}, "unknown flag --max_tokens for generate"},
+           {{"health", "--prompt", "x"}, "unknown flag --prompt for health"},
+           {{"generate", "--ignore-eos=maybe"}, "--ignore-eos takes true or false, got 'maybe'"},
+           {{"generate", "--prompt"}, "--prompt needs a value"},
+           {{"generate", "prompt"}, "unexpected argument 'prompt'"},
+       }) {
+    std::string error;
+    EXPECT_FALSE(Parse(c.argv, &error).has_value()) << c.error;
+    EXPECT_EQ(error, c.error);
+  }
+}
+
+TEST(CliArgsTest, EverySubcommandTakesTheCommonFlags) {
+  for (const char* command : {"generate", "health", "tokenize", "info", "load"}) {
+    std::string error;
+    EXPECT_TRUE(Parse({command, "--target", "h:1", "--tls", "--tls-ca", "ca.pem", "--auth-token",
+                       "t"},
+                      &error)
+                    .has_value())
+        << command << ": " << error;
+  }
+}
+
+}  // namespace
+}  // namespace rtgen
