@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cstdint>
 #include <utility>
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
@@ -99,8 +101,12 @@ absl::Status Server::StartServing(const ServerConfig& config) {
     // GOAWAY after the age; clients reconnect (to another replica behind the balancer).
     const int grace_s = config.max_connection_age_grace_s >= 0 ? config.max_connection_age_grace_s
                                                                : config.max_connection_age_s;
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, config.max_connection_age_s * 1000);
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, grace_s * 1000);
+    // In milliseconds, at most INT_MAX (~24.8 days): `int` seconds × 1000 overflowed past that.
+    const auto ms = [](int s) {
+      return static_cast<int>(std::min<int64_t>(int64_t{s} * 1000, INT_MAX));
+    };
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ms(config.max_connection_age_s));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, ms(grace_s));
   }
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
