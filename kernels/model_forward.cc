@@ -162,6 +162,9 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   ASSIGN_OR_RETURN(f->chain_tokens_, DeviceBuffer::Allocate(s * sizeof(int32_t)));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemset(f->chain_tokens_.get(), 0, s * sizeof(int32_t)));
   ASSIGN_OR_RETURN(f->resolved_tokens_, DeviceBuffer::Allocate(t * sizeof(int32_t)));
+  // The zeroing above ran on the legacy default stream, which the backend's non-blocking stream
+  // does not wait for: done before any kernel reads those counters and sums.
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(nullptr));
   RETURN_IF_ERROR(f->FoldNormsIfUseful());  // before anything else reads the weights
   if (PersistentDecodeWanted(persistent_decode)) {
     ASSIGN_OR_RETURN(f->persistent_, PersistentDecoder::CreateIfSupported(config, *weights));
