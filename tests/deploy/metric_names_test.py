@@ -38,8 +38,11 @@ def architecture_path():
     for path in candidates:
         if path and os.path.isfile(path):
             return path
-    sys.exit("SETUP ERROR: ARCHITECTURE.md not found (looked at " +
-             ", ".join(p for p in candidates if p) + ")")
+    # A clone without the design beside it (or in RTGEN_ARCHITECTURE_MD) cannot run this check:
+    # skipped (ctest SKIP_RETURN_CODE 77), saying why, not passed.
+    print("SKIPPED: ARCHITECTURE.md not found (looked at " +
+          ", ".join(p for p in candidates if p) + "); set RTGEN_ARCHITECTURE_MD", file=sys.stderr)
+    sys.exit(77)
 
 
 def architecture_metrics(path):
