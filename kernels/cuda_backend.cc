@@ -13,6 +13,7 @@
 #include "kernels/env_switch.h"
 #include "kernels/graph_buckets.h"
 #include "kernels/graph_runner.h"
+#include "kernels/hopper_code.h"
 #include "kernels/model_forward.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/sample_penalties.h"
@@ -73,7 +74,12 @@ struct CudaBackend::Impl {
 
 bool CudaDeviceAvailable() {
   int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return false;
+  }
+  // A GPU this build has no device code for cannot run the backend: `auto` then takes the CPU.
+  return kernels::DeviceCodeLoads(0);
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const ModelConfig& config,

@@ -67,7 +67,7 @@ struct CudaBackendOptions {
   int32_t max_penalty_tokens = kernels::kDefaultMaxPenaltyTokens;
 };
 
-// True when the CUDA runtime sees at least one device.
+// True when the CUDA runtime sees a device (device 0) that this build has device code for.
 bool CudaDeviceAvailable();
 
 // Uploads `weights` (converted to bf16) to options.device. Graphs are captured in

@@ -11,6 +11,20 @@ __global__ void HopperCodeProbeKernel(int* out) { *out = RTGEN_HOPPER_DEVICE_COD
 
 }  // namespace
 
+bool DeviceCodeLoads(int device) {
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudaFuncAttributes attributes = {};
+  const bool ok = cudaSetDevice(device) == cudaSuccess &&
+                  cudaFuncGetAttributes(&attributes, HopperCodeProbeKernel) == cudaSuccess;
+  cudaSetDevice(previous);
+  cudaGetLastError();  // no image is an answer (no), not an error to pass on
+  return ok;
+}
+
 bool HopperDeviceCodeRuns(int device) {
   int previous = 0, has = 0;
   if (cudaGetDevice(&previous) != cudaSuccess) {

@@ -9,4 +9,9 @@ namespace rtgen::kernels {
 
 bool HopperDeviceCodeRuns(int device);
 
+// Whether this binary holds device code `device` can load at all (the default build has sm_90a
+// code alone: an A100 or L4 has none). Leaves no CUDA error behind and the current device as
+// it was.
+bool DeviceCodeLoads(int device);
+
 }  // namespace rtgen::kernels

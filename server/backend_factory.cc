@@ -27,8 +27,9 @@ absl::StatusOr<std::string> ResolveBackendKind(const std::string& kind) {
   if (kind == "cuda") {
     if (CudaBackendAvailable()) return kind;
     return absl::FailedPreconditionError(
-        "backend: 'cuda' requested but this build has no CUDA backend or no GPU is visible; "
-        "use --backend=cpu or --backend=auto");
+        "backend: 'cuda' requested but this build has no CUDA backend, no GPU is visible, or "
+        "this build has no device code for the GPU (the default build is for sm_90a: H100, "
+        "H200); use --backend=cpu or --backend=auto");
   }
   return absl::InvalidArgumentError(
       absl::StrCat("backend: unknown backend '", kind, "' (expected auto, cpu or cuda)"));
