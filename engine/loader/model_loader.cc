@@ -57,25 +57,45 @@ absl::StatusOr<LoadedModel> LoadHfDirectory(const fs::path& dir) {
   ASSIGN_OR_RETURN(std::string config_json, ReadTextFile(dir / "config.json"));
   ASSIGN_OR_RETURN(model.config, ModelConfig::FromHfConfigJson(config_json));
   RETURN_IF_ERROR(model.config.Validate());
-  ASSIGN_OR_RETURN(model.tokenizer, LoadTokenizerFromJson((dir / "tokenizer.json").string()));
-  ASSIGN_OR_RETURN(model.weights, LoadSafetensorsWeights(dir.string(), model.config));
-  if (fs::exists(dir / "tokenizer_config.json")) {
-    ASSIGN_OR_RETURN(std::string text, ReadTextFile(dir / "tokenizer_config.json"));
-    nlohmann::json cfg = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (cfg.is_discarded()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat((dir / "tokenizer_config.json").string(), ": not valid JSON"));
-    }
-    std::string bos;
-    if (cfg.contains("bos_token") && cfg["bos_token"].is_string()) bos = cfg["bos_token"];
-    if (cfg.contains("chat_template") && cfg["chat_template"].is_string()) {
-      model.chat_template = ChatTemplateOrNone(cfg["chat_template"], bos);
-    }
+  const std::string tokenizer_json = (dir / "tokenizer.json").string();
+  ASSIGN_OR_RETURN(model.tokenizer, LoadTokenizerFromJson(tokenizer_json));
+  // The embedding has vocab_size rows; a tokenizer with more ids (added tokens past it) would
+  // read past them. Fewer is common (vocab_size padded to a multiple of 64 or 128).
+  if (model.tokenizer->vocab_size() > model.config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        tokenizer_json, ": token ids up to ", model.tokenizer->vocab_size() - 1,
+        " but config.json's vocab_size is ", model.config.vocab_size));
   }
+  if (fs::exists(dir / "tokenizer_config.json")) {
+    const std::string where = (dir / "tokenizer_config.json").string();
+    ASSIGN_OR_RETURN(std::string text, ReadTextFile(where));
+    ASSIGN_OR_RETURN(model.chat_template, ChatTemplateFromTokenizerConfig(text, where));
+  }
+  ASSIGN_OR_RETURN(model.weights, LoadSafetensorsWeights(dir.string(), model.config));
   return model;
 }
 
 }  // namespace
+
+absl::StatusOr<std::optional<ChatTemplate>> ChatTemplateFromTokenizerConfig(
+    const std::string& json_text, const std::string& where) {
+  nlohmann::json cfg = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (cfg.is_discarded() || !cfg.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
+  }
+  std::string bos;
+  if (auto it = cfg.find("bos_token"); it != cfg.end()) {
+    if (it->is_string()) {
+      bos = it->get<std::string>();
+    } else if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
+      bos = (*it)["content"].get<std::string>();  // Llama 2's {"content": "<s>", ...}
+    }
+  }
+  if (auto it = cfg.find("chat_template"); it != cfg.end() && it->is_string()) {
+    return ChatTemplateOrNone(it->get<std::string>(), bos);
+  }
+  return std::optional<ChatTemplate>();
+}
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& path) {
   std::error_code ec;

@@ -25,4 +25,10 @@ struct LoadedModel {
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& path);
 
+// The chat template of a Hugging Face directory's tokenizer_config.json (its text; `where` names
+// the file in errors): nullopt when it has none we recognise. Its bos_token may be a string or
+// an object with "content" (Llama 2's), as tokenizer.json's added tokens are.
+absl::StatusOr<std::optional<ChatTemplate>> ChatTemplateFromTokenizerConfig(
+    const std::string& json_text, const std::string& where);
+
 }  // namespace rtgen

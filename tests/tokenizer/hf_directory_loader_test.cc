@@ -1,0 +1,100 @@
+// A Hugging Face model directory's tokenizer side (engine/loader/model_loader.h): a
+// tokenizer.json with ids past config.json's vocab_size is refused before any weight is read
+// (its added tokens would have read past the embedding); tokenizer_config.json's bos_token as an
+// object (Llama 2's) still starts each turn; a Llama 3.1+ template is refused, not rendered as
+// Llama 3.0's.
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "engine/loader/model_loader.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/unique_temp_path.h"
+
+namespace rtgen {
+namespace {
+
+// config.json of a tiny Llama with `vocab` rows.
+std::string TinyConfigJson(int vocab) {
+  return nlohmann::json{{"model_type", "llama"},         {"hidden_size", 64},
+                        {"intermediate_size", 128},      {"num_hidden_layers", 1},
+                        {"num_attention_heads", 4},      {"max_position_embeddings", 64},
+                        {"vocab_size", vocab}}
+      .dump();
+}
+
+// A byte-level BPE tokenizer.json: "a" "b" "ab", then the added tokens at `added_ids`.
+std::string TinyTokenizerJson(const std::vector<int>& added_ids) {
+  nlohmann::json added = nlohmann::json::array();
+  for (int id : added_ids) {
+    added.push_back({{"id", id}, {"content", "<x" + std::to_string(id) + ">"}, {"special", true}});
+  }
+  return nlohmann::json{
+      {"model",
+       {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}, {"ab", 2}}}, {"merges", {"a b"}}}},
+      {"pre_tokenizer", {{"type", "ByteLevel"}}},
+      {"added_tokens", added}}
+      .dump();
+}
+
+std::string WriteHfDirectory(int vocab, const std::vector<int>& added_ids) {
+  const std::string dir = testing::UniqueTempPath("hf_dir");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/config.json") << TinyConfigJson(vocab);
+  std::ofstream(dir + "/tokenizer.json") << TinyTokenizerJson(added_ids);
+  return dir;
+}
+
+TEST(HfDirectoryLoaderTest, TokenizerIdsPastTheVocabSizeAreRefused) {
+  const auto past = LoadModel(WriteHfDirectory(8, {3, 8}));  // id 8 of a vocab of 8
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kInvalidArgument) << past.status();
+  EXPECT_TRUE(absl::StrContains(past.status().message(),
+                                "token ids up to 8 but config.json's vocab_size is 8"))
+      << past.status();
+  // Within the vocabulary (fewer ids than rows is common): the load goes on to the weights,
+  // which this directory has none of.
+  const auto within = LoadModel(WriteHfDirectory(8, {3, 7}));
+  EXPECT_FALSE(within.ok());
+  EXPECT_FALSE(absl::StrContains(within.status().message(), "vocab_size")) << within.status();
+}
+
+TEST(HfDirectoryLoaderTest, BosTokenAsAnObjectStartsEachLlama2Turn) {
+  const std::string llama2 =
+      "{% for m in messages %}{{ bos_token + '[INST] ' + m['content'] + ' [/INST]' }}"
+      "{% endfor %}";
+  for (const nlohmann::json& bos : {nlohmann::json("<s>"),
+                                     nlohmann::json{{"content", "<s>"}, {"lstrip", false}}}) {
+    const nlohmann::json cfg = {{"bos_token", bos}, {"chat_template", llama2}};
+    auto t = ChatTemplateFromTokenizerConfig(cfg.dump(), "tokenizer_config.json");
+    ASSERT_TRUE(t.ok()) << t.status();
+    ASSERT_TRUE(t->has_value()) << bos.dump();
+    const std::vector<ChatMessage> msgs = {{"user", "Hi"}};
+    auto text = (*t)->Render(msgs, true);
+    ASSERT_TRUE(text.ok()) << text.status();
+    EXPECT_EQ(*text, "<s>[INST] Hi [/INST]") << bos.dump();
+  }
+  EXPECT_FALSE(ChatTemplateFromTokenizerConfig("[1]", "tokenizer_config.json").ok());
+}
+
+TEST(HfDirectoryLoaderTest, Llama31TemplatesAreRefusedNotRenderedAsLlama30) {
+  const std::string llama31 =
+      "{{- bos_token }}{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' }}"
+      "{{- 'Cutting Knowledge Date: December 2023\\n' }}{{- 'Today Date: ' + date_string }}";
+  auto t = ChatTemplate::FromJinja(llama31, "<|begin_of_text|>");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
+  // In a directory's tokenizer_config.json: no template (chat requests are then refused at the
+  // edge, raw prompts still served).
+  const nlohmann::json cfg = {{"bos_token", "<|begin_of_text|>"}, {"chat_template", llama31}};
+  auto none = ChatTemplateFromTokenizerConfig(cfg.dump(), "tokenizer_config.json");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+  // Llama 3.0's template stays supported.
+  EXPECT_TRUE(ChatTemplate::FromJinja("{{ '<|start_header_id|>' + m['role'] }}", "").ok());
+}
+
+}  // namespace
+}  // namespace rtgen
