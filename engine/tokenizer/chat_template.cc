@@ -76,6 +76,14 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(const std::string& jinja_so
     t.format_ = Format::kChatML;
     t.default_system_prompt_ = DefaultSystemPrompt(jinja_source);
   } else if (jinja_source.find("<|start_header_id|>") != std::string::npos) {
+    // Llama 3.1 and later put a system block with dates ("Cutting Knowledge Date: ...", today's
+    // date in 3.2) before every conversation, which the Llama 3.0 format leaves out: refused
+    // rather than rendered without it.
+    if (jinja_source.find("Cutting Knowledge Date") != std::string::npos) {
+      return absl::UnimplementedError(
+          "chat template is Llama 3.1 or later (a dated system block before every "
+          "conversation), not supported; only Llama 3.0's format is");
+    }
     t.format_ = Format::kLlama3;
   } else if (jinja_source.find("[INST]") != std::string::npos) {
     t.format_ = Format::kLlama2;
