@@ -1,6 +1,7 @@
 // LoadGgufWeights: llama.cpp tensor names -> ModelWeights (fp32, Hugging Face layout).
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/ggml_dequant.h"
@@ -69,6 +70,14 @@ absl::StatusOr<std::vector<float>> ReadVector(const GgufFile& file, const std::s
 
 absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& file, const ModelConfig& config) {
   RETURN_IF_ERROR(config.Validate());
+  // The forward passes have no bias terms: a file with any (llama.cpp loads attn_q/k/v.bias as
+  // optional tensors of the llama architecture) would run with weights left out.
+  for (const GgufTensorInfo& t : file.tensors()) {
+    if (absl::EndsWith(t.name, ".bias")) {
+      return absl::UnimplementedError(absl::StrCat(
+          "gguf: tensor '", t.name, "': bias weights are not supported (no bias terms)"));
+    }
+  }
   const int64_t hidden = config.hidden_size;
   const int64_t q_dim = static_cast<int64_t>(config.num_heads) * config.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(config.num_kv_heads) * config.head_dim;

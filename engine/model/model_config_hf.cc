@@ -84,6 +84,26 @@ absl::Status ReadRopeScaling(const Json& root, ModelConfig* c) {
   return absl::OkStatus();
 }
 
+// Features of Llama-family configs the forward passes do not have: refused by name rather than
+// run without them (bias terms left out; attention past a sliding window).
+absl::Status RefuseUnsupported(const Json& root, int max_position_embeddings) {
+  for (const char* key : {"attention_bias", "mlp_bias"}) {
+    auto it = root.find(key);
+    if (it != root.end() && it->is_boolean() && it->get<bool>()) {
+      return absl::UnimplementedError(absl::StrCat(
+          "config.json: '", key, "' true is not supported (the forward pass has no bias terms)"));
+    }
+  }
+  auto it = root.find("sliding_window");
+  if (it != root.end() && it->is_number_integer() && it->get<int64_t>() > 0 &&
+      it->get<int64_t>() < max_position_embeddings) {
+    return absl::UnimplementedError(absl::StrCat(
+        "config.json: 'sliding_window' ", it->get<int64_t>(), " is not supported (attention "
+        "covers the whole context of up to ", max_position_embeddings, " tokens)"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfig::FromHfConfigJson(const std::string& json_text) {
@@ -135,6 +155,7 @@ absl::StatusOr<ModelConfig> ModelConfig::FromHfConfigJson(const std::string& jso
     c.tie_word_embeddings = it->get<bool>();
   }
   RETURN_IF_ERROR(ReadRopeScaling(root, &c));
+  RETURN_IF_ERROR(RefuseUnsupported(root, c.max_position_embeddings));
   RETURN_IF_ERROR(c.Validate());
   return c;
 }

@@ -233,6 +233,18 @@ TEST(ModelConfigTest, HfConfigJsonErrorsNameTheKey) {
            "num_attention_heads": 4, "num_key_value_heads": 3,
            "max_position_embeddings": 64, "vocab_size": 10})",
        "num_kv_heads"},
+      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
+           "attention_bias": true})",
+       "'attention_bias' true is not supported"},
+      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
+           "mlp_bias": true})",
+       "'mlp_bias' true is not supported"},
+      {R"({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
+           "vocab_size": 10, "sliding_window": 32})",
+       "'sliding_window' 32 is not supported"},
       {R"({"model_type": "gpt2"})", "gpt2"},
       {R"([1, 2])", "object"},
       {R"({"hidden_size": )", "JSON"},
@@ -242,6 +254,16 @@ TEST(ModelConfigTest, HfConfigJsonErrorsNameTheKey) {
     EXPECT_FALSE(r.ok()) << c.json;
     EXPECT_TRUE(absl::StrContains(r.status().message(), c.key)) << r.status();
   }
+  // Off, absent or covering the whole context: accepted.
+  auto ok = ModelConfig::FromHfConfigJson(R"({"model_type": "mistral", "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+      "max_position_embeddings": 64, "vocab_size": 10, "attention_bias": false,
+      "mlp_bias": false, "sliding_window": null})");
+  EXPECT_TRUE(ok.ok()) << ok.status();
+  ok = ModelConfig::FromHfConfigJson(R"({"hidden_size": 64, "intermediate_size": 128,
+      "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
+      "vocab_size": 10, "sliding_window": 64})");
+  EXPECT_TRUE(ok.ok()) << ok.status();
 }
 
 }  // namespace

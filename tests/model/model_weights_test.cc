@@ -199,6 +199,24 @@ TEST(ModelWeightsTest, GgufMissingOrMisshapenTensorIsNamed) {
   EXPECT_TRUE(absl::StrContains(r.status().message(), "output.weight")) << r.status();
 }
 
+TEST(ModelWeightsTest, GgufBiasTensorsAreRefusedByName) {
+  // The forward passes have no bias terms: a file with any must not load with them left out.
+  const ModelConfig c = TinyConfig(true);
+  GgufWriter w;
+  AddLlamaMetadata(c, &w);
+  ModelWeights weights = RandomWeights(c);
+  ASSERT_TRUE(AddLlamaWeights(c, weights, GgmlType::kF32, &w).ok());
+  const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
+  ASSERT_TRUE(w.AddTensor("blk.0.attn_q.bias", {q_dim}, GgmlType::kF32,
+                          std::vector<float>(q_dim, 0.5f))
+                  .ok());
+  auto file = GgufFile::Open(WriteTempFile("bias.gguf", *w.Serialize()));
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto r = LoadGgufWeights(**file, c);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "blk.0.attn_q.bias")) << r.status();
+}
+
 // Un-permuted q/k of the real file equal what transformers' GGUF loader produces; these
 // values were read from transformers (AutoModelForCausalLM.from_pretrained(gguf_file=...))
 // model.layers[0].self_attn.{q,k}_proj.weight, rows 1/32/97 (q) and 33/190 (k), columns 0..2.
