@@ -191,7 +191,12 @@ absl::Status GgufReader::ReadArray(GgufValue* value, const std::string& key) {
                                                    elem_type, " in metadata '", key, "'"));
   }
   const GgufValueType et = static_cast<GgufValueType>(elem_type);
-  if (len > kMaxGgufArrayLength || len > remaining() / MinElementBytes(et)) {
+  if (len > kMaxGgufArrayLength) {
+    return absl::InvalidArgumentError(absl::StrCat("gguf: array length ", len, " exceeds the ",
+                                                   kMaxGgufArrayLength,
+                                                   "-element limit while reading ", what));
+  }
+  if (len > remaining() / MinElementBytes(et)) {
     return absl::DataLossError(absl::StrCat("gguf: array length ", len,
                                             " exceeds the file while reading ", what));
   }

@@ -16,7 +16,10 @@ inline constexpr uint64_t kGgufDefaultAlignment = 32;
 inline constexpr uint64_t kMaxGgufTensors = 1 << 20;
 inline constexpr uint64_t kMaxGgufKeys = 1 << 20;
 inline constexpr uint64_t kMaxGgufStringBytes = 1ull << 30;
-inline constexpr uint64_t kMaxGgufArrayLength = 1ull << 30;
+// Elements of one metadata array. Each is held widened (an int64, a double or a string), so a
+// file's bytes of uint8 elements would take 8 times as much memory: 16 Mi elements is far past
+// any tokenizer's (~256 Ki tokens or merges) and bounds that to 128 MiB.
+inline constexpr uint64_t kMaxGgufArrayLength = 1ull << 24;
 inline constexpr uint32_t kMaxGgufDims = 4;
 
 // Metadata value type ids of the GGUF format.

@@ -1,5 +1,7 @@
 // LoadTokenizerFromGguf: the tokenizer.ggml.* metadata keys (as llama.cpp writes them).
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/gguf_file.h"
@@ -20,6 +22,11 @@ absl::StatusOr<std::optional<T>> Optional(absl::StatusOr<T> value) {
 absl::StatusOr<std::optional<int32_t>> OptionalId(const GgufFile& file, const std::string& key) {
   ASSIGN_OR_RETURN(std::optional<int64_t> id, Optional(file.GetInt(key)));
   if (!id) return std::optional<int32_t>();
+  // Range-checked before narrowing: 4294967297 cut to 32 bits was id 1, which passed the
+  // vocabulary check.
+  if (*id < 0 || *id > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(key, " is ", *id, ", not a token id"));
+  }
   return std::optional<int32_t>(static_cast<int32_t>(*id));
 }
 

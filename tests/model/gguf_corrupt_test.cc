@@ -119,6 +119,16 @@ TEST(GgufCorruptTest, HugeArrayLengthIsRejected) {
   EXPECT_TRUE(absl::StrContains(s.message(), "arr")) << s;
 }
 
+TEST(GgufCorruptTest, ArraysPastTheElementLimitAreRejected) {
+  // 2^24 + 1 uint8 elements (16 MiB of file) would be held as 128 MiB of int64: refused by the
+  // limit, before the file's size is asked.
+  GgufWriter w;
+  w.AddRawValue("tokens", 9, U32(0) + U64((1ull << 24) + 1) + std::string(16, '\0'));
+  const absl::Status s = OpenBytes(*w.Serialize());
+  EXPECT_TRUE(absl::StrContains(s.message(), "16777216-element limit")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "tokens")) << s;
+}
+
 TEST(GgufCorruptTest, WrongMetadataTypes) {
   struct Case {
     const char* what;

@@ -95,6 +95,27 @@ TEST(SpmTokenizerTest, MergesByScoreWithSpacePrefix) {
   EXPECT_EQ(tok->stop_ids(), (std::vector<int32_t>{2}));
 }
 
+TEST(SpmTokenizerTest, TokenIdsPastInt32AreRefusedNotTruncated) {
+  // 4294967297 (2^32 + 1) stored as uint64 was cut to id 1, which passed the vocabulary check.
+  const Vocab v = SmallVocab();
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddString("tokenizer.ggml.model", "llama");
+  w.AddStringArray("tokenizer.ggml.tokens", v.tokens);
+  w.AddFloat32Array("tokenizer.ggml.scores", v.scores);
+  w.AddInt32Array("tokenizer.ggml.token_type", v.types);
+  w.AddUint64("tokenizer.ggml.bos_token_id", 4294967297ull);
+  const std::string path = testing::UniqueTempPath("spm_big_id.gguf");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto tok = LoadTokenizerFromGguf(**file);
+  EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument) << tok.status();
+  EXPECT_NE(std::string(tok.status().message()).find("tokenizer.ggml.bos_token_id"),
+            std::string::npos)
+      << tok.status();
+}
+
 TEST(SpmTokenizerTest, UnknownCharactersFallBackToBytes) {
   auto tok = LoadViaGguf(true);
   ASSERT_NE(tok, nullptr);
