@@ -78,6 +78,8 @@ void SpacePrefix(const Json& root, VocabSpec* spec) {
         p.value("prepend_scheme", p.value("add_prefix_space", true) ? "always" : "never");
     spec->add_space_prefix = scheme != "never";
     spec->space_prefix_first_only = scheme == "first";
+    spec->metaspace = true;
+    spec->metaspace_split = p.value("split", true);
   }
 }
 

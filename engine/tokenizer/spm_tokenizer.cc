@@ -49,6 +49,8 @@ absl::StatusOr<std::unique_ptr<SpmTokenizer>> SpmTokenizer::Create(const VocabSp
   }
   tok->add_space_prefix_ = spec.add_space_prefix;
   tok->space_prefix_first_only_ = spec.space_prefix_first_only;
+  tok->metaspace_ = spec.metaspace;
+  tok->metaspace_split_ = spec.metaspace_split;
   tok->scores_ = spec.scores;
   tok->unk_id_ = spec.unk_id;
   for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
@@ -81,10 +83,22 @@ absl::StatusOr<std::vector<int32_t>> SpmTokenizer::Encode(std::string_view text,
     if (seg.id >= 0) {
       ids.push_back(seg.id);
     } else {
-      const bool prefix = add_space_prefix_ && (first || !space_prefix_first_only_);
-      std::string normalized = prefix ? std::string(kSpaceMark) : "";
-      normalized += ReplaceAll(seg.text, " ", kSpaceMark);
-      EncodeSegment(normalized, &ids);
+      const std::string replaced = ReplaceAll(seg.text, " ", kSpaceMark);
+      const bool prefix = add_space_prefix_ && (first || !space_prefix_first_only_) &&
+                          !(metaspace_ && replaced.starts_with(kSpaceMark));
+      const std::string normalized = (prefix ? std::string(kSpaceMark) : "") + replaced;
+      if (!metaspace_split_) {
+        EncodeSegment(normalized, &ids);
+      } else {  // pieces cut before every "▁" (Hugging Face: MergedWithNext)
+        const std::string_view mark(kSpaceMark);
+        size_t start = 0;
+        for (size_t at = normalized.find(mark, 1); at != std::string::npos;
+             at = normalized.find(mark, at + mark.size())) {
+          if (at > start) EncodeSegment(normalized.substr(start, at - start), &ids);
+          start = at;
+        }
+        if (start < normalized.size()) EncodeSegment(normalized.substr(start), &ids);
+      }
     }
     first = false;
   }

@@ -27,6 +27,8 @@ class SpmTokenizer : public VocabTokenizer {
 
   bool add_space_prefix_ = true;
   bool space_prefix_first_only_ = false;
+  bool metaspace_ = false;        // VocabSpec::metaspace
+  bool metaspace_split_ = false;  // VocabSpec::metaspace_split
   std::vector<float> scores_;
   std::unordered_map<std::string, int32_t> merge_rank_;  // "left right" → rank; empty = scores
   int32_t byte_id_[256];                                 // <0xXX> token, or -1

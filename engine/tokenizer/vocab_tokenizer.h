@@ -31,6 +31,11 @@ struct VocabSpec {
   bool add_bos = false;
   bool add_space_prefix = true;  // SentencePiece: "▁" before text segments
   bool space_prefix_first_only = false;  // only before the first segment (Metaspace "first")
+  // Hugging Face's Metaspace pre-tokenizer (not sentencepiece's Prepend normalizer): the "▁" is
+  // put before a segment only where it does not start with one already, and with split the
+  // segment is cut before every "▁" (each piece merged on its own).
+  bool metaspace = false;
+  bool metaspace_split = false;
   PreTokenizerKind pre = PreTokenizerKind::kGpt2;
   bool ignore_merges = false;  // byte-level: a pre-token that is itself a token is kept whole
 };

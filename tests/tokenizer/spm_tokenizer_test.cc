@@ -95,6 +95,40 @@ TEST(SpmTokenizerTest, MergesByScoreWithSpacePrefix) {
   EXPECT_EQ(tok->stop_ids(), (std::vector<int32_t>{2}));
 }
 
+// A Metaspace tokenizer.json (Hugging Face's pre-tokenizer, prepend_scheme "always") over
+// "▁" "a" "▁▁" "▁a" with merges "▁ ▁" then "▁ a"; `split` as given.
+std::unique_ptr<Tokenizer> MetaspaceTokenizer(bool split) {
+  const std::string sp = "\xE2\x96\x81";
+  nlohmann::json root = {
+      {"model",
+       {{"type", "BPE"},
+        {"byte_fallback", true},
+        {"vocab", {{sp, 0}, {"a", 1}, {sp + sp, 2}, {sp + "a", 3}}},
+        {"merges", {sp + " " + sp, sp + " a"}}}},
+      {"pre_tokenizer",
+       {{"type", "Metaspace"}, {"replacement", sp}, {"prepend_scheme", "always"},
+        {"split", split}}},
+  };
+  const std::string path = testing::UniqueTempPath("metaspace_tokenizer.json");
+  std::ofstream(path) << root.dump();
+  auto tok = LoadTokenizerFromJson(path);
+  EXPECT_TRUE(tok.ok()) << tok.status();
+  return tok.ok() ? std::move(tok).value() : nullptr;
+}
+
+TEST(SpmTokenizerTest, MetaspacePrependsOnlyWhereNoSpaceMarkAndSplitsBeforeEach) {
+  // As Hugging Face tokenizers' Metaspace: no second "▁" before text that starts with a space,
+  // and with split the text is cut before every "▁" (so "▁▁" never merges across a cut).
+  auto whole = MetaspaceTokenizer(false);
+  ASSERT_NE(whole, nullptr);
+  EXPECT_EQ(whole->Encode(" a", false).value(), (std::vector<int32_t>{3}));  // was [2, 1]
+  EXPECT_EQ(whole->Encode("a", false).value(), (std::vector<int32_t>{3}));
+  auto split = MetaspaceTokenizer(true);
+  ASSERT_NE(split, nullptr);
+  EXPECT_EQ(split->Encode("a  a", false).value(), (std::vector<int32_t>{3, 0, 3}));  // [3, 2, 1]
+  EXPECT_EQ(split->Encode(" a", false).value(), (std::vector<int32_t>{3}));
+}
+
 TEST(SpmTokenizerTest, TokenIdsPastInt32AreRefusedNotTruncated) {
   // 4294967297 (2^32 + 1) stored as uint64 was cut to id 1, which passed the vocabulary check.
   const Vocab v = SmallVocab();
