@@ -1,7 +1,9 @@
 #include "client/bench/load_runner.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -69,11 +71,12 @@ LoadResult RunClosedLoop(int concurrency, int limit, double duration_s, Inferenc
   return recorder.Take(start);
 }
 
-// Open loop: requests start at Poisson arrival times whether or not earlier ones finished
-// (except that at most `max_in_flight` run at once when it is > 0).
+}  // namespace
+
 LoadResult RunOpenLoop(double rate, int max_in_flight, int limit, double duration_s,
-                       uint64_t seed, InferenceClient& client, PromptSource& prompts,
-                       double timeout_s, ProgressBar& bar) {
+                       uint64_t seed, PromptSource& prompts,
+                       const std::function<RequestRecord(const BenchPrompt&)>& send,
+                       ProgressBar& bar) {
   Recorder recorder;
   PoissonArrivals arrivals(rate, seed);
   std::mutex mu;
@@ -81,9 +84,9 @@ LoadResult RunOpenLoop(double rate, int max_in_flight, int limit, double duratio
   int in_flight = 0;
   std::vector<std::thread> requests;
   const Clock::time_point start = Clock::now();
-  double next_arrival_s = 0;
+  double next_arrival_s = 0;  // the first request at once: the duration counts from its send
   for (int i = 0; limit <= 0 || i < limit; ++i) {
-    next_arrival_s += arrivals.NextGapSeconds();
+    if (i > 0) next_arrival_s += arrivals.NextGapSeconds();
     if (duration_s > 0 && next_arrival_s >= duration_s) break;
     std::this_thread::sleep_until(start + std::chrono::duration_cast<Clock::duration>(
                                               std::chrono::duration<double>(next_arrival_s)));
@@ -92,9 +95,16 @@ LoadResult RunOpenLoop(double rate, int max_in_flight, int limit, double duratio
       cv.wait(lock, [&] { return max_in_flight <= 0 || in_flight < max_in_flight; });
       ++in_flight;
     }
+    // The schedule may have fallen behind the clock (a cap, a slow thread start): the duration
+    // is wall-clock time all the same.
+    if (duration_s > 0 && SecondsSince(start) >= duration_s) {
+      std::lock_guard<std::mutex> lock(mu);
+      --in_flight;
+      break;
+    }
     BenchPrompt prompt = prompts.Next();
     requests.emplace_back([&, prompt = std::move(prompt)] {
-      RequestRecord record = RunOneRequest(client, prompt, timeout_s);
+      RequestRecord record = send(prompt);
       bar.Add(!record.ok());
       recorder.Add(std::move(record), Clock::now());
       std::lock_guard<std::mutex> lock(mu);
@@ -105,8 +115,6 @@ LoadResult RunOpenLoop(double rate, int max_in_flight, int limit, double duratio
   for (std::thread& request : requests) request.join();
   return recorder.Take(start);
 }
-
-}  // namespace
 
 RequestRecord RunOneRequest(InferenceClient& client, const BenchPrompt& prompt,
                             double request_timeout_s) {
@@ -154,8 +162,7 @@ RequestRecord RunOneRequest(InferenceClient& client, const BenchPrompt& prompt,
   return record;
 }
 
-absl::StatusOr<LoadResult> RunLoad(const LoadConfig& config, InferenceClient& client,
-                                   PromptSource& prompts) {
+absl::Status CheckLoadConfig(const LoadConfig& config) {
   if (config.num_requests <= 0 && config.duration_s <= 0) {
     return absl::InvalidArgumentError("set --num-requests or --duration (or both)");
   }
@@ -167,29 +174,48 @@ absl::StatusOr<LoadResult> RunLoad(const LoadConfig& config, InferenceClient& cl
     if (!(*config.request_rate > 0)) {
       return absl::InvalidArgumentError("--request-rate must be > 0 (inf: all at once)");
     }
-    if (config.concurrency < 0) return absl::InvalidArgumentError("--concurrency must be >= 0");
-  } else if (config.concurrency < 1) {
+    if (std::isinf(*config.request_rate) && config.num_requests <= 0) {
+      return absl::InvalidArgumentError("--request-rate inf needs --num-requests");
+    }
+    if (config.concurrency.value_or(0) < 0) {
+      return absl::InvalidArgumentError("--concurrency must be >= 0");
+    }
+  } else if (config.concurrency.value_or(1) < 1) {
     return absl::InvalidArgumentError("--concurrency must be >= 1");
   }
+  return absl::OkStatus();
+}
+
+int InFlightLimit(const LoadConfig& config) {
+  return config.concurrency.value_or(config.request_rate.has_value() ? 0 : 1);
+}
+
+absl::StatusOr<LoadResult> RunLoad(const LoadConfig& config, InferenceClient& client,
+                                   PromptSource& prompts) {
+  if (absl::Status s = CheckLoadConfig(config); !s.ok()) return s;
+  const int limit = InFlightLimit(config);
 
   if (config.warmup > 0) {
     ProgressBar bar("warm-up", config.warmup, 0, config.progress);
-    RunClosedLoop(std::max(config.concurrency, 1), config.warmup, 0, client, prompts,
+    RunClosedLoop(std::max(limit, 1), config.warmup, 0, client, prompts,
                   config.request_timeout_s, bar);
     bar.Finish();
   }
   const std::string label =
       config.request_rate.has_value()
           ? absl::StrCat("rate ", *config.request_rate, "/s")
-          : absl::StrCat("concurrency ", config.concurrency);
+          : absl::StrCat("concurrency ", limit);
   ProgressBar bar(label, config.num_requests, config.duration_s, config.progress);
   LoadResult result =
       config.request_rate.has_value()
-          ? RunOpenLoop(*config.request_rate, config.concurrency, config.num_requests,
-                        config.duration_s, config.seed, client, prompts,
-                        config.request_timeout_s, bar)
-          : RunClosedLoop(config.concurrency, config.num_requests, config.duration_s, client,
-                          prompts, config.request_timeout_s, bar);
+          ? RunOpenLoop(*config.request_rate, limit, config.num_requests, config.duration_s,
+                        config.seed, prompts,
+                        [&](const BenchPrompt& prompt) {
+                          return RunOneRequest(client, prompt, config.request_timeout_s);
+                        },
+                        bar)
+          : RunClosedLoop(limit, config.num_requests, config.duration_s, client, prompts,
+                          config.request_timeout_s, bar);
   bar.Finish();
   return result;
 }

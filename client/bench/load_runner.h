@@ -3,10 +3,12 @@
 // number of requests in flight) or open loop (Poisson arrivals at a request rate).
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "client/bench/progress_bar.h"
 #include "client/bench/prompt_source.h"
 #include "client/bench/request_record.h"
 #include "client/inference_client.h"
@@ -14,9 +16,12 @@
 namespace rtgen::bench {
 
 struct LoadConfig {
-  // Closed loop: requests in flight. Open loop (request_rate set): the most in flight, 0 = no cap.
-  int concurrency = 1;
-  std::optional<double> request_rate;  // requests per second; +inf sends everything at once
+  // Closed loop: requests in flight (unset: 1). Open loop (request_rate set): the most in
+  // flight, 0 = no cap (unset: no cap; a default of 1 made every open-loop run a closed loop of
+  // one request).
+  std::optional<int> concurrency;
+  // Requests per second; +inf sends everything at once (then num_requests is needed).
+  std::optional<double> request_rate;
   int num_requests = 0;                // measured requests; 0: until duration_s
   double duration_s = 0;               // measured seconds; 0: until num_requests
   int warmup = 0;                      // requests sent (closed loop) and dropped before measuring
@@ -35,7 +40,24 @@ struct LoadResult {
 RequestRecord RunOneRequest(InferenceClient& client, const BenchPrompt& prompt,
                             double request_timeout_s);
 
-// Checks `config` (a stop condition set, counts non-negative, rate positive) and runs it.
+// A stop condition set, counts non-negative, a positive rate (+inf only with num_requests: with
+// a duration alone it would start requests without end).
+absl::Status CheckLoadConfig(const LoadConfig& config);
+
+// Requests in flight: closed loop, exactly this many; open loop, at most this many (0: no cap).
+int InFlightLimit(const LoadConfig& config);
+
+// The measured open-loop phase with `send` doing each request (RunLoad passes RunOneRequest):
+// the first request at once, the next after exponential gaps of mean 1 / rate; no request
+// starts past `duration_s` of wall-clock time (when > 0), however far the schedule or the cap
+// has fallen behind; at most `max_in_flight` at once when > 0. `send` runs on its own thread
+// per request.
+LoadResult RunOpenLoop(double rate, int max_in_flight, int limit, double duration_s,
+                       uint64_t seed, PromptSource& prompts,
+                       const std::function<RequestRecord(const BenchPrompt&)>& send,
+                       ProgressBar& bar);
+
+// Checks `config` (CheckLoadConfig) and runs it.
 absl::StatusOr<LoadResult> RunLoad(const LoadConfig& config, InferenceClient& client,
                                    PromptSource& prompts);
 

@@ -126,11 +126,12 @@ int Run(int argc, char** argv) {
   LoadConfig load;
   SloConfig slo;
   double rate = 0, slo_ttft = 0, slo_tpot = 0, wait_ready_s = 0;
+  int concurrency = 0;
   int requests_per_level = 0;
   std::vector<int> sweep;
   absl::Status status = absl::OkStatus();
   for (absl::Status s :
-       {NumberFlag(flags, "concurrency", &load.concurrency),
+       {NumberFlag(flags, "concurrency", &concurrency),
         NumberFlag(flags, "request-rate", &rate), NumberFlag(flags, "num-requests", &load.num_requests),
         NumberFlag(flags, "duration", &load.duration_s), NumberFlag(flags, "warmup", &load.warmup),
         NumberFlag(flags, "input-len", &workload.input_len),
@@ -145,6 +146,7 @@ int Run(int argc, char** argv) {
     status.Update(s);
   }
   if (flags.Get("request-rate")) load.request_rate = rate;
+  if (flags.Get("concurrency")) load.concurrency = concurrency;
   if (flags.Get("slo-ttft-ms")) slo.ttft_ms = slo_ttft;
   if (flags.Get("slo-tpot-ms")) slo.tpot_ms = slo_tpot;
   workload.prompts_file = flags.Get("prompts").value_or("");
@@ -208,7 +210,7 @@ int Run(int argc, char** argv) {
     any_failed = report.failed > 0;
     if (auto path = flags.Get("output")) {
       nlohmann::json json = ReportToJson(report);
-      json["concurrency"] = load.concurrency;
+      json["concurrency"] = InFlightLimit(load);
       if (load.request_rate.has_value()) json["request_rate"] = *load.request_rate;
       json["input_len"] = workload.input_len;
       json["output_len"] = workload.output_len;
