@@ -7,8 +7,13 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build="$root/${RTGEN_BUILD_DIR:-build}"
 # shellcheck source=scripts/lib/deps.sh
 source "$root/scripts/lib/deps.sh"
-# The Python packages go to the interpreter the tests were configured with (CMakeCache).
+# The Python packages go to the interpreter the tests were configured with (CMakeCache); a build
+# configured before with an externally managed one is given the virtual environment instead.
 python=$(sed -n 's/^_\{0,1\}Python3_EXECUTABLE:[A-Z]*=//p' "$build/CMakeCache.txt" | head -1)
-rtgen_pip_install_missing "${python:-python3}"
+if [ -z "$python" ] || rtgen_externally_managed "$python"; then
+  python=$(rtgen_test_python "$build")
+  cmake -S "$root" -B "$build" -DPython3_EXECUTABLE="$python" >/dev/null
+fi
+rtgen_pip_install_missing "$python"
 cd "$build"
 ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@"

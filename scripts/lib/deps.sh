@@ -67,13 +67,20 @@ rtgen_fetch_model() {
   rm -rf "$tmp"
 }
 
-# The Python the tests run with, for BUILD_DIR: python3 itself, or where python3 is
-# "externally managed" (PEP 668: Debian 12's own, which refuses `pip install`) a virtual
-# environment in BUILD_DIR/pyvenv that also sees the system's packages. Created when missing.
+# True when PYTHON is "externally managed" (PEP 668: Debian 12's own python3, which refuses
+# `pip install`); a virtual environment never is, though it shares the marked stdlib.
+rtgen_externally_managed() {
+  "$1" -c 'import os, sys, sysconfig
+marker = os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED")
+sys.exit(0 if sys.prefix == sys.base_prefix and os.path.exists(marker) else 1)' 2>/dev/null
+}
+
+# The Python the tests run with, for BUILD_DIR: python3 itself, or where python3 is externally
+# managed a virtual environment in BUILD_DIR/pyvenv that also sees the system's packages.
+# Created when missing.
 rtgen_test_python() {
-  local build=$1 marker
-  marker=$(python3 -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')/EXTERNALLY-MANAGED
-  if [ ! -f "$marker" ] && [ "${RTGEN_TEST_VENV:-0}" != 1 ]; then
+  local build=$1
+  if ! rtgen_externally_managed python3 && [ "${RTGEN_TEST_VENV:-0}" != 1 ]; then
     command -v python3
     return 0
   fi

@@ -14,7 +14,7 @@ command -v promtool >/dev/null || {
 promtool check rules "$dir/rtgen-rules.yaml"
 (cd "$dir" && promtool test rules rtgen-rules.test.yaml)
 
-python3 - "$dir/rtgen-rules.yaml" "$dir/rtgen-rules.test.yaml" <<'PY'
+"${PYTHON:-python3}" - "$dir/rtgen-rules.yaml" "$dir/rtgen-rules.test.yaml" <<'PY'
 import sys, yaml
 rules = yaml.safe_load(open(sys.argv[1]))
 tests = yaml.safe_load(open(sys.argv[2]))
