@@ -124,23 +124,22 @@ void MetricsHttpServer::HandleConnection(int client) const {
     if (n <= 0) return;
     request.append(buf, static_cast<size_t>(n));
   }
+  std::string answer;
+  if (!absl::StartsWith(request, "GET ") && !absl::StartsWith(request, "HEAD ")) {
+    answer = Response("405 Method Not Allowed", "text/plain", "only GET\n");
+  } else {
+    const size_t path_start = request.find(' ') + 1;
+    const std::string path =
+        request.substr(path_start, request.find(' ', path_start) - path_start);
+    answer = path == "/metrics" || absl::StartsWith(path, "/metrics?")
+                 ? Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render_())
+                 : Response("404 Not Found", "text/plain", "see /metrics\n");
+  }
+  // The client's budget to take the answer starts once it is rendered.
   const timeval send_timeout{0, kPollMs * 1000};
   setsockopt(client, SOL_SOCKET, SO_SNDTIMEO, &send_timeout, sizeof(send_timeout));
-  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(kClientBudgetMs);
-  const auto send_all = [&](const std::string& data) {
-    SendAll(client, data, deadline, stop_);
-  };
-  if (!absl::StartsWith(request, "GET ") && !absl::StartsWith(request, "HEAD ")) {
-    send_all(Response("405 Method Not Allowed", "text/plain", "only GET\n"));
-    return;
-  }
-  const size_t path_start = request.find(' ') + 1;
-  const std::string path = request.substr(path_start, request.find(' ', path_start) - path_start);
-  if (path != "/metrics" && !absl::StartsWith(path, "/metrics?")) {
-    send_all(Response("404 Not Found", "text/plain", "see /metrics\n"));
-    return;
-  }
-  send_all(Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render_()));
+  SendAll(client, answer,
+          Clock::now() + std::chrono::milliseconds(kClientBudgetMs), stop_);
 }
 
 }  // namespace rtgen
