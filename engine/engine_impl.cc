@@ -42,6 +42,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     return absl::InvalidArgumentError(
         absl::StrCat("max_waiting = ", config.max_waiting, " must not be negative"));
   }
+  for (const auto& [name, value] : {std::pair<const char*, int32_t>{"max_stop_strings",
+                                                                    config.max_stop_strings},
+                                    {"max_stop_string_bytes", config.max_stop_string_bytes},
+                                    {"max_stop_token_ids", config.max_stop_token_ids}}) {
+    if (value < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(name, " = ", value, " must not be negative"));
+    }
+  }
   if (config.num_kv_blocks < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_kv_blocks = ", config.num_kv_blocks, " must not be negative"));
