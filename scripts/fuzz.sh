@@ -17,7 +17,8 @@ all_targets=(gguf_fuzzer safetensors_fuzzer tokenizer_fuzzer request_validation_
 RTGEN_SKIP_BUILD=1 "$root/scripts/setup.sh"  # packages and the model, when missing
 # shellcheck source=scripts/lib/deps.sh
 source "$root/scripts/lib/deps.sh"
-rtgen_apt_install_missing clang libclang-rt-14-dev  # libFuzzer and the sanitizers' runtimes
+# libFuzzer and the sanitizers' runtimes (Debian 12's names; elsewhere clang++ is checked next)
+rtgen_apt_install_missing clang libclang-rt-14-dev || rtgen_log "could not install clang"
 command -v clang++ >/dev/null || { echo "fuzz.sh: clang++ not found (apt-get install clang)" >&2; exit 1; }
 
 start=$(date +%s)

@@ -18,7 +18,7 @@ case "$mode" in
   asan)
     build="$root/build-asan"
     sanitize="address,undefined"
-    cpu_areas="model tokenizer sampling cpu engine golden server reliability bench"
+    cpu_areas="model tokenizer sampling cpu engine golden server reliability bench client"
     areas=${RTGEN_ASAN_AREAS:-$cpu_areas kernels_host tools}
     # The Python client and rtgen-bench end-to-end tests start these binaries (built under ASan
     # too). The reliability test's RSS-stability check is left to the normal build: ASan's
