@@ -245,7 +245,8 @@ int Main(int argc, char** argv) {
     return 2;
   }
   if (!CudaDeviceAvailable()) {
-    std::fprintf(stderr, "rtgen-engine-bench: no CUDA device\n");
+    std::fprintf(stderr,
+                 "rtgen-engine-bench: no CUDA device, or none this build has device code for\n");
     return 77;
   }
   if (cudaSetDevice(o->device) != cudaSuccess) {
