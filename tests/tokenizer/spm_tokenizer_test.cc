@@ -52,7 +52,8 @@ Vocab SmallVocab() {
   return v;
 }
 
-std::unique_ptr<Tokenizer> LoadViaGguf(bool add_space_prefix) {
+// SmallVocab's tokenizer.ggml.* keys, without the special token ids.
+GgufWriter SmallVocabGguf() {
   const Vocab v = SmallVocab();
   GgufWriter w;
   w.AddString("general.architecture", "llama");
@@ -60,6 +61,11 @@ std::unique_ptr<Tokenizer> LoadViaGguf(bool add_space_prefix) {
   w.AddStringArray("tokenizer.ggml.tokens", v.tokens);
   w.AddFloat32Array("tokenizer.ggml.scores", v.scores);
   w.AddInt32Array("tokenizer.ggml.token_type", v.types);
+  return w;
+}
+
+std::unique_ptr<Tokenizer> LoadViaGguf(bool add_space_prefix) {
+  GgufWriter w = SmallVocabGguf();
   w.AddUint32("tokenizer.ggml.unknown_token_id", 0);
   w.AddUint32("tokenizer.ggml.bos_token_id", 1);
   w.AddUint32("tokenizer.ggml.eos_token_id", 2);
@@ -131,13 +137,7 @@ TEST(SpmTokenizerTest, MetaspacePrependsOnlyWhereNoSpaceMarkAndSplitsBeforeEach)
 
 TEST(SpmTokenizerTest, TokenIdsPastInt32AreRefusedNotTruncated) {
   // 4294967297 (2^32 + 1) stored as uint64 was cut to id 1, which passed the vocabulary check.
-  const Vocab v = SmallVocab();
-  GgufWriter w;
-  w.AddString("general.architecture", "llama");
-  w.AddString("tokenizer.ggml.model", "llama");
-  w.AddStringArray("tokenizer.ggml.tokens", v.tokens);
-  w.AddFloat32Array("tokenizer.ggml.scores", v.scores);
-  w.AddInt32Array("tokenizer.ggml.token_type", v.types);
+  GgufWriter w = SmallVocabGguf();
   w.AddUint64("tokenizer.ggml.bos_token_id", 4294967297ull);
   const std::string path = testing::UniqueTempPath("spm_big_id.gguf");
   ASSERT_TRUE(w.WriteFile(path).ok());
