@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/gguf_file.h"
+#include "engine/tokenizer/json_token_text.h"
 #include "nlohmann/json.hpp"
 
 namespace rtgen {
@@ -83,14 +84,7 @@ absl::StatusOr<std::optional<ChatTemplate>> ChatTemplateFromTokenizerConfig(
   if (cfg.is_discarded() || !cfg.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
   }
-  std::string bos;
-  if (auto it = cfg.find("bos_token"); it != cfg.end()) {
-    if (it->is_string()) {
-      bos = it->get<std::string>();
-    } else if (it->is_object() && it->contains("content") && (*it)["content"].is_string()) {
-      bos = (*it)["content"].get<std::string>();  // Llama 2's {"content": "<s>", ...}
-    }
-  }
+  const std::string bos = JsonTokenText(cfg.value("bos_token", nlohmann::json()));
   if (auto it = cfg.find("chat_template"); it != cfg.end() && it->is_string()) {
     return ChatTemplateOrNone(it->get<std::string>(), bos);
   }

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
+#include "engine/tokenizer/json_token_text.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/vocab_tokenizer.h"
 #include "nlohmann/json.hpp"
@@ -83,12 +84,6 @@ void SpacePrefix(const Json& root, VocabSpec* spec) {
   }
 }
 
-std::string TokenText(const Json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_object() && v.contains("content")) return v["content"].get<std::string>();
-  return "";
-}
-
 absl::Status ParseModel(const Json& model, VocabSpec* spec) {
   if (model.value("type", "") != "BPE") {
     return absl::UnimplementedError(absl::StrCat(
@@ -160,8 +155,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromJson(const std::stri
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   if (auto config = ReadJson(dir + "/tokenizer_config.json"); config.ok() && config->is_object()) {
-    spec.bos_id = id_of(TokenText(config->value("bos_token", Json())));
-    spec.eos_id = id_of(TokenText(config->value("eos_token", Json())));
+    spec.bos_id = id_of(JsonTokenText(config->value("bos_token", Json())));
+    spec.eos_id = id_of(JsonTokenText(config->value("eos_token", Json())));
     const Json add_bos = config->value("add_bos_token", Json());
     if (add_bos.is_boolean()) spec.add_bos = add_bos.get<bool>();
   }
