@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -189,6 +190,23 @@ TEST_F(EngineTest, AStaleCancelDoesNotEndALaterRequestWithTheSameId) {
   EXPECT_EQ(first.rec.last().finish, FinishReason::kLength);
   EXPECT_EQ(second.rec.last().finish, FinishReason::kLength);
   EXPECT_EQ(second.rec.tokens().size(), 3u);
+}
+
+TEST(EngineConfigTest, NegativeStopLimitsAreRefusedByName) {
+  // A negative --max_stop_token_ids refused every request at the server's edge and none in the
+  // engine (a size_t cast): refused where the engine is made.
+  FakeTokenizer tok;
+  for (const char* name : {"max_stop_strings", "max_stop_string_bytes", "max_stop_token_ids"}) {
+    EngineConfig c;
+    const std::string n = name;
+    (n == "max_stop_strings" ? c.max_stop_strings
+     : n == "max_stop_string_bytes" ? c.max_stop_string_bytes
+                                    : c.max_stop_token_ids) = -1;
+    auto engine = Engine::Create(c, std::make_unique<FakeBackend>(), &tok);
+    ASSERT_FALSE(engine.ok()) << name;
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_NE(engine.status().message().find(n + " = -1"), std::string::npos) << engine.status();
+  }
 }
 
 TEST_F(EngineTest, DeadlineExpiresInQueueAndMidStream) {
