@@ -1,5 +1,6 @@
 #include "engine/model/model_weights.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -176,13 +177,20 @@ TEST(ModelWeightsTest, GgufRoundTripEveryDtype) {
   }
 }
 
-TEST(ModelWeightsTest, GgufMissingOrMisshapenTensorIsNamed) {
-  const ModelConfig c = TinyConfig(true);
+// The bytes of a GGUF file of `c` with random F32 weights, and `extra` tensors added after them.
+std::string TinyModelGguf(const ModelConfig& c,
+                          const std::function<void(GgufWriter&)>& extra = nullptr) {
   GgufWriter w;
   AddLlamaMetadata(c, &w);
-  ModelWeights weights = RandomWeights(c);
-  ASSERT_TRUE(AddLlamaWeights(c, weights, GgmlType::kF32, &w).ok());
-  auto file = GgufFile::Open(WriteTempFile("w.gguf", *w.Serialize()));
+  const ModelWeights weights = RandomWeights(c);  // read by Serialize, below
+  EXPECT_TRUE(AddLlamaWeights(c, weights, GgmlType::kF32, &w).ok());
+  if (extra) extra(w);
+  return *w.Serialize();
+}
+
+TEST(ModelWeightsTest, GgufMissingOrMisshapenTensorIsNamed) {
+  const ModelConfig c = TinyConfig(true);
+  auto file = GgufFile::Open(WriteTempFile("w.gguf", TinyModelGguf(c)));
   ASSERT_TRUE(file.ok());
   ModelConfig more_layers = c;
   more_layers.num_layers = 3;
@@ -202,15 +210,12 @@ TEST(ModelWeightsTest, GgufMissingOrMisshapenTensorIsNamed) {
 TEST(ModelWeightsTest, GgufBiasTensorsAreRefusedByName) {
   // The forward passes have no bias terms: a file with any must not load with them left out.
   const ModelConfig c = TinyConfig(true);
-  GgufWriter w;
-  AddLlamaMetadata(c, &w);
-  ModelWeights weights = RandomWeights(c);
-  ASSERT_TRUE(AddLlamaWeights(c, weights, GgmlType::kF32, &w).ok());
   const int64_t q_dim = int64_t{c.num_heads} * c.head_dim;
-  ASSERT_TRUE(w.AddTensor("blk.0.attn_q.bias", {q_dim}, GgmlType::kF32,
-                          std::vector<float>(q_dim, 0.5f))
-                  .ok());
-  auto file = GgufFile::Open(WriteTempFile("bias.gguf", *w.Serialize()));
+  auto file = GgufFile::Open(WriteTempFile("bias.gguf", TinyModelGguf(c, [&](GgufWriter& w) {
+    EXPECT_TRUE(w.AddTensor("blk.0.attn_q.bias", {q_dim}, GgmlType::kF32,
+                            std::vector<float>(q_dim, 0.5f))
+                    .ok());
+  })));
   ASSERT_TRUE(file.ok()) << file.status();
   auto r = LoadGgufWeights(**file, c);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kUnimplemented);
