@@ -116,8 +116,10 @@ void Scheduler::Admit(Sequence* seq, absl::Time now) {
     seq->first_scheduled_time = now;
     seq->num_cached_tokens = cached;
     if (observer_ != nullptr) observer_->OnFirstScheduled(now - seq->request().arrival);
+    // Hits at the first admission only, as in its usage: a preempted sequence admitted again
+    // finds its own freed blocks, which is its recompute, not a prompt served from the cache.
+    if (cached > 0 && observer_ != nullptr) observer_->OnPrefixCacheHit(cached);
   }
-  if (cached > 0 && observer_ != nullptr) observer_->OnPrefixCacheHit(cached);
 }
 
 void Scheduler::Preempt(Sequence* victim) {

@@ -132,6 +132,31 @@ TEST_F(SchedulerTest, NewestRunningSequenceIsPreemptedWhenBlocksRunOut) {
   EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
 }
 
+struct HitCounter : EngineObserver {
+  int32_t hits = 0;
+  void OnPrefixCacheHit(int32_t tokens) override { hits += tokens; }
+};
+
+TEST_F(SchedulerTest, APreemptedSequenceFindingItsOwnBlocksIsNoPrefixCacheHit) {
+  // b, preempted, is admitted again and finds its own freed blocks in the cache: that is its
+  // recompute, not a prompt served from the prefix cache (rtgen_prefix_cache_hit_tokens_total
+  // counted it once per preemption; its usage's cached_tokens did not).
+  HitCounter counter;
+  StepDriver d(Config(64, 4), &tok_, &counter);
+  Recorded a, b;
+  Add(d, "a", Range(1, 7), 6, &a);
+  Add(d, "b", Range(30, 7), 6, &b);
+  d.Step();
+  d.Step();
+  auto batch = d.scheduler.Schedule(absl::Now());
+  ASSERT_EQ(batch.num_preempted, 1);
+  d.Run(batch);
+  while (d.scheduler.num_live() > 0) d.Step();
+  EXPECT_EQ(b.tokens(), FakeGreedyOutput(Range(30, 7), 6));
+  EXPECT_EQ(b.last().usage.cached_tokens, 0);
+  EXPECT_EQ(counter.hits, 0);
+}
+
 TEST_F(SchedulerTest, SharedPrefixIsReusedAndReportedInUsage) {
   StepDriver d(Config(64, 64), &tok_);
   Recorded a, b;
