@@ -10,8 +10,7 @@
 //    u = CounterUniform(seed, counter), bit-identical to the CPU's splitmix64 uniform.
 // Candidates kept by top-k/top-p are a prefix of the order (logit desc, id asc), found by a
 // bitwise search over 64-bit keys, so no sort is needed. The draw walks candidates in the same
-// order as the CPU sampler: sorted order when top-p or top-k is active, id order otherwise
-// (the CPU's order after a lone top-k is its nth_element's, so only that case can differ).
+// order as the CPU sampler: sorted order when top-p or top-k is active, id order otherwise.
 // The logprob returned is log softmax of the penalized, temperature-scaled logits at the chosen
 // token; a row with SampleRowParams::top_logprobs = n also gets the n most likely tokens of
 // those logits, most likely first and the lowest id first on ties (the CPU's order), with their

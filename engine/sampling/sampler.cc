@@ -171,6 +171,9 @@ SampledToken SampleToken(std::span<float> logits, const SamplingParams& params,
             std::push_heap(ids.begin(), ids.end(), better);
           }
         }
+        // Best first, as the device draws them (the heap's order differed whenever top-p did not
+        // sort them after: top-k alone, or with min-p).
+        std::sort_heap(ids.begin(), ids.end(), better);
       } else {
         ids.resize(vocab);
         std::iota(ids.begin(), ids.end(), 0);

@@ -70,6 +70,46 @@ TEST(SamplerTest, TinyTemperatureIsGreedyWithAFiniteLogprob) {
   EXPECT_EQ(t.logprob, Sample({10.0f, 5.0f, 4.0f}, greedy, 3).logprob);
 }
 
+TEST(SamplerTest, TopKCandidatesAreDrawnBestFirst) {
+  // Top-k without top-p (alone or with min-p) drew its candidates in its heap's order; the
+  // device draws them best first (logit descending, lowest id first), so the same seed gave
+  // another token. The reference walks the k best in that order.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 2.0f);
+  std::vector<float> logits(50);
+  for (float& l : logits) l = normal(rng);
+  for (float min_p : {0.0f, 0.05f}) {
+    SamplingParams p;
+    p.temperature = 1.0f;
+    p.top_k = 10;
+    p.min_p = min_p;
+    std::vector<int32_t> best(logits.size());
+    std::iota(best.begin(), best.end(), 0);
+    std::sort(best.begin(), best.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    best.resize(10);
+    const float top = logits[best[0]];
+    std::erase_if(best, [&](int32_t id) { return logits[id] < top + std::log(min_p); });
+    for (uint64_t seed = 0; seed < 300; ++seed) {
+      double total = 0;
+      for (int32_t id : best) total += std::exp(logits[id] - top);
+      const double target = CounterUniform(seed, 0) * total;
+      double cum = 0;
+      int32_t expected = best.back();
+      for (int32_t id : best) {
+        cum += std::exp(logits[id] - top);
+        if (cum > target) {
+          expected = id;
+          break;
+        }
+      }
+      ASSERT_EQ(Sample(logits, p, seed).token_id, expected) << "seed " << seed << ", min_p "
+                                                            << min_p;
+    }
+  }
+}
+
 TEST(SamplerTest, TopK1EqualsGreedy) {
   std::mt19937 rng(3);
   std::normal_distribution<float> n(0, 3);
