@@ -21,6 +21,11 @@ constexpr char kServiceName[] = "rtgen.v1.Inference";
 
 }  // namespace
 
+std::string GrpcListenAddress(const std::string& host, int port) {
+  const bool bare_ipv6 = host.find(':') != std::string::npos && !host.empty() && host[0] != '[';
+  return bare_ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   ASSIGN_OR_RETURN(const std::string backend_kind, ResolveBackendKind(config.backend.kind));
   const absl::Time load_start = absl::Now();
@@ -89,11 +94,21 @@ absl::Status Server::StartServing(const ServerConfig& config) {
   if (config.max_message_bytes <= 0) {
     return absl::InvalidArgumentError("max-message-bytes: must be positive");
   }
+  // The resolver takes a numeric port modulo 65536 (htons), so 70000 would quietly serve 4464.
+  if (config.port < 0 || config.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port: must be within [0, 65535] (0: any free port), got ", config.port));
+  }
+  if (config.metrics_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics-port: must be within [0, 65535] (0: any free port; negative: none), got ",
+        config.metrics_port));
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  const std::string address = absl::StrCat(config.host, ":", config.port);
+  const std::string address = GrpcListenAddress(config.host, config.port);
   builder.AddListeningPort(address, credentials, &port_);
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);

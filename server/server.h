@@ -37,6 +37,10 @@ struct ServerConfig {
   std::vector<double> latency_buckets = DefaultLatencyBuckets();  // seconds
 };
 
+// The address gRPC listens on: "host:port", with a bare IPv6 host bracketed ("::" becomes
+// "[::]:port"; without the brackets the resolver takes the last colon's part for the host).
+std::string GrpcListenAddress(const std::string& host, int port);
+
 class Server {
  public:
   // Builds an engine for `tokenizer`, reporting to `observer` (tests: a fake engine).

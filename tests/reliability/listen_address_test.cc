@@ -1,0 +1,73 @@
+// Where the server listens: a gRPC or /metrics port outside [0, 65535] is refused at start-up
+// naming the flag (the resolver would take it modulo 65536 and quietly serve another port), and a
+// bare IPv6 host (--host=::1) is bracketed for gRPC, which otherwise reads "::1:50051" as a host
+// without a port.
+
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "server/metrics_http_server.h"
+#include "server/server.h"
+#include "tests/reliability/synthetic_server.h"
+
+namespace rtgen::reliability {
+namespace {
+
+TEST(ListenAddressTest, PortsOutsideTheRangeAreRefusedNamingTheFlag) {
+  for (int port : {-1, 65536, 70000}) {
+    ServerConfig config = SmallServerConfig();
+    config.port = port;
+    absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(config);
+    ASSERT_FALSE(server.ok()) << "port " << port << " was taken";
+    EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(server.status().message().find("port:"), absl::string_view::npos)
+        << server.status();
+  }
+  ServerConfig config = SmallServerConfig();
+  config.metrics_port = 65536;
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(config);
+  ASSERT_FALSE(server.ok()) << "metrics port 65536 was taken";
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(server.status().message().find("metrics-port:"), absl::string_view::npos)
+      << server.status();
+  auto metrics = MetricsHttpServer::Start("127.0.0.1", 70000, [] { return std::string(); });
+  ASSERT_FALSE(metrics.ok()) << "the metrics server took port 70000 (as 4464)";
+  EXPECT_NE(metrics.status().message().find("metrics-port:"), absl::string_view::npos);
+}
+
+TEST(ListenAddressTest, BareIpv6HostsAreBracketed) {
+  EXPECT_EQ(GrpcListenAddress("::", 50051), "[::]:50051");
+  EXPECT_EQ(GrpcListenAddress("::1", 0), "[::1]:0");
+  EXPECT_EQ(GrpcListenAddress("[::1]", 7), "[::1]:7");
+  EXPECT_EQ(GrpcListenAddress("0.0.0.0", 50051), "0.0.0.0:50051");
+  EXPECT_EQ(GrpcListenAddress("localhost", 1), "localhost:1");
+}
+
+// Whether this machine has the IPv6 loopback (a container may have IPv6 off).
+bool HasIpv6Loopback() {
+  std::ifstream interfaces("/proc/net/if_inet6");
+  std::string address;
+  while (interfaces >> address) {
+    if (address == "00000000000000000000000000000001") return true;
+    std::string rest;
+    std::getline(interfaces, rest);
+  }
+  return false;
+}
+
+TEST(ListenAddressTest, ServesOnABareIpv6Host) {
+  if (!HasIpv6Loopback()) GTEST_SKIP() << "no IPv6 loopback on this machine";
+  ServerConfig config = SmallServerConfig();
+  config.host = "::1";
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(config);
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = InferenceClient::Connect(absl::StrCat("[::1]:", (*server)->port()));
+  absl::StatusOr<HealthStatus> health = client->Health();
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, HealthStatus::kServing);
+}
+
+}  // namespace
+}  // namespace rtgen::reliability
