@@ -45,9 +45,13 @@ void SendAll(int fd, const std::string& data, Clock::time_point deadline,
   }
 }
 
-std::string Response(const char* status, const char* type, const std::string& body) {
-  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type,
-                      "\r\nContent-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body);
+// An HTTP/1.1 answer; `head`: the headers alone (a HEAD request's answer has no body, RFC 9110
+// 9.3.2, but says the length the body would have). `extra`: more header lines, each ending CRLF.
+std::string Response(const char* status, const char* type, const std::string& body,
+                     bool head = false, const char* extra = "") {
+  return absl::StrCat("HTTP/1.1 ", status, "\r\nContent-Type: ", type, "\r\nContent-Length: ",
+                      body.size(), "\r\n", extra, "Connection: close\r\n\r\n",
+                      head ? "" : body);
 }
 
 }  // namespace
@@ -56,6 +60,11 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(cons
                                                                              int port,
                                                                              RenderFn render) {
   const std::string where = absl::StrCat(host, ":", port);
+  // The resolver takes a numeric port modulo 65536 (htons): 65536 would bind any free port.
+  if (port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metrics-port: must be within [0, 65535] (0: any free port), got ", port));
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -125,15 +134,17 @@ void MetricsHttpServer::HandleConnection(int client) const {
     request.append(buf, static_cast<size_t>(n));
   }
   std::string answer;
-  if (!absl::StartsWith(request, "GET ") && !absl::StartsWith(request, "HEAD ")) {
-    answer = Response("405 Method Not Allowed", "text/plain", "only GET\n");
+  const bool head = absl::StartsWith(request, "HEAD ");
+  if (!absl::StartsWith(request, "GET ") && !head) {
+    answer = Response("405 Method Not Allowed", "text/plain", "only GET and HEAD\n", false,
+                      "Allow: GET, HEAD\r\n");
   } else {
     const size_t path_start = request.find(' ') + 1;
     const std::string path =
         request.substr(path_start, request.find(' ', path_start) - path_start);
     answer = path == "/metrics" || absl::StartsWith(path, "/metrics?")
-                 ? Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render_())
-                 : Response("404 Not Found", "text/plain", "see /metrics\n");
+                 ? Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", render_(), head)
+                 : Response("404 Not Found", "text/plain", "see /metrics\n", head);
   }
   // The client's budget to take the answer starts once it is rendered.
   const timeval send_timeout{0, kPollMs * 1000};

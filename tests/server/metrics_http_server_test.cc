@@ -93,6 +93,21 @@ TEST(MetricsHttpServerTest, AnswersMetricsAndRefusesTheRest) {
   EXPECT_NE(missing.find("404"), std::string::npos) << missing;
   const std::string post = Ask(server->port(), "POST /metrics HTTP/1.1\r\n\r\n");
   EXPECT_NE(post.find("405"), std::string::npos) << post;
+  EXPECT_NE(post.find("\r\nAllow: GET, HEAD\r\n"), std::string::npos) << post;
+}
+
+TEST(MetricsHttpServerTest, HeadGetsTheHeadersWithoutTheBody) {
+  // RFC 9110 9.3.2: the answer to HEAD is GET's without its body (the length says the body's).
+  auto server = StartServer();
+  ASSERT_TRUE(server);
+  const std::string head = Ask(server->port(), "HEAD /metrics HTTP/1.1\r\n\r\n");
+  EXPECT_NE(head.find("HTTP/1.1 200 OK"), std::string::npos) << head;
+  EXPECT_NE(head.find("Content-Length: 5\r\n"), std::string::npos) << head;  // "up 1\n"
+  ASSERT_GE(head.size(), 4u);
+  EXPECT_EQ(head.substr(head.size() - 4), "\r\n\r\n") << head;
+  const std::string missing = Ask(server->port(), "HEAD /other HTTP/1.1\r\n\r\n");
+  EXPECT_NE(missing.find("404"), std::string::npos) << missing;
+  EXPECT_EQ(missing.find("see /metrics"), std::string::npos) << missing;
 }
 
 TEST(MetricsHttpServerTest, ATricklingClientDoesNotHoldUpTheNextScrape) {
