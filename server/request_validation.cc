@@ -27,8 +27,18 @@ absl::Status WithPrefix(const absl::Status& status, absl::string_view prefix) {
 
 absl::Status CheckRole(const std::string& role, int index) {
   if (role == "system" || role == "user" || role == "assistant") return absl::OkStatus();
+  // At most 32 bytes of it echoed: the message travels in a trailer, and a long one past the
+  // peer's header limit turned the answer into RESOURCE_EXHAUSTED.
+  constexpr size_t kEchoed = 32;
+  size_t cut = std::min(role.size(), kEchoed);
+  while (cut < role.size() && cut > 0 && (static_cast<unsigned char>(role[cut]) & 0xC0) == 0x80) {
+    --cut;  // not inside a UTF-8 sequence
+  }
+  const std::string shown =
+      cut == role.size() ? role
+                         : absl::StrCat(role.substr(0, cut), "... (", role.size(), " bytes)");
   return Invalid(absl::StrFormat("messages[%d].role", index),
-                 absl::StrFormat("unknown role '%s' (expected system, user or assistant)", role));
+                 absl::StrFormat("unknown role '%s' (expected system, user or assistant)", shown));
 }
 
 SamplingParams SamplingFromProto(const v1::GenerateRequest& request) {

@@ -38,6 +38,10 @@ std::vector<BadCase> BadCases() {
          UserMessage(r, "user", "hi");
          UserMessage(r, "wizard", "abracadabra");
        }},
+      // Echoed in full, 64 KiB in the trailer passed the client's header limit: the answer
+      // became RESOURCE_EXHAUSTED instead of naming the field.
+      {"64 KiB unknown role", "messages[0].role: unknown role 'xxxx",
+       [](auto& r) { UserMessage(r, std::string(64 << 10, 'x'), "hi"); }},
       {"empty token ids", "prompt_token_ids", [](auto& r) { r.mutable_prompt_token_ids(); }},
       {"token id out of range", "prompt_token_ids.ids[1]",
        [](auto& r) {
