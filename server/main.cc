@@ -24,9 +24,10 @@ ABSL_FLAG(std::string, model, "models/SmolLM2-135M-Instruct.Q4_1.gguf",
           "GGUF file, or a Hugging Face directory (config.json, *.safetensors, tokenizer.json)");
 ABSL_FLAG(std::string, backend, "auto",
           "auto (cuda when built in and a GPU is visible, else cpu) | cpu | cuda");
-ABSL_FLAG(std::string, host, "0.0.0.0", "address to serve gRPC on");
+ABSL_FLAG(std::string, host, "0.0.0.0", "address to serve gRPC on (IPv6 as :: or [::])");
 ABSL_FLAG(int32_t, port, 50051, "gRPC port (0: any free port)");
-ABSL_FLAG(int32_t, metrics_port, 9090, "Prometheus /metrics port (-1: off)");
+ABSL_FLAG(int32_t, metrics_port, 9090,
+          "Prometheus /metrics port (0: any free port; negative: off)");
 ABSL_FLAG(int32_t, max_num_seqs, 64, "sequences per engine step");
 ABSL_FLAG(int32_t, max_num_batched_tokens, 512, "tokens per engine step");
 ABSL_FLAG(int32_t, max_model_len, 2048, "context per request, tokens");
