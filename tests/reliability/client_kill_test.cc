@@ -14,9 +14,6 @@
 
 #include <gtest/gtest.h>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "tests/reliability/synthetic_server.h"
 
@@ -33,18 +30,6 @@ std::string ClientBinary() {
   if (n <= 0) return "rtgen-client";
   std::string dir(self, n);
   return dir.substr(0, dir.rfind('/')) + "/rtgen-client";
-}
-
-// The value of rtgen_requests_total{finish_reason="<reason>"} in the text exposition.
-double FinishedCount(Server& server, const std::string& reason) {
-  const std::string key = "rtgen_requests_total{finish_reason=\"" + reason + "\"}";
-  for (absl::string_view line : absl::StrSplit(server.metrics().Render(), '\n')) {
-    if (absl::StartsWith(line, key)) {
-      double value = 0;
-      if (absl::SimpleAtod(line.substr(key.size()), &value)) return value;
-    }
-  }
-  return -1;
 }
 
 TEST(ClientKillTest, KilledClientProcessIsCancelledAndItsBlocksFreed) {

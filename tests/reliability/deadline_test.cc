@@ -1,6 +1,8 @@
 // Deadlines on the synthetic model: one that expires while the request waits in the queue
 // (behind streams holding every sequence slot) and one that expires mid-stream. Both end with
-// DEADLINE_EXCEEDED, the engine drops them at its next step, and their KV blocks come back.
+// DEADLINE_EXCEEDED, the engine drops them at its next step, their KV blocks come back, and the
+// metrics count them as deadlines, not as cancels (gRPC also cancels a call whose deadline
+// passes, and that cancel used to reach the engine first).
 
 #include <cstdio>
 #include <memory>
@@ -80,6 +82,8 @@ TEST(DeadlineTest, ExpiresInTheQueueWhileOthersRun) {
   v1::Load idle = WaitForIdle(*server.client);
   EXPECT_EQ(idle.running(), 0);
   EXPECT_EQ(idle.kv_blocks_free(), idle.kv_blocks_total());
+  EXPECT_EQ(FinishedCount(*server.server, "deadline"), 1);
+  EXPECT_EQ(FinishedCount(*server.server, "cancelled"), 2);  // the blockers
 }
 
 TEST(DeadlineTest, ExpiresMidStreamAndFreesItsBlocks) {
@@ -102,6 +106,8 @@ TEST(DeadlineTest, ExpiresMidStreamAndFreesItsBlocks) {
               idle.kv_blocks_total());
   EXPECT_EQ(idle.running(), 0);
   EXPECT_EQ(idle.kv_blocks_free(), idle.kv_blocks_total());
+  EXPECT_EQ(FinishedCount(*server.server, "deadline"), 1);
+  EXPECT_EQ(FinishedCount(*server.server, "cancelled"), 0);
 }
 
 }  // namespace

@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "engine/model/gguf_file.h"
 #include "engine/model/gguf_writer.h"
@@ -72,6 +75,17 @@ RunningServer StartServer(const ServerConfig& config) {
   out.target = absl::StrCat("127.0.0.1:", out.server->port());
   out.client = InferenceClient::Connect(out.target);
   return out;
+}
+
+double FinishedCount(Server& server, const std::string& reason) {
+  const std::string key = "rtgen_requests_total{finish_reason=\"" + reason + "\"}";
+  for (absl::string_view line : absl::StrSplit(server.metrics().Render(), '\n')) {
+    if (absl::StartsWith(line, key)) {
+      double value = 0;
+      if (absl::SimpleAtod(line.substr(key.size()), &value)) return value;
+    }
+  }
+  return -1;
 }
 
 int64_t ResidentBytes() {

@@ -27,6 +27,10 @@ struct RunningServer {
 // Starts a server with `config` (aborting the binary if it cannot).
 RunningServer StartServer(const ServerConfig& config);
 
+// The value of rtgen_requests_total{finish_reason="<reason>"} in the server's text exposition
+// (-1: no such line).
+double FinishedCount(Server& server, const std::string& reason);
+
 // Resident set size of this process, bytes (/proc/self/statm).
 int64_t ResidentBytes();
 
