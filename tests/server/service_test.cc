@@ -63,6 +63,20 @@ TEST(ServiceTest, TokenizePromptWithoutSpecialTokens) {
   EXPECT_EQ(response->token_ids_size(), 2);
 }
 
+TEST(ServiceTest, SpecialTokenTextIsTheSpecialTokenWithOrWithoutSpecialTokens) {
+  // As the proto says (and Hugging Face tokenizers and vLLM do): add_special_tokens decides BOS
+  // only; "<|im_start|>" in a prompt is the special token either way.
+  for (bool add : {false, true}) {
+    v1::TokenizeRequest request;
+    request.set_prompt("<|im_start|>hi");
+    request.set_add_special_tokens(add);
+    absl::StatusOr<v1::TokenizeResponse> response = SharedServer().client->Tokenize(request);
+    ASSERT_TRUE(response.ok()) << response.status();
+    ASSERT_GE(response->pieces_size(), 2);
+    EXPECT_EQ(response->pieces(0), "<|im_start|>") << "add_special_tokens " << add;
+  }
+}
+
 TEST(ServiceTest, HealthIsServing) {
   auto& client = *SharedServer().client;
   absl::StatusOr<HealthStatus> overall = client.Health();
