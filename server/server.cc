@@ -22,7 +22,11 @@ constexpr char kServiceName[] = "rtgen.v1.Inference";
 }  // namespace
 
 std::string GrpcListenAddress(const std::string& host, int port) {
-  const bool bare_ipv6 = host.find(':') != std::string::npos && !host.empty() && host[0] != '[';
+  // An IPv6 literal: hex digits, colons and dots (an embedded IPv4), two colons at least, and
+  // maybe a %zone; not a name or a URI such as unix:/path.
+  const std::string address = host.substr(0, host.find('%'));
+  const bool bare_ipv6 = std::count(address.begin(), address.end(), ':') >= 2 &&
+                         address.find_first_not_of("0123456789abcdefABCDEF:.") == std::string::npos;
   return bare_ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
 }
 

@@ -43,6 +43,9 @@ TEST(ListenAddressTest, BareIpv6HostsAreBracketed) {
   EXPECT_EQ(GrpcListenAddress("[::1]", 7), "[::1]:7");
   EXPECT_EQ(GrpcListenAddress("0.0.0.0", 50051), "0.0.0.0:50051");
   EXPECT_EQ(GrpcListenAddress("localhost", 1), "localhost:1");
+  EXPECT_EQ(GrpcListenAddress("fe80::1%eth0", 2), "[fe80::1%eth0]:2");
+  EXPECT_EQ(GrpcListenAddress("::ffff:127.0.0.1", 3), "[::ffff:127.0.0.1]:3");
+  EXPECT_EQ(GrpcListenAddress("unix:/tmp/socket", 4), "unix:/tmp/socket:4");  // not IPv6
 }
 
 // Whether this machine has the IPv6 loopback (a container may have IPv6 off).
