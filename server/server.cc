@@ -103,11 +103,6 @@ absl::Status Server::StartServing(const ServerConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("port: must be within [0, 65535] (0: any free port), got ", config.port));
   }
-  if (config.metrics_port > 65535) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "metrics-port: must be within [0, 65535] (0: any free port; negative: none), got ",
-        config.metrics_port));
-  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
