@@ -208,7 +208,7 @@ bool EngineImpl::DrainIncoming() {
   }
   const absl::Time now = absl::Now();
   for (auto& seq : submissions) scheduler_.Add(std::move(seq));
-  for (const std::string& id : cancels) scheduler_.Finish(id, FinishReason::kCancelled, now);
+  for (const std::string& id : cancels) scheduler_.Cancel(id, now);
   if (stop) {
     CollectInFlight();  // its tokens still go out before the final chunks
     scheduler_.FinishAll(FinishReason::kCancelled, absl::Now());

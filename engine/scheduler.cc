@@ -233,6 +233,13 @@ bool Scheduler::Finish(const std::string& id, FinishReason reason, absl::Time no
   return true;
 }
 
+bool Scheduler::Cancel(const std::string& id, absl::Time now) {
+  auto it = live_.find(id);
+  if (it == live_.end()) return false;
+  const bool at_deadline = it->second->request().deadline - kCancelAtDeadline <= now;
+  return Finish(id, at_deadline ? FinishReason::kDeadline : FinishReason::kCancelled, now);
+}
+
 int32_t Scheduler::ExpireDeadlines(absl::Time now) {
   std::vector<std::string> expired;
   for (const auto& [id, seq] : live_) {

@@ -84,6 +84,11 @@ class Scheduler {
   bool Finish(const std::string& id, FinishReason reason, absl::Time now);
   // Finishes every request whose deadline is at or before `now` with kDeadline.
   int32_t ExpireDeadlines(absl::Time now);
+  // A cancel: kCancelled, or kDeadline when the request's deadline is at most kCancelAtDeadline
+  // away (gRPC cancels a call whose deadline passes, and the client's timer, started earlier by
+  // the request's latency, fires a little before the server's deadline). False: unknown id.
+  bool Cancel(const std::string& id, absl::Time now);
+  static constexpr absl::Duration kCancelAtDeadline = absl::Milliseconds(50);
   void FinishAll(FinishReason reason, absl::Time now);
 
   bool Contains(const std::string& id) const { return live_.contains(id); }

@@ -4,7 +4,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include "absl/time/clock.h"
 #include "server/raw_message.h"
 #include "server/response_conversion.h"
 #include "server/status_conversion.h"
@@ -50,10 +49,6 @@ GenerateReactor::GenerateReactor(Engine* engine, Metrics* metrics, std::string e
 
 void GenerateReactor::Start(Request request) {
   request.id = engine_id_;
-  {
-    absl::MutexLock lock(&outbox_->mu);
-    deadline_ = request.deadline;
-  }
   std::shared_ptr<Outbox> outbox = outbox_;
   StreamSink sink = [outbox](StreamChunk chunk) {
     absl::MutexLock lock(&outbox->mu);
@@ -110,7 +105,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
     write_in_flight_ = false;
     if (!ok || cancelled_) {
       // The client went away (or the call was cancelled): stop generating for it.
-      cancel_engine = !final_received_ && CancelsEngine(deadline_);
+      cancel_engine = !final_received_;
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream write failed"));
     } else if (in_flight_is_final_) {
       spdlog::debug("generate {} finished: {}", client_id_,
@@ -124,25 +119,19 @@ void GenerateReactor::OnWriteDone(bool ok) {
   if (cancel_engine) engine_->Cancel(engine_id_);
 }
 
-bool GenerateReactor::CancelsEngine(absl::Time deadline) {
-  return absl::Now() < deadline - kDeadlineSlack;
-}
-
 void GenerateReactor::OnCancel() {
   // Copies: once Finish is called, OnDone may delete this reactor on another thread.
   Engine* engine = engine_;
   const std::string engine_id = engine_id_;
-  bool cancel_engine = false;
   {
     absl::MutexLock lock(&outbox_->mu);
-    cancel_engine = CancelsEngine(deadline_);
     cancelled_ = true;
     // With a write in flight, its OnWriteDone(false) finishes the call.
     if (!write_in_flight_) {
       FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "request cancelled"));
     }
   }
-  if (cancel_engine) engine->Cancel(engine_id);
+  engine->Cancel(engine_id);
 }
 
 void GenerateReactor::OnDone() {

@@ -12,7 +12,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "engine/engine.h"
 #include "rtgen/v1/inference.grpc.pb.h"
 #include "server/metrics.h"
@@ -49,13 +48,6 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   void Push(StreamChunk chunk);         // engine thread, under outbox_->mu
   void MaybeStartWrite();               // under outbox_->mu
   void FinishOnce(grpc::Status status);  // under outbox_->mu
-  // Stops the engine's request when the call ends early, unless the call's deadline has passed
-  // or is within kDeadlineSlack: then the engine expires it at its first step past the deadline
-  // (the same one), and counts it as a deadline rather than a cancel. gRPC cancels a call whose
-  // deadline passes, and the client's own timer fires a little before the server's deadline (it
-  // started earlier by the request's latency), so its cancel arrives just before.
-  static bool CancelsEngine(absl::Time deadline);
-  static constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(50);
 
   Engine* const engine_;
   Metrics* const metrics_;  // may be null
@@ -73,7 +65,6 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   bool final_received_ = false;               // the engine sent its last chunk
   grpc::Status final_status_;                 // for Finish after the last write
   bool cancelled_ = false;                    // OnCancel ran
-  absl::Time deadline_ = absl::InfiniteFuture();  // the request's, set in Start
   bool finished_ = false;                     // Finish was called
 };
 

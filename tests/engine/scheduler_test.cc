@@ -189,6 +189,25 @@ TEST_F(SchedulerTest, FinishRemovesWaitingAndRunningSequences) {
   EXPECT_TRUE(d.Step().empty());
 }
 
+TEST_F(SchedulerTest, ACancelAtTheDeadlineCountsAsTheDeadline) {
+  // gRPC cancels a call whose deadline passes, the client's timer a little before the server's.
+  StepDriver d(Config(64, 64, 4, 1), &tok_);
+  const absl::Time t0 = absl::Now();
+  Recorded early, late, none;
+  for (auto [id, rec] : {std::pair{"early", &early}, {"late", &late}, {"none", &none}}) {
+    Request r = MakeRequest(id, Range(1, 5), 50);
+    if (rec != &none) r.deadline = t0 + absl::Seconds(1);
+    d.scheduler.Add(MakeSeq(&tok_, std::move(r), rec, order_++));
+  }
+  EXPECT_TRUE(d.scheduler.Cancel("early", t0 + absl::Milliseconds(900)));
+  EXPECT_EQ(early.last().finish, FinishReason::kCancelled);
+  EXPECT_TRUE(d.scheduler.Cancel("late", t0 + absl::Milliseconds(970)));
+  EXPECT_EQ(late.last().finish, FinishReason::kDeadline);
+  EXPECT_TRUE(d.scheduler.Cancel("none", t0 + absl::Hours(1)));
+  EXPECT_EQ(none.last().finish, FinishReason::kCancelled);
+  EXPECT_FALSE(d.scheduler.Cancel("none", t0));
+}
+
 TEST_F(SchedulerTest, DeadlinesExpireInQueueAndMidStream) {
   StepDriver d(Config(64, 64, 4, 1), &tok_);
   const absl::Time t0 = absl::Now();
