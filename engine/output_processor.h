@@ -32,7 +32,7 @@ FinishReason AppendSampledToken(Sequence& seq, int32_t token, const Tokenizer& t
                                 std::string* stop_reason);
 
 // Releases the detokenizer's pending bytes and the held-back text (for a finish that did not
-// come from a stop string: length, cancel, deadline). Still cuts at a stop string.
+// come from a stop string: length, cancel, deadline, error). Still cuts at a stop string.
 std::string ReleaseHeldText(Sequence& seq);
 
 // Bytes at the end of `text` that are a proper prefix of some stop string (held back).

@@ -228,7 +228,9 @@ bool Scheduler::Finish(const std::string& id, FinishReason reason, absl::Time no
   Sequence* seq = it->second.get();
   StreamChunk chunk;
   chunk.finish = reason;
-  if (reason != FinishReason::kError) chunk.text = ReleaseHeldText(*seq);
+  // Every finish, an error's too, releases the text held back for a possible stop string: its
+  // token ids have been streamed, so their text is the caller's (output_processor.h).
+  chunk.text = ReleaseHeldText(*seq);
   FinishSequence(seq, std::move(chunk), now);
   return true;
 }
@@ -266,6 +268,7 @@ void Scheduler::FailBatch(const ScheduledBatch& batch, const absl::Status& error
     StreamChunk chunk;
     chunk.finish = FinishReason::kError;
     chunk.error = error;
+    chunk.text = ReleaseHeldText(*seq);  // as Finish: the streamed ids' held-back text
     FinishSequence(seq, std::move(chunk), now);
   }
 }

@@ -2,8 +2,9 @@
 // collected, its decode inputs naming N's samples as PendingToken stand-ins. Checks what the
 // randomised runs cannot pin down: a sequence that step N ends is dropped from step N+1 (its
 // extra row discarded, nothing streamed, freed once), a sequence whose pending token ends it by
-// length is not scheduled again, the stand-in encoding and its errors, and that the threaded
-// engine streams the same tokens with async scheduling on and off.
+// length is not scheduled again, the stand-in encoding and its errors, that a failed step's
+// final chunk carries the text held back for a stop string (with async scheduling and without),
+// and that the threaded engine streams the same tokens with async scheduling on and off.
 
 #include <gtest/gtest.h>
 
@@ -112,6 +113,37 @@ TEST(PipelinedStepsTest, AFailedStepFailsOnlyItsOwnSequences) {
   EXPECT_EQ(b.tokens(), FakeGreedyOutput(Range(40, 5), 6));
   EXPECT_EQ(d.scheduler.num_retired(), 0);
   EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+}
+
+TEST(PipelinedStepsTest, AFailedStepReleasesTheTextHeldForAStopString) {
+  // 'b' and 'c' are streamed as ids with their text held back (a prefix of the stop string
+  // "bcd"); the step after them fails. Their text comes with the error's final chunk, as it
+  // would with a cancel; an incomplete UTF-8 sequence would be flushed likewise.
+  for (const bool pipelined : {false, true}) {
+    SCOPED_TRACE(pipelined ? "pipelined" : "one step at a time");
+    FakeTokenizer tok;
+    StepDriver d(SmallConfig(), &tok, nullptr, pipelined);
+    d.expect_ok = false;
+    d.backend.Script(9, {'a', 'b', 'c', 'x', 'y'});
+    Recorded rec;
+    Request r = MakeRequest("h", {9, 1, 2}, 10);
+    r.stopping.stop = {"bcd"};
+    d.scheduler.Add(MakeSeq(&tok, std::move(r), &rec));
+    while (rec.tokens().size() < 3) d.Step();
+    EXPECT_EQ(rec.text(), "a");
+    d.backend.FailNextSteps(1);
+    while (d.scheduler.num_live() > 0) d.Step();
+    d.Drain();
+    EXPECT_EQ(rec.finals, 1);
+    EXPECT_EQ(rec.last().finish, FinishReason::kError);
+    // Pipelined, the step launched before the failure had already sampled 'x' (streamed with
+    // the held text): the stream's text is its ids' text either way.
+    const std::vector<int32_t> streamed = rec.tokens();
+    EXPECT_EQ(streamed, pipelined ? (std::vector<int32_t>{'a', 'b', 'c', 'x'})
+                                  : (std::vector<int32_t>{'a', 'b', 'c'}));
+    EXPECT_EQ(rec.text(), std::string(streamed.begin(), streamed.end()));
+    EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+  }
 }
 
 TEST(PipelinedStepsTest, StandInsEncodeSampleIndices) {
