@@ -58,8 +58,9 @@ absl::StatusOr<std::vector<int32_t>> ByteLevelBpeTokenizer::Encode(std::string_v
 }
 
 void ByteLevelBpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_t>* out) const {
-  const std::string key(word);
-  {
+  const bool cacheable = word.size() <= kMaxCachedWordBytes;
+  const std::string key(cacheable ? word : std::string_view());
+  if (cacheable) {
     std::lock_guard<std::mutex> lock(cache_mutex_);
     if (auto it = cache_.find(key); it != cache_.end()) {
       out->insert(out->end(), it->second.begin(), it->second.end());
@@ -86,9 +87,15 @@ void ByteLevelBpeTokenizer::EncodeWord(std::string_view word, std::vector<int32_
     return result;
   });
   out->insert(out->end(), ids.begin(), ids.end());
+  if (!cacheable) return;
   std::lock_guard<std::mutex> lock(cache_mutex_);
   if (cache_.size() >= kMaxCacheEntries) cache_.clear();
   cache_.emplace(key, std::move(ids));
+}
+
+size_t ByteLevelBpeTokenizer::cached_words() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  return cache_.size();
 }
 
 std::string ByteLevelBpeTokenizer::TokenBytes(int32_t id) const {

@@ -20,6 +20,10 @@ class ByteLevelBpeTokenizer : public VocabTokenizer {
                                               bool parse_special) const override;
   std::string TokenBytes(int32_t id) const override;
 
+  // Pre-tokens whose ids are cached (at most kMaxCacheEntries, each at most kMaxCachedWordBytes
+  // long: the cache's memory is bounded whatever the input).
+  size_t cached_words() const;
+
  private:
   ByteLevelBpeTokenizer() = default;
   void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
@@ -35,6 +39,9 @@ class ByteLevelBpeTokenizer : public VocabTokenizer {
   std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) → merge
 
   static constexpr size_t kMaxCacheEntries = 1 << 16;
+  // Longer pre-tokens are encoded every time: a client's megabyte-long run of letters would
+  // otherwise keep its bytes and ids (~5 bytes an input byte) until the cache is next cleared.
+  static constexpr size_t kMaxCachedWordBytes = 64;
   mutable std::mutex cache_mutex_;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache_;  // word bytes → ids
 };

@@ -1,8 +1,11 @@
 // Long inputs must encode in reasonable time (the BPE merge loop is O(n log n) per pre-token)
-// and round-trip; a pathological single pre-token (one long run of letters) included.
+// and round-trip; a pathological single pre-token (one long run of letters) included; and a long
+// pre-token is not kept in the BPE word cache (a client's distinct long runs would grow it
+// without bound in bytes).
 
 #include <string>
 
+#include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "tests/tokenizer/test_data.h"
@@ -37,6 +40,19 @@ TEST(LargeInputTest, OneHugePreTokenRoundTrips) {
   std::string cjk;
   for (int i = 0; i < 50000; ++i) cjk += "\xE6\x97\xA5";  // 日, one \p{L} run
   ExpectRoundTrip(cjk);
+}
+
+TEST(LargeInputTest, LongPreTokensAreNotCached) {
+  const auto* bpe = dynamic_cast<const ByteLevelBpeTokenizer*>(&testing::SmolLmTokenizer());
+  ASSERT_NE(bpe, nullptr);
+  const size_t before = bpe->cached_words();
+  for (int i = 0; i < 20; ++i) {  // distinct runs of letters, one pre-token each
+    ASSERT_TRUE(bpe->Encode(std::string(4096 + i, 'b'), false).ok());
+  }
+  EXPECT_EQ(bpe->cached_words(), before);
+  // A short word still is (the pre-tokenizer keeps the space with the word).
+  ASSERT_TRUE(bpe->Encode(" zyxwvq", false).ok());
+  EXPECT_EQ(bpe->cached_words(), before + 1);
 }
 
 }  // namespace
