@@ -119,9 +119,9 @@ absl::Status ParseModel(const Json& model, VocabSpec* spec) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromJson(const std::string& path) {
+// LoadTokenizerFromJson's work; the JSON library throws on a member of an unexpected type
+// (an id given as a string, a list given as an object), which its caller turns into an error.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadOrThrow(const std::string& path) {
   ASSIGN_OR_RETURN(const Json root, ReadJson(path));
   if (!root.is_object() || !root.contains("model")) {
     return absl::InvalidArgumentError(absl::StrCat(path, " has no \"model\""));
@@ -172,6 +172,16 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromJson(const std::stri
   }
   return absl::UnimplementedError(
       absl::StrCat(path, ": a BPE model that is neither byte-level nor byte_fallback"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromJson(const std::string& path) {
+  try {
+    return LoadOrThrow(path);
+  } catch (const Json::exception& e) {  // a malformed file is an error, never an abort
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", e.what()));
+  }
 }
 
 }  // namespace rtgen

@@ -2,7 +2,7 @@
 // tokenizer.json with ids past config.json's vocab_size is refused before any weight is read
 // (its added tokens would have read past the embedding); tokenizer_config.json's bos_token as an
 // object (Llama 2's) still starts each turn; a Llama 3.1+ template is refused, not rendered as
-// Llama 3.0's.
+// Llama 3.0's; a tokenizer.json with a member of the wrong type is an error, not an abort.
 
 #include <filesystem>
 #include <fstream>
@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "engine/loader/model_loader.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/unique_temp_path.h"
@@ -60,6 +61,28 @@ TEST(HfDirectoryLoaderTest, TokenizerIdsPastTheVocabSizeAreRefused) {
   const auto within = LoadModel(WriteHfDirectory(8, {3, 7}));
   EXPECT_FALSE(within.ok());
   EXPECT_FALSE(absl::StrContains(within.status().message(), "vocab_size")) << within.status();
+}
+
+TEST(HfDirectoryLoaderTest, MembersOfTheWrongTypeAreAnErrorNotAnAbort) {
+  const nlohmann::json good = nlohmann::json::parse(TinyTokenizerJson({3}));
+  std::vector<nlohmann::json> bad(4, good);
+  bad[0]["added_tokens"][0]["id"] = "3";                                 // an id as a string
+  bad[1]["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", {{"a", 1}}}};  // an object
+  bad[2]["model"]["ignore_merges"] = "yes";                              // a flag as a string
+  bad[3]["added_tokens"][0]["special"] = 1;                              // a flag as a number
+  for (size_t i = 0; i < bad.size(); ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    const std::string dir = testing::UniqueTempPath("bad_tokenizer");
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/tokenizer.json") << bad[i].dump();
+    const auto tok = LoadTokenizerFromJson(dir + "/tokenizer.json");
+    EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument) << tok.status();
+    EXPECT_TRUE(absl::StrContains(tok.status().message(), "tokenizer.json")) << tok.status();
+  }
+  const std::string dir = testing::UniqueTempPath("good_tokenizer");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json") << good.dump();
+  EXPECT_TRUE(LoadTokenizerFromJson(dir + "/tokenizer.json").ok());
 }
 
 TEST(HfDirectoryLoaderTest, BosTokenAsAnObjectStartsEachLlama2Turn) {
