@@ -85,9 +85,10 @@ absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& file, const ModelCo
   ModelWeights w;
   ASSIGN_OR_RETURN(w.token_embedding,
                    ReadMatrix(file, "token_embd.weight", config.vocab_size, hidden));
-  w.layers.resize(config.num_layers);
+  // Layer by layer, not resized to num_layers first: a file whose layer count is corrupt
+  // (billions) is then refused at its first missing tensor instead of exhausting memory.
   for (int i = 0; i < config.num_layers; ++i) {
-    LayerWeights& l = w.layers[i];
+    LayerWeights& l = w.layers.emplace_back();
     const std::string p = absl::StrCat("blk.", i, ".");
     ASSIGN_OR_RETURN(l.attn_norm, ReadVector(file, p + "attn_norm.weight", hidden));
     ASSIGN_OR_RETURN(l.wq, ReadMatrix(file, p + "attn_q.weight", q_dim, hidden));

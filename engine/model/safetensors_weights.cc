@@ -103,9 +103,10 @@ absl::StatusOr<ModelWeights> LoadSafetensorsWeights(const std::string& dir,
   ModelWeights w;
   ASSIGN_OR_RETURN(w.token_embedding,
                    shards.ReadMatrix("model.embed_tokens.weight", config.vocab_size, hidden));
-  w.layers.resize(config.num_layers);
+  // Layer by layer, not resized to num_layers first: a file whose layer count is corrupt
+  // (billions) is then refused at its first missing tensor instead of exhausting memory.
   for (int i = 0; i < config.num_layers; ++i) {
-    LayerWeights& l = w.layers[i];
+    LayerWeights& l = w.layers.emplace_back();
     const std::string p = absl::StrCat("model.layers.", i, ".");
     ASSIGN_OR_RETURN(l.attn_norm, shards.Read(p + "input_layernorm.weight", {hidden}));
     ASSIGN_OR_RETURN(l.wq, shards.ReadMatrix(p + "self_attn.q_proj.weight", q_dim, hidden));

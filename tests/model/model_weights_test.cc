@@ -197,6 +197,11 @@ TEST(ModelWeightsTest, GgufMissingOrMisshapenTensorIsNamed) {
   auto r = LoadGgufWeights(**file, more_layers);
   EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(absl::StrContains(r.status().message(), "blk.2.attn_norm.weight")) << r.status();
+  // A corrupt layer count: refused at the first missing layer, not by exhausting memory first.
+  more_layers.num_layers = 2'000'000'000;
+  r = LoadGgufWeights(**file, more_layers);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "blk.2.attn_norm.weight")) << r.status();
   ModelConfig wider = c;
   wider.intermediate_size = 128;
   r = LoadGgufWeights(**file, wider);

@@ -191,6 +191,10 @@ TEST(SafetensorsTest, ShardedDirectoryLoadsHfNames) {
   bad = LoadSafetensorsWeights(dir, deeper);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "model.layers.2.")) << bad.status();
+  deeper.num_layers = 2'000'000'000;  // corrupt: refused at layer 2, not by exhausting memory
+  bad = LoadSafetensorsWeights(dir, deeper);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "model.layers.2.")) << bad.status();
   EXPECT_EQ(LoadSafetensorsWeights(UniqueTempPath("missing"), c).status().code(),
             absl::StatusCode::kNotFound);
 }
