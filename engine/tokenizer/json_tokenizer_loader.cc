@@ -84,6 +84,20 @@ void SpacePrefix(const Json& root, VocabSpec* spec) {
   }
 }
 
+// The special token a TemplateProcessing post-processor (itself, or a member of a Sequence) puts
+// first in a single sequence, or "": how Llama 3's tokenizer.json asks for its BOS when
+// tokenizer_config.json has no add_bos_token.
+std::string TemplateLeadingToken(const Json& post) {
+  for (const Json& p : Parts(post, "processors")) {
+    if (p.value("type", "") != "TemplateProcessing") continue;
+    const Json single = p.value("single", Json::array());
+    if (!single.is_array() || single.empty() || !single[0].is_object()) return "";
+    const Json special = single[0].value("SpecialToken", Json());
+    return special.is_object() ? JsonTokenText(special.value("id", Json())) : "";
+  }
+  return "";
+}
+
 absl::Status ParseModel(const Json& model, VocabSpec* spec) {
   if (model.value("type", "") != "BPE") {
     return absl::UnimplementedError(absl::StrCat(
@@ -154,11 +168,23 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadOrThrow(const std::string& path) 
   // tokenizer_config.json beside tokenizer.json.
   const size_t slash = path.find_last_of('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  bool add_bos_given = false;
   if (auto config = ReadJson(dir + "/tokenizer_config.json"); config.ok() && config->is_object()) {
     spec.bos_id = id_of(JsonTokenText(config->value("bos_token", Json())));
     spec.eos_id = id_of(JsonTokenText(config->value("eos_token", Json())));
     const Json add_bos = config->value("add_bos_token", Json());
-    if (add_bos.is_boolean()) spec.add_bos = add_bos.get<bool>();
+    add_bos_given = add_bos.is_boolean();
+    if (add_bos_given) spec.add_bos = add_bos.get<bool>();
+  }
+  // Else the post-processor's template decides, as in Hugging Face: a special token first in a
+  // single sequence is the BOS added to raw prompts (Llama 3's <|begin_of_text|>).
+  if (!add_bos_given) {
+    const std::optional<int32_t> lead =
+        id_of(TemplateLeadingToken(root.value("post_processor", Json())));
+    if (lead.has_value() && (!spec.bos_id.has_value() || *spec.bos_id == *lead)) {
+      spec.bos_id = lead;
+      spec.add_bos = true;
+    }
   }
 
   if (IsByteLevel(root)) {

@@ -2,7 +2,8 @@
 // tokenizer.json with ids past config.json's vocab_size is refused before any weight is read
 // (its added tokens would have read past the embedding); tokenizer_config.json's bos_token as an
 // object (Llama 2's) still starts each turn; a Llama 3.1+ template is refused, not rendered as
-// Llama 3.0's; a tokenizer.json with a member of the wrong type is an error, not an abort.
+// Llama 3.0's; a tokenizer.json with a member of the wrong type is an error, not an abort; a
+// post-processor template's leading special token is the BOS when tokenizer_config.json is silent.
 
 #include <filesystem>
 #include <fstream>
@@ -83,6 +84,36 @@ TEST(HfDirectoryLoaderTest, MembersOfTheWrongTypeAreAnErrorNotAnAbort) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << good.dump();
   EXPECT_TRUE(LoadTokenizerFromJson(dir + "/tokenizer.json").ok());
+}
+
+TEST(HfDirectoryLoaderTest, APostProcessorsLeadingSpecialTokenIsTheBosWhenConfigIsSilent) {
+  // Llama 3's tokenizer.json: TemplateProcessing puts <|begin_of_text|> first (here inside a
+  // Sequence, as Llama 3.1+ writes it); tokenizer_config.json has no add_bos_token.
+  nlohmann::json json = nlohmann::json::parse(TinyTokenizerJson({3}));
+  json["post_processor"] = nlohmann::json::parse(R"({"type": "Sequence", "processors": [
+      {"type": "ByteLevel"},
+      {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<x3>", "type_id": 0}},
+                                                {"Sequence": {"id": "A", "type_id": 0}}]}]})");
+  const std::string dir = testing::UniqueTempPath("llama3_bos");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json") << json.dump();
+  auto tok = LoadTokenizerFromJson(dir + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_TRUE((*tok)->add_bos());
+  EXPECT_EQ((*tok)->bos_id(), 3);
+  // tokenizer_config.json's add_bos_token, when given, still decides.
+  std::ofstream(dir + "/tokenizer_config.json") << R"({"add_bos_token": false})";
+  tok = LoadTokenizerFromJson(dir + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_FALSE((*tok)->add_bos());
+  // A template that starts with the sequence adds nothing.
+  json["post_processor"] = nlohmann::json::parse(
+      R"({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A", "type_id": 0}}]})");
+  std::filesystem::remove(dir + "/tokenizer_config.json");
+  std::ofstream(dir + "/tokenizer.json") << json.dump();
+  tok = LoadTokenizerFromJson(dir + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  EXPECT_FALSE((*tok)->add_bos());
 }
 
 TEST(HfDirectoryLoaderTest, BosTokenAsAnObjectStartsEachLlama2Turn) {
