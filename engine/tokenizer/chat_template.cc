@@ -86,6 +86,14 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(const std::string& jinja_so
     }
     t.format_ = Format::kLlama3;
   } else if (jinja_source.find("[INST]") != std::string::npos) {
+    // Llama 2's template wraps a system message in <<SYS>>; Mistral's [INST] templates have no
+    // such block and lay turns out otherwise ("[/INST]b</s> [INST]" where Llama 2 writes
+    // "[/INST] b </s><s>[INST]"): refused rather than rendered as Llama 2's.
+    if (jinja_source.find("<<SYS>>") == std::string::npos) {
+      return absl::UnimplementedError(
+          "chat template is [INST]-style without Llama 2's <<SYS>> block (Mistral's?), not "
+          "supported; only Llama 2's [INST] format is");
+    }
     t.format_ = Format::kLlama2;
   } else {
     return absl::UnimplementedError(

@@ -71,8 +71,20 @@ TEST(ChatTemplateTest, EmptyMessageListIsRejected) {
   }
 }
 
+TEST(ChatTemplateTest, InstTemplatesWithoutASysBlockAreRefused) {
+  // Mistral-7B-Instruct-v0.1's template: [INST] turns, no <<SYS>>, "[/INST]b</s> [INST]" between
+  // turns — not Llama 2's layout.
+  const std::string mistral =
+      "{{ bos_token }}{% for message in messages %}{% if message['role'] == 'user' %}"
+      "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+      "{{ message['content'] + eos_token + ' ' }}{% endif %}{% endfor %}";
+  const auto t = ChatTemplate::FromJinja(mistral, "<s>");
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << t.status();
+  EXPECT_TRUE(absl::StrContains(t.status().message(), "<<SYS>>")) << t.status();
+}
+
 TEST(ChatTemplateTest, Llama2RejectsNonAlternatingRoles) {
-  auto t = ChatTemplate::FromJinja("{{ '[INST] ' }}", "<s>");
+  auto t = ChatTemplate::FromJinja("{{ '<<SYS>>' }}{{ '[INST] ' }}", "<s>");
   ASSERT_TRUE(t.ok());
   const std::vector<ChatMessage> msgs = {{"user", "a"}, {"user", "b"}};
   auto text = t->Render(msgs, true);

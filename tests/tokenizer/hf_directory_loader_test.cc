@@ -119,7 +119,7 @@ TEST(HfDirectoryLoaderTest, APostProcessorsLeadingSpecialTokenIsTheBosWhenConfig
 TEST(HfDirectoryLoaderTest, BosTokenAsAnObjectStartsEachLlama2Turn) {
   const std::string llama2 =
       "{% for m in messages %}{{ bos_token + '[INST] ' + m['content'] + ' [/INST]' }}"
-      "{% endfor %}";
+      "{% endfor %}{# <<SYS>> #}";
   for (const nlohmann::json& bos : {nlohmann::json("<s>"),
                                      nlohmann::json{{"content", "<s>"}, {"lstrip", false}}}) {
     const nlohmann::json cfg = {{"bos_token", bos}, {"chat_template", llama2}};
