@@ -137,7 +137,9 @@ absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> me
       const bool has_system = messages[0].role == "system";
       for (size_t i = has_system ? 1 : 0, turn = 0; i < messages.size(); ++i, ++turn) {
         const ChatMessage& m = messages[i];
-        if ((m.role == "user") != (turn % 2 == 0)) {
+        // A system message past the first is no turn of this format (its Jinja drops it): an
+        // error, not an assistant reply.
+        if ((m.role == "user") != (turn % 2 == 0) || m.role == "system") {
           return absl::InvalidArgumentError(
               absl::StrCat("messages[", i, "].role \"", m.role,
                            "\": the Llama 2 format needs an optional system message, then user and "

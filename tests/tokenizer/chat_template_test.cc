@@ -90,6 +90,12 @@ TEST(ChatTemplateTest, Llama2RejectsNonAlternatingRoles) {
   auto text = t->Render(msgs, true);
   ASSERT_FALSE(text.ok());
   EXPECT_TRUE(absl::StrContains(text.status().message(), "messages[1].role")) << text.status();
+  // A system message where an assistant reply would be: refused, not rendered as the reply.
+  const std::vector<ChatMessage> late_system = {{"user", "hi"}, {"system", "x"}, {"user", "bye"}};
+  text = t->Render(late_system, true);
+  ASSERT_FALSE(text.ok());
+  EXPECT_TRUE(absl::StrContains(text.status().message(), "messages[1].role \"system\""))
+      << text.status();
 }
 
 TEST(ChatTemplateTest, UnrecognisedTemplateIsUnimplemented) {
