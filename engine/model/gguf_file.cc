@@ -73,6 +73,31 @@ absl::Status TypeMismatch(const std::string& key, const char* want) {
       absl::StrCat("gguf: metadata key '", key, "' is not ", want));
 }
 
+// Two tensors' data must not share bytes (llama.cpp writes them one after another): a corrupt
+// offset would otherwise load one tensor's bytes as another's, silently. Bounds are checked
+// before this.
+absl::Status CheckNoOverlap(const std::vector<GgufTensorInfo>& tensors) {
+  std::vector<std::pair<uint64_t, uint64_t>> spans;  // tensor i's [offset, end)
+  std::vector<size_t> order(tensors.size());
+  spans.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    ASSIGN_OR_RETURN(uint64_t bytes, GgmlTensorBytes(tensors[i]));
+    spans.emplace_back(tensors[i].offset, tensors[i].offset + bytes);
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return spans[a].first < spans[b].first; });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const size_t prev = order[k - 1], cur = order[k];
+    if (spans[cur].first < spans[prev].second) {
+      return absl::InvalidArgumentError(absl::StrCat("gguf: data of tensor '", tensors[cur].name,
+                                                     "' overlaps tensor '", tensors[prev].name,
+                                                     "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
@@ -163,6 +188,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
                                               " bytes) lies outside the file"));
     }
   }
+  RETURN_IF_ERROR(CheckNoOverlap(file->tensors_));
   return file;
 }
 

@@ -1,5 +1,6 @@
 // GgufFile on corrupt input: every case must return an error (never crash or read out of
-// bounds; run under ASan via -DRTGEN_SANITIZE=address,undefined to check the latter).
+// bounds; run under ASan via -DRTGEN_SANITIZE=address,undefined to check the latter), tensors
+// whose data overlap included.
 
 #include <cstring>
 #include <fstream>
@@ -205,6 +206,21 @@ TEST(GgufCorruptTest, MisalignedTensorOffset) {
   const size_t at = bytes.find(name) + name.size() + 4 + 8 + 4;
   PatchU64(&bytes, at, 4);
   EXPECT_TRUE(absl::StrContains(OpenBytes(bytes).message(), "aligned"));
+}
+
+TEST(GgufCorruptTest, OverlappingTensorDataIsRefused) {
+  std::string bytes = ValidFile();
+  // blk.0.attn_q.weight (Q8_0, 68 bytes) lies at 0; move blk.0.attn_norm.weight (128 bytes) from
+  // 96 to 64: aligned and inside the file, but sharing bytes 64-67 with the first.
+  const std::string name = "blk.0.attn_norm.weight";
+  const size_t at = bytes.find(name) + name.size() + 4 + 8 + 4;
+  PatchU64(&bytes, at, 64);
+  const absl::Status s = OpenBytes(bytes);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "overlaps")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "blk.0.attn_norm.weight")) << s;
+  PatchU64(&bytes, at, 96);  // back where it was: opens
+  EXPECT_TRUE(OpenBytes(bytes).ok());
 }
 
 TEST(GgufCorruptTest, UnsupportedTensorTypes) {
