@@ -39,7 +39,9 @@ absl::Status CpuBackend::CheckStep(const StepInput& in) const {
           " is below the entry before it or past the ", t, " tokens"));
     }
     const int32_t len = in.context_lens[seq];
-    const int32_t blocks = (len + kv_layout_.block_size - 1) / kv_layout_.block_size;
+    // In 64 bits: a length near INT32_MAX would wrap the rounding up to a negative count, which
+    // passed this check and left attention reading past the table.
+    const int64_t blocks = (int64_t{len} + kv_layout_.block_size - 1) / kv_layout_.block_size;
     if (len < 0 || blocks > in.max_blocks_per_seq) {
       return absl::InvalidArgumentError(absl::StrCat("step context_lens[", seq, "] = ", len,
                                                      " needs more blocks than the table has"));

@@ -1,6 +1,7 @@
 #include "engine/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <vector>
@@ -220,6 +221,15 @@ TEST(CpuBackendTest, RejectsBadSteps) {
   const absl::Status past = b->ComputeLogits(in).status();
   EXPECT_EQ(past.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(past.message().find("query_start[1] = 6"), std::string::npos) << past;
+  // A context length whose block count overflows 32 bits: refused, not read past the table.
+  in = MakeStep({{{1}, 0, {0}}}, kBlockSize, nullptr);
+  ASSERT_TRUE(b->ComputeLogits(in).ok());
+  in.context_lens[0] = std::numeric_limits<int32_t>::max();
+  in.positions[0] = 3;
+  const absl::Status huge = b->ComputeLogits(in).status();
+  EXPECT_EQ(huge.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.message().find("needs more blocks than the table has"), std::string::npos)
+      << huge;
   auto fresh = CpuBackend::Create(c, TinyWeights(c, 9), {1, WeightDtype::kF32});
   ASSERT_TRUE(fresh.ok());
   EXPECT_EQ((*fresh)->ComputeLogits(MakeStep({{{1}, 0, {0}}}, kBlockSize, nullptr)).status().code(),
