@@ -64,7 +64,15 @@ void ThreadPool::RunChunks(uint32_t generation, int participant) {
     const int64_t n = n_.load(std::memory_order_relaxed);
     const int64_t size = chunk_size_.load(std::memory_order_relaxed);
     const int64_t begin = chunk * size;
-    (*fn)(begin, std::min(n, begin + size), participant);
+    // A chunk that throws still counts as done: the caller waits for every chunk before it
+    // rethrows, so no worker runs `fn` (the caller's) after ParallelFor has left, and no late
+    // count lands on the next loop's.
+    try {
+      (*fn)(begin, std::min(n, begin + size), participant);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (!error_) error_ = std::current_exception();
+    }
     done_chunks_.fetch_add(1, std::memory_order_acq_rel);
     state = claim_.load(std::memory_order_acquire);
   }
@@ -118,6 +126,12 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const Fn& fn) {
       std::this_thread::yield();
     }
   }
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(error_mu_);
+    std::swap(error, error_);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace rtgen

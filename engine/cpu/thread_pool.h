@@ -7,7 +7,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -27,7 +29,9 @@ class ThreadPool {
 
   // Calls fn(begin, end, participant) on disjoint ranges covering [0, n), each range a multiple
   // of `grain` long (except the last); participant is in [0, num_threads) and no two calls run
-  // concurrently with the same participant. Returns when all ranges are done.
+  // concurrently with the same participant. Returns when all ranges are done. If calls throw
+  // (std::bad_alloc in a body that allocates), every range is still run or skipped to its end
+  // first, then the first exception is rethrown here; the pool stays usable.
   // Not reentrant: call from one thread at a time, and not from inside `fn`.
   void ParallelFor(int64_t n, int64_t grain, const Fn& fn);
 
@@ -47,7 +51,9 @@ class ThreadPool {
   // word, so a late worker can never take a chunk of a newer loop with an older loop's state, and
   // reads the loop's other parameters only once it holds a chunk.
   std::atomic<uint64_t> claim_{0};
-  std::atomic<int64_t> done_chunks_{0};  // chunks of the current loop finished
+  std::atomic<int64_t> done_chunks_{0};  // chunks of the current loop finished (or thrown)
+  std::mutex error_mu_;
+  std::exception_ptr error_;  // the current loop's first exception, under error_mu_
   std::atomic<uint32_t> wake_{0};        // generation, for sleeping workers
   std::atomic<bool> stop_{false};
 };

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -109,6 +110,52 @@ TEST(ThreadPoolTest, AlternatingLoopSizesRunEveryChunkOnce) {
     }
     watchdog.Tick();
   }
+  watchdog.Disarm();
+}
+
+// A body that throws (std::bad_alloc in a body that allocates): the exception reaches the
+// caller after every chunk has run or thrown, whichever participant threw, and the next loops
+// run every index exactly once. Before, the caller left with workers still running its `fn` and
+// their late counts landed on the next loop's (it returned early or hung), and a worker's throw
+// terminated the process.
+TEST(ThreadPoolTest, AThrowingBodyReachesTheCallerAndThePoolStaysUsable) {
+  ThreadPool pool(4);
+  Watchdog watchdog("ParallelFor after a throw", 30);
+  std::vector<std::atomic<int>> hits(1000);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int thrower = trial % 4;  // the caller (0) or a worker
+    std::atomic<int> chunks_run{0};
+    std::atomic<bool> threw{false};
+    bool caught = false;
+    try {
+      pool.ParallelFor(16, 1, [&](int64_t, int64_t, int participant) {
+        chunks_run.fetch_add(1, std::memory_order_relaxed);
+        if (participant == thrower) {
+          threw.store(true);
+          throw std::runtime_error("chunk failed");
+        }
+      });
+    } catch (const std::runtime_error& e) {
+      caught = true;
+      EXPECT_STREQ(e.what(), "chunk failed");
+    }
+    // A participant that claimed no chunk threw nothing: then no exception is right too; one
+    // that did must reach the caller.
+    EXPECT_EQ(chunks_run.load(), 16) << "trial " << trial;  // every chunk ran before the return
+    EXPECT_EQ(caught, threw.load()) << "trial " << trial;
+    for (auto& h : hits) h.store(0, std::memory_order_relaxed);
+    pool.ParallelFor(1000, 1, [&](int64_t b, int64_t e, int) {
+      for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+    });
+    for (int64_t i = 0; i < 1000; ++i) {
+      ASSERT_EQ(hits[i].load(std::memory_order_relaxed), 1) << "trial " << trial << " index " << i;
+    }
+    watchdog.Tick();
+  }
+  // Every chunk throws: whoever ran them, one exception reaches the caller.
+  EXPECT_THROW(pool.ParallelFor(16, 1,
+                                [](int64_t, int64_t, int) { throw std::runtime_error("all"); }),
+               std::runtime_error);
   watchdog.Disarm();
 }
 
