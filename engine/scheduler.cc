@@ -53,15 +53,17 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
   batch.seqs.reserve(running_.size() + 4);
   int32_t budget = config_.max_num_batched_tokens;
 
-  // 1. Decodes (one uncomputed token). Victims come from the back, so they are never
-  // sequences already scheduled in this pass.
-  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+  // 1. Decodes (one uncomputed token). Victims come from this sequence on (PreemptionVictim),
+  // so they are never sequences already scheduled in this pass.
+  for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
-    if (seq->num_uncomputed_tokens() != 1) continue;
-    if (EndsWithPending(*seq, config_.max_model_len)) continue;
+    if (seq->num_uncomputed_tokens() != 1 || EndsWithPending(*seq, config_.max_model_len)) {
+      ++i;
+      continue;
+    }
     bool self_preempted = false;
     while (!block_manager_.CanAppend(*seq, 1)) {
-      Sequence* victim = running_.back();
+      Sequence* victim = PreemptionVictim(i);
       Preempt(victim);
       ++batch.num_preempted;
       if (victim == seq) {
@@ -69,7 +71,8 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
         break;
       }
     }
-    if (self_preempted) break;
+    if (self_preempted) continue;  // the next sequence is now at i
+    ++i;
     block_manager_.Append(*seq, 1);
     batch.seqs.push_back({seq, 1, false, true});
     ++batch.num_decodes;
@@ -122,9 +125,18 @@ void Scheduler::Admit(Sequence* seq, absl::Time now) {
   }
 }
 
+Sequence* Scheduler::PreemptionVictim(size_t from) const {
+  size_t best = running_.size() - 1;
+  for (size_t j = running_.size() - 1; j-- > from;) {  // newer first: a tie keeps the newest
+    if (running_[j]->request().priority < running_[best]->request().priority) best = j;
+  }
+  return running_[best];
+}
+
 void Scheduler::Preempt(Sequence* victim) {
-  assert(!running_.empty() && running_.back() == victim);
-  running_.pop_back();
+  auto it = std::find(running_.begin(), running_.end(), victim);
+  assert(it != running_.end());
+  running_.erase(it);
   block_manager_.Free(*victim);
   victim->status = SequenceStatus::kWaiting;
   victim->was_preempted = true;

@@ -106,6 +106,11 @@ class Scheduler {
     bool operator()(const Sequence* a, const Sequence* b) const;
   };
 
+  // The sequence to preempt when running_[from] needs a block: among running_[from..] (those not
+  // yet scheduled in this pass) the lowest priority, the newest of those (vLLM's choice with
+  // priorities; the newest alone ignored them: a high-priority request admitted last was
+  // preempted first while lower ones ran on).
+  Sequence* PreemptionVictim(size_t from) const;
   void Preempt(Sequence* victim);
   void Admit(Sequence* seq, absl::Time now);
   // Sends `chunk` (finish set) as the last chunk and forgets the sequence.
@@ -122,7 +127,7 @@ class Scheduler {
   // Finished sequences a scheduled step still holds (Sequence::step_refs > 0).
   absl::flat_hash_map<Sequence*, std::unique_ptr<Sequence>> retired_;
   std::set<Sequence*, WaitingOrder> waiting_;
-  std::vector<Sequence*> running_;  // in admission order: the back is preempted first
+  std::vector<Sequence*> running_;  // in admission order (PreemptionVictim picks among them)
   int64_t num_preemptions_ = 0;
 };
 

@@ -132,6 +132,29 @@ TEST_F(SchedulerTest, NewestRunningSequenceIsPreemptedWhenBlocksRunOut) {
   EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
 }
 
+TEST_F(SchedulerTest, TheLowestPriorityRunningSequenceIsPreemptedNotTheNewest) {
+  // As above, but "high" (priority 5) arrives after "low" is running, so it is the newest: the
+  // pool running out preempts "low", and "high" decodes on.
+  StepDriver d(Config(64, 4), &tok_);
+  Recorded low, high;
+  Add(d, "low", Range(1, 7), 6, &low);
+  d.Step();  // low prefilled
+  Add(d, "high", Range(30, 7), 6, &high, /*priority=*/5);
+  while (d.scheduler.block_manager().num_free_blocks() > 0) d.Step();
+  ASSERT_EQ(d.scheduler.num_running(), 2);
+  auto batch = d.scheduler.Schedule(absl::Now());
+  EXPECT_EQ(batch.num_preempted, 1);
+  auto items = StepDriver::Describe(batch);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].id, "high");
+  EXPECT_EQ(d.scheduler.num_waiting(), 1);
+  d.Run(batch);
+  while (d.scheduler.num_live() > 0) d.Step();
+  EXPECT_EQ(low.tokens(), FakeGreedyOutput(Range(1, 7), 6));
+  EXPECT_EQ(high.tokens(), FakeGreedyOutput(Range(30, 7), 6));
+  EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+}
+
 struct HitCounter : EngineObserver {
   int32_t hits = 0;
   void OnPrefixCacheHit(int32_t tokens) override { hits += tokens; }
