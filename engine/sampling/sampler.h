@@ -1,7 +1,8 @@
 #pragma once
 // CPU sampling from one row of logits. Order: penalties → temperature → top-k → top-p → min-p
 // → draw. Randomness is counter-based: the draw for output position n of a request depends only
-// on (seed, n), so a seed reproduces a stream whatever else is in the batch.
+// on (seed, n), whatever else is in the batch. (The logits themselves may differ in their last
+// bits with the step's batch: the backends' linear layers take other routes at other sizes.)
 
 #include <cstdint>
 #include <span>
