@@ -22,6 +22,9 @@ ValidationLimits MakeLimits(const EngineConfig& config, const ServedModel& model
   limits.max_stop_strings = config.max_stop_strings;
   limits.max_stop_string_bytes = config.max_stop_string_bytes;
   limits.max_stop_token_ids = config.max_stop_token_ids;
+  if (config.num_kv_blocks > 0) {
+    limits.kv_pool_tokens = int64_t{config.num_kv_blocks} * config.block_size;
+  }
   return limits;
 }
 

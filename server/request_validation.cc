@@ -199,7 +199,13 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
     }
     out.stopping.max_tokens = stopping.max_tokens();
   } else {
-    out.stopping.max_tokens = std::min(limits.default_max_tokens, room);
+    int64_t most = std::min(limits.default_max_tokens, room);
+    // Within the KV pool as well, when a prompt leaves room in it (one that does not is refused
+    // by the engine, naming the pool).
+    if (limits.kv_pool_tokens > prompt_len) {
+      most = std::min(most, limits.kv_pool_tokens - prompt_len);
+    }
+    out.stopping.max_tokens = static_cast<int32_t>(most);
   }
   if (stopping.stop_token_ids_size() > limits.max_stop_token_ids) {  // before copying them
     return Invalid("stopping.stop_token_ids",

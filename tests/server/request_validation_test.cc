@@ -112,6 +112,18 @@ TEST(RequestValidationTest, UnsetMaxTokensIsClippedToTheContextAndFieldsAreCopie
   absl::StatusOr<Request> out = ToEngineRequest(request, Limits(&tokenizer));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->stopping.max_tokens, 54);
+  // A KV pool of 40 tokens, smaller than the context: clipped to it (30 after the prompt).
+  ValidationLimits small_pool = Limits(&tokenizer);
+  small_pool.kv_pool_tokens = 40;
+  out = ToEngineRequest(request, small_pool);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->stopping.max_tokens, 30);
+  // One the prompt alone fills: left to the engine's refusal, which names the pool.
+  small_pool.kv_pool_tokens = 10;
+  out = ToEngineRequest(request, small_pool);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->stopping.max_tokens, 54);
+  out = ToEngineRequest(request, Limits(&tokenizer));  // the rest of this test's request
   EXPECT_FLOAT_EQ(out->sampling.temperature, 0.5f);
   EXPECT_EQ(out->sampling.seed, std::optional<uint64_t>(7));
   EXPECT_FLOAT_EQ(out->sampling.top_p, 1.0f);  // unset: the default
