@@ -1,5 +1,7 @@
 #include "engine/engine_impl.h"
 
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -56,8 +58,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   }
   EngineConfig resolved = config;
   if (resolved.num_kv_blocks == 0) {
-    const int64_t per_seq = (config.max_model_len + config.block_size - 1) / config.block_size;
-    resolved.num_kv_blocks = static_cast<int32_t>(per_seq * config.max_num_seqs);
+    const int64_t per_seq =
+        (int64_t{config.max_model_len} + config.block_size - 1) / config.block_size;
+    const int64_t blocks = per_seq * config.max_num_seqs;
+    if (blocks > std::numeric_limits<int32_t>::max()) {  // it was cast, wrapping to a tiny pool
+      return absl::InvalidArgumentError(absl::StrCat(
+          "num_kv_blocks = 0 asks for max_model_len x max_num_seqs = ", blocks,
+          " blocks, more than a pool can count; set num_kv_blocks or lower either"));
+    }
+    resolved.num_kv_blocks = static_cast<int32_t>(blocks);
   }
   auto engine =
       std::make_unique<EngineImpl>(resolved, std::move(backend), tokenizer, observer);

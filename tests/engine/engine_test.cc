@@ -209,6 +209,21 @@ TEST(EngineConfigTest, NegativeStopLimitsAreRefusedByName) {
   }
 }
 
+TEST(EngineConfigTest, ADefaultPoolTooLargeToCountIsRefused) {
+  // num_kv_blocks = 0 sizes the pool for max_model_len × max_num_seqs: past 2^31 - 1 blocks the
+  // count was cast to 32 bits, wrapping to a small or negative pool.
+  FakeTokenizer tok;
+  EngineConfig c;
+  c.max_model_len = 1 << 30;
+  c.block_size = 16;
+  c.max_num_seqs = 64;  // 2^26 blocks a sequence × 64 = 2^32
+  auto engine = Engine::Create(c, std::make_unique<FakeBackend>(), &tok);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("num_kv_blocks"), std::string::npos)
+      << engine.status();
+}
+
 TEST_F(EngineTest, DeadlineExpiresInQueueAndMidStream) {
   EngineConfig config;
   config.max_num_seqs = 1;
