@@ -45,7 +45,9 @@ SamplingParams SamplingFromProto(const v1::GenerateRequest& request) {
   const v1::SamplingParams& p = request.sampling();
   SamplingParams out;
   if (p.has_temperature()) out.temperature = p.temperature();
-  if (p.has_top_k()) out.top_k = p.top_k();
+  // -1 is vLLM's and the OpenAI-compatible servers' "off", as 0 is here; other negatives are
+  // refused by SamplingParams::Validate, naming the field.
+  if (p.has_top_k()) out.top_k = p.top_k() == -1 ? 0 : p.top_k();
   if (p.has_top_p()) out.top_p = p.top_p();
   if (p.has_min_p()) out.min_p = p.min_p();
   if (p.has_repetition_penalty()) out.repetition_penalty = p.repetition_penalty();

@@ -100,6 +100,19 @@ TEST(RequestValidationTest, TokenIdsPassThroughUnchanged) {
   EXPECT_EQ(out->prompt_tokens, (std::vector<int32_t>{5, 6, 7}));
 }
 
+TEST(RequestValidationTest, TopKMinusOneIsOffOtherNegativesAreRefused) {
+  // vLLM's "off" is -1; here 0 is, and -1 is taken as it. -2 is still an error naming the field.
+  ByteTokenizer tokenizer(false);
+  v1::GenerateRequest request;
+  request.set_prompt("abc");
+  request.mutable_sampling()->set_top_k(-1);
+  absl::StatusOr<Request> out = ToEngineRequest(request, Limits(&tokenizer));
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->sampling.top_k, 0);
+  request.mutable_sampling()->set_top_k(-2);
+  ExpectInvalid(ToEngineRequest(request, Limits(&tokenizer)).status(), "sampling.top_k");
+}
+
 TEST(RequestValidationTest, UnsetMaxTokensIsClippedToTheContextAndFieldsAreCopied) {
   ByteTokenizer tokenizer(false);
   v1::GenerateRequest request;
