@@ -1,7 +1,9 @@
 #include "client/cli_args.h"
 
+#include <cmath>
 #include <set>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace rtgen {
@@ -90,6 +92,19 @@ std::optional<CliArgs> ParseCliArgs(int argc, const char* const* argv, std::stri
       args.values[name].push_back(argv[++i]);
     } else {
       *error = absl::StrCat("--", name, " needs a value");
+      return std::nullopt;
+    }
+  }
+  // Flags that mean nothing without another: refused rather than dropped.
+  if (args.Has("system") && !args.Switch("chat")) {
+    *error = "--system needs --chat (a system message is a chat message)";
+    return std::nullopt;
+  }
+  if (auto timeout = args.Get("timeout")) {
+    double seconds = 0;
+    if (!absl::SimpleAtod(*timeout, &seconds) || !(seconds > 0) || std::isinf(seconds)) {
+      *error = absl::StrCat("--timeout must be a positive number of seconds, got '", *timeout,
+                            "'");
       return std::nullopt;
     }
   }

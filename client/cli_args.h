@@ -22,7 +22,8 @@ struct CliArgs {
   bool Switch(const std::string& name) const;
 };
 
-// Parses argv[1..]; nullopt with *error set (naming the subcommand or flag) when malformed.
+// Parses argv[1..]; nullopt with *error set (naming the subcommand or flag) when malformed, and
+// when a flag needs another (--system needs --chat) or --timeout is not a positive number.
 std::optional<CliArgs> ParseCliArgs(int argc, const char* const* argv, std::string* error);
 
 }  // namespace rtgen

@@ -2,7 +2,9 @@
 //
 //   rtgen-client generate --target HOST:PORT --prompt TEXT [--chat] [--max-tokens N]
 //                         [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
-//                         [--stop S]... [--ignore-eos] [--timeout SECONDS]
+//                         [--stop S]... [--ignore-eos] [--timeout SECONDS] [--logprobs N]
+//                         (text on stdout; with --logprobs each token's log-probability and top
+//                         N alternatives on stderr, one line a token)
 //   rtgen-client health   --target HOST:PORT [--service NAME]   (exit 0 when SERVING)
 //   rtgen-client tokenize --target HOST:PORT --prompt TEXT [--chat]
 //   rtgen-client info     --target HOST:PORT
@@ -45,8 +47,9 @@ constexpr char kUsage[] =
     "           [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
     "           [--presence-penalty P] [--frequency-penalty F] [--stop S]... [--ignore-eos]\n"
     "           [--logprobs N] [--priority N] [--request-id ID] [--timeout SECONDS]\n"
+    "           (--logprobs: a line a token on stderr: [logprob token=ID LP ID:LP...])\n"
     "  health [--service NAME]      exit 0 when SERVING\n"
-    "  tokenize --prompt TEXT [--chat]\n"
+    "  tokenize --prompt TEXT [--chat] [--system TEXT]   (--system needs --chat)\n"
     "  info | load\n"
     "common: [--tls] [--tls-ca PEM] [--tls-cert PEM --tls-key PEM]\n"
     "        [--auth-token TOKEN]   (default: $RTGEN_AUTH_TOKEN)\n";
@@ -160,15 +163,25 @@ int Generate(const CliArgs& args, InferenceClient& client) {
   if (timeout_s) {
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(*timeout_s)));
   }
+  bool wrote = false;
   absl::StatusOr<GenerateResult> result = client.Generate(
       request,
-      [](const v1::GenerateResponse& response) {
+      [&wrote](const v1::GenerateResponse& response) {
         std::fwrite(response.text().data(), 1, response.text().size(), stdout);
         std::fflush(stdout);
+        wrote = wrote || !response.text().empty();
+        // --logprobs: one line a token on stderr (stdout keeps the text alone).
+        for (const v1::TokenLogprobs& t : response.logprobs()) {
+          std::string line = absl::StrFormat("[logprob token=%d %.4f", t.token_id(), t.logprob());
+          for (const v1::TokenLogprob& alt : t.top()) {
+            absl::StrAppendFormat(&line, " %d:%.4f", alt.token_id(), alt.logprob());
+          }
+          std::fprintf(stderr, "%s]\n", line.c_str());
+        }
       },
       &context);
   if (!result.ok()) {
-    std::fputc('\n', stdout);
+    if (wrote) std::fputc('\n', stdout);  // end the streamed line; nothing else on stdout
     return RpcError("generate", result.status());
   }
   std::fputc('\n', stdout);

@@ -58,11 +58,26 @@ TEST(CliArgsTest, RefusesMalformedArgumentsByName) {
            {{"generate", "--ignore-eos=maybe"}, "--ignore-eos takes true or false, got 'maybe'"},
            {{"generate", "--prompt"}, "--prompt needs a value"},
            {{"generate", "prompt"}, "unexpected argument 'prompt'"},
+           {{"generate", "--prompt", "x", "--system", "s"},
+            "--system needs --chat (a system message is a chat message)"},
+           {{"tokenize", "--prompt", "x", "--system=s", "--chat=false"},
+            "--system needs --chat (a system message is a chat message)"},
+           {{"generate", "--timeout", "-1"},
+            "--timeout must be a positive number of seconds, got '-1'"},
+           {{"generate", "--timeout=0"}, "--timeout must be a positive number of seconds, got '0'"},
+           {{"generate", "--timeout", "nan"},
+            "--timeout must be a positive number of seconds, got 'nan'"},
+           {{"generate", "--timeout", "inf"},
+            "--timeout must be a positive number of seconds, got 'inf'"},
        }) {
     std::string error;
     EXPECT_FALSE(Parse(c.argv, &error).has_value()) << c.error;
     EXPECT_EQ(error, c.error);
   }
+  std::string error;  // the same flags where they do mean something
+  EXPECT_TRUE(Parse({"generate", "--chat", "--system", "s", "--timeout", "2.5"}, &error)
+                  .has_value())
+      << error;
 }
 
 TEST(CliArgsTest, EverySubcommandTakesTheCommonFlags) {

@@ -22,16 +22,6 @@ extern char** environ;
 namespace rtgen::reliability {
 namespace {
 
-// rtgen-client beside this test binary (both land in <build>/bin); $RTGEN_CLIENT overrides.
-std::string ClientBinary() {
-  if (const char* env = std::getenv("RTGEN_CLIENT"); env != nullptr) return env;
-  char self[4096];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  if (n <= 0) return "rtgen-client";
-  std::string dir(self, n);
-  return dir.substr(0, dir.rfind('/')) + "/rtgen-client";
-}
-
 TEST(ClientKillTest, KilledClientProcessIsCancelledAndItsBlocksFreed) {
   ServerConfig config = SmallServerConfig();
   config.engine.max_model_len = 2048;

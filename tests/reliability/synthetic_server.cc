@@ -77,6 +77,15 @@ RunningServer StartServer(const ServerConfig& config) {
   return out;
 }
 
+std::string ClientBinary() {
+  if (const char* env = std::getenv("RTGEN_CLIENT"); env != nullptr) return env;
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return "rtgen-client";
+  std::string dir(self, n);
+  return dir.substr(0, dir.rfind('/')) + "/rtgen-client";
+}
+
 double FinishedCount(Server& server, const std::string& reason) {
   const std::string key = "rtgen_requests_total{finish_reason=\"" + reason + "\"}";
   for (absl::string_view line : absl::StrSplit(server.metrics().Render(), '\n')) {

@@ -31,6 +31,9 @@ RunningServer StartServer(const ServerConfig& config);
 // (-1: no such line).
 double FinishedCount(Server& server, const std::string& reason);
 
+// rtgen-client beside this test binary (both land in <build>/bin); $RTGEN_CLIENT overrides.
+std::string ClientBinary();
+
 // Resident set size of this process, bytes (/proc/self/statm).
 int64_t ResidentBytes();
 
