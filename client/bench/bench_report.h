@@ -46,4 +46,11 @@ struct BenchReport {
 BenchReport ComputeReport(const std::vector<RequestRecord>& records, double duration_s,
                           const SloConfig& slo);
 
+// Whether a run (or a sweep level) passes: at least one request measured and none failed. A
+// run that measured nothing (a --duration that ended before the first request did) measured
+// no latency: exit status 1, not a table of zeros and 0.
+inline bool RunPassed(const BenchReport& report) {
+  return report.num_requests > 0 && report.failed == 0;
+}
+
 }  // namespace rtgen::bench

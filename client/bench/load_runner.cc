@@ -181,13 +181,19 @@ RequestRecord RunOneRequest(InferenceClient& client, const BenchPrompt& prompt,
 }
 
 absl::Status CheckLoadConfig(const LoadConfig& config) {
+  // Comparisons written so that NaN fails them: a NaN duration passed "< 0" and then stopped no
+  // loop (it ran until killed), a NaN timeout passed "<= 0".
+  if (!(config.duration_s >= 0) || std::isinf(config.duration_s)) {
+    return absl::InvalidArgumentError("--duration must be a finite number >= 0");
+  }
   if (config.num_requests <= 0 && config.duration_s <= 0) {
     return absl::InvalidArgumentError("set --num-requests or --duration (or both)");
   }
   if (config.num_requests < 0) return absl::InvalidArgumentError("--num-requests must be >= 0");
-  if (config.duration_s < 0) return absl::InvalidArgumentError("--duration must be >= 0");
   if (config.warmup < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
-  if (config.request_timeout_s <= 0) return absl::InvalidArgumentError("--timeout must be > 0");
+  if (!(config.request_timeout_s > 0)) {
+    return absl::InvalidArgumentError("--timeout must be > 0");
+  }
   if (config.request_rate.has_value()) {
     if (!(*config.request_rate > 0)) {
       return absl::InvalidArgumentError("--request-rate must be > 0 (inf: all at once)");

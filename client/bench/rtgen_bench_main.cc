@@ -9,8 +9,8 @@
 //                [--plot FILE.png]]
 //               [--seed S] [--timeout S] [--wait-ready S] [--no-progress]
 //
-// Exit status: 0 when every measured request succeeded, 1 when some failed or the server is
-// unreachable, 2 on bad usage.
+// Exit status: 0 when every measured request succeeded (and there was one), 1 when some failed,
+// none was measured or the server is unreachable, 2 on bad usage.
 
 #include <cstdio>
 #include <fstream>
@@ -207,7 +207,8 @@ int Run(int argc, char** argv) {
     }
     const BenchReport report = ComputeReport(result->records, result->duration_s, slo);
     std::fputs(FormatReportTable(report).c_str(), stdout);
-    any_failed = report.failed > 0;
+    any_failed = !RunPassed(report);
+    if (report.num_requests == 0) std::fputs("rtgen-bench: no request was measured\n", stderr);
     if (auto path = flags.Get("output")) {
       nlohmann::json json = ReportToJson(report);
       json["concurrency"] = InFlightLimit(load);
@@ -251,7 +252,10 @@ int Run(int argc, char** argv) {
       return kUsageError;
     }
     rows.push_back({level, ComputeReport(result->records, result->duration_s, slo)});
-    any_failed = any_failed || rows.back().report.failed > 0;
+    any_failed = any_failed || !RunPassed(rows.back().report);
+    if (rows.back().report.num_requests == 0) {
+      std::fprintf(stderr, "rtgen-bench: no request was measured at concurrency %d\n", level);
+    }
     if (absl::Status s = write_rows(rows); !s.ok()) {
       std::fprintf(stderr, "rtgen-bench: %s\n", std::string(s.message()).c_str());
       return kFailed;

@@ -79,5 +79,15 @@ TEST(BenchReportTest, ErrorsAreCountedByStatusName) {
   EXPECT_EQ(report.errors.at("FINISH_REASON_ERROR"), 1);
 }
 
+TEST(BenchReportTest, ARunPassesOnlyWithRequestsMeasuredAndNoneFailed) {
+  BenchReport report;
+  EXPECT_FALSE(RunPassed(report));  // nothing measured: not a pass (it exited 0)
+  report.num_requests = 3;
+  report.completed = 3;
+  EXPECT_TRUE(RunPassed(report));
+  report.failed = 1;
+  EXPECT_FALSE(RunPassed(report));
+}
+
 }  // namespace
 }  // namespace rtgen::bench

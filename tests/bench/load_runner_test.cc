@@ -80,6 +80,17 @@ TEST(LoadRunnerTest, ChecksTheConfig) {
   EXPECT_EQ(CheckLoadConfig(c).message(), "--request-rate inf needs --num-requests");
   c.request_rate = -1;
   EXPECT_FALSE(CheckLoadConfig(c).ok());
+  // NaN and infinite durations and timeouts: refused (a NaN duration stopped no loop).
+  LoadConfig d;
+  d.duration_s = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(CheckLoadConfig(d).message(), "--duration must be a finite number >= 0");
+  d.duration_s = std::numeric_limits<double>::infinity();
+  EXPECT_EQ(CheckLoadConfig(d).message(), "--duration must be a finite number >= 0");
+  d.duration_s = 5;
+  d.request_timeout_s = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(CheckLoadConfig(d).message(), "--timeout must be > 0");
+  d.request_timeout_s = 30;
+  EXPECT_TRUE(CheckLoadConfig(d).ok());
 }
 
 TEST(LoadRunnerTest, OpenLoopRequestsOverlapWithoutACap) {
