@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "engine/backend.h"
 #include "engine/request.h"
 
@@ -39,6 +40,14 @@ struct LoadSnapshot {
   int32_t running = 0;
   int32_t kv_blocks_free = 0;   // free + evictable cached blocks
   int32_t kv_blocks_total = 0;
+};
+
+// How the engine's loop is faring, for health checks (server/server.h health watch): steps that
+// failed one after another (0 after any step that succeeded), and how long the loop has gone
+// without finishing a pass while it had work (zero when idle or progressing).
+struct EngineHealth {
+  int32_t failed_steps_in_a_row = 0;
+  absl::Duration stalled = absl::ZeroDuration();
 };
 
 // Hooks the engine calls as things happen (metrics live in server/, so the engine stays free of
@@ -74,6 +83,8 @@ class Engine {
   // Ends a live request with kCancelled at the next step (no-op for unknown ids).
   virtual void Cancel(const std::string& request_id) = 0;
   virtual LoadSnapshot GetLoad() const = 0;
+  // Default: healthy (test engines).
+  virtual EngineHealth Health() const { return {}; }
   // Finishes every live request with kCancelled and stops the loop thread.
   virtual void Shutdown() = 0;
   virtual const EngineConfig& config() const = 0;

@@ -1,10 +1,12 @@
 #include "engine/engine_impl.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "engine/common/status_macros.h"
 #include "engine/step_input_builder.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -150,6 +152,9 @@ absl::Status EngineImpl::Submit(Request request, StreamSink sink) {
   } else {
     seed = (static_cast<uint64_t>(random_()) << 32) ^ random_();
   }
+  // An idle engine's last pass may be long ago: the clock of a stall starts with this work (a
+  // loop stuck in a step keeps its requests live, so it is not reset by later submissions).
+  if (live_ids_.empty()) progress_ns_ = absl::GetCurrentTimeNanos();
   live_ids_.insert(request.id);
   // The wrapper forgets the id when its final chunk goes out (on the loop thread), with any
   // cancel still queued for it: that cancel was meant for this request, and left queued it
@@ -186,6 +191,17 @@ LoadSnapshot EngineImpl::GetLoad() const {
   return load;
 }
 
+EngineHealth EngineImpl::Health() const {
+  EngineHealth health;
+  health.failed_steps_in_a_row = failed_in_a_row_.load();
+  const LoadSnapshot load = GetLoad();
+  if (load.waiting + load.running > 0) {
+    const int64_t since = absl::GetCurrentTimeNanos() - progress_ns_.load();
+    health.stalled = absl::Nanoseconds(std::max<int64_t>(since, 0));
+  }
+  return health;
+}
+
 void EngineImpl::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
@@ -196,7 +212,10 @@ void EngineImpl::Shutdown() {
 }
 
 void EngineImpl::Loop() {
-  while (DrainIncoming()) RunStep();
+  while (DrainIncoming()) {
+    progress_ns_ = absl::GetCurrentTimeNanos();  // a pass: woken with work, not stuck in a step
+    RunStep();
+  }
 }
 
 bool EngineImpl::DrainIncoming() {
@@ -250,6 +269,7 @@ void EngineImpl::RunStep() {
   // while the host streams that one's tokens. Its stand-ins are filled in before MarkLaunched.
   CollectInFlight();
   if (!launched.ok()) {
+    ++failed_in_a_row_;
     scheduler_.FailBatch(batch, launched, absl::Now());
     PublishLoad();
     return;
@@ -279,9 +299,11 @@ void EngineImpl::CollectInFlight() {
                                               input.samples.size(), " sampling rows"));
   }
   if (!output.ok()) {
+    ++failed_in_a_row_;
     scheduler_.FailBatch(step.batch, output.status(), now);
     return;
   }
+  failed_in_a_row_ = 0;
   const int32_t streamed = scheduler_.Complete(step.batch, output->sampled, now);
   if (observer_ != nullptr) {
     observer_->OnStep(static_cast<int32_t>(step.batch.seqs.size()), step.batch.num_prefill_tokens,

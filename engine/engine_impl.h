@@ -35,6 +35,7 @@ class EngineImpl : public Engine {
   absl::Status Submit(Request request, StreamSink sink) override;
   void Cancel(const std::string& request_id) override;
   LoadSnapshot GetLoad() const override;
+  EngineHealth Health() const override;
   void Shutdown() override;
   const EngineConfig& config() const override { return config_; }
 
@@ -85,6 +86,10 @@ class EngineImpl : public Engine {
   std::atomic<int32_t> sched_waiting_{0};
   std::atomic<int32_t> running_{0};
   std::atomic<int32_t> kv_free_{0};
+  // For Health: steps failed in a row (reset by one that succeeds), and the loop's last pass
+  // (absl::GetCurrentTimeNanos) while it had work.
+  std::atomic<int32_t> failed_in_a_row_{0};
+  std::atomic<int64_t> progress_ns_{0};
 };
 
 }  // namespace rtgen

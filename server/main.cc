@@ -48,6 +48,12 @@ ABSL_FLAG(std::string, log_level, "info", "trace|debug|info|warn|error|critical|
 ABSL_FLAG(std::string, log_format, "text", "text | json (one object per line)");
 ABSL_FLAG(std::string, latency_buckets, "",
           "latency histogram bounds in seconds, comma separated (default 0.0001 .. 60)");
+ABSL_FLAG(int32_t, unhealthy_after_failed_steps, 3,
+          "health turns NOT_SERVING (liveness and readiness) after this many engine steps fail in "
+          "a row, and SERVING again after one succeeds");
+ABSL_FLAG(int32_t, unhealthy_after_stall_s, 120,
+          "health turns NOT_SERVING while the engine has work but no step has ended for this "
+          "many seconds");
 ABSL_FLAG(int32_t, max_connection_age_s, 0,
           "close client connections after this many seconds so they rebalance (0: never)");
 ABSL_FLAG(int32_t, max_connection_age_grace_s, -1,
@@ -98,6 +104,8 @@ int main(int argc, char** argv) {
   config.port = absl::GetFlag(FLAGS_port);
   config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   config.max_connection_age_s = absl::GetFlag(FLAGS_max_connection_age_s);
+  config.engine_health.max_failed_steps = absl::GetFlag(FLAGS_unhealthy_after_failed_steps);
+  config.engine_health.max_stall = absl::Seconds(absl::GetFlag(FLAGS_unhealthy_after_stall_s));
   config.max_connection_age_grace_s = absl::GetFlag(FLAGS_max_connection_age_grace_s);
   config.tls.cert_path = absl::GetFlag(FLAGS_tls_cert);
   config.tls.key_path = absl::GetFlag(FLAGS_tls_key);

@@ -82,6 +82,16 @@ absl::StatusOr<std::unique_ptr<Server>> Server::StartWithEngine(const ServerConf
 }
 
 absl::Status Server::StartServing(const ServerConfig& config) {
+  if (config.engine_health.max_failed_steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unhealthy_after_failed_steps = ", config.engine_health.max_failed_steps,
+        " must be at least 1"));
+  }
+  if (config.engine_health.max_stall <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unhealthy_after_stall_s = ", absl::ToInt64Seconds(config.engine_health.max_stall),
+        " must be at least 1"));
+  }
   ServedModel served;
   served.config = model_.config;
   served.backend_name = backend_name_;
@@ -130,6 +140,26 @@ absl::Status Server::StartServing(const ServerConfig& config) {
   if (health != nullptr) {
     health->SetServingStatus(true);
     health->SetServingStatus(kServiceName, true);
+    // Failing or stuck steps turn every status NOT_SERVING until the engine recovers (Shutdown
+    // stops this before it sets NOT_SERVING for the drain).
+    health_watch_ = std::thread([this, health, policy = config.engine_health,
+                                 interval = config.health_watch_interval] {
+      bool serving = true;
+      while (!stop_health_watch_.WaitForNotificationWithTimeout(interval)) {
+        const EngineHealth now = engine_->Health();
+        if (EngineServing(now, policy) == serving) continue;
+        serving = !serving;
+        health->SetServingStatus(serving);
+        health->SetServingStatus(kServiceName, serving);
+        if (serving) {
+          spdlog::info("engine recovered: health SERVING again");
+        } else {
+          spdlog::error("engine unhealthy ({} steps failed in a row, no progress for {:.1f} s): "
+                        "health NOT_SERVING",
+                        now.failed_steps_in_a_row, absl::ToDoubleSeconds(now.stalled));
+        }
+      }
+    });
   }
   if (config.metrics_port >= 0) {
     RETURN_IF_ERROR(metrics_->StartExposer(config.metrics_host, config.metrics_port));
@@ -153,6 +183,8 @@ void Server::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
   const absl::Time deadline = absl::Now() + grace;
+  stop_health_watch_.Notify();
+  if (health_watch_.joinable()) health_watch_.join();
   if (grpc_server_ != nullptr) {
     if (auto* health = grpc_server_->GetHealthCheckService(); health != nullptr) {
       health->SetServingStatus(false);  // every service, so probes and balancers stop sending

@@ -5,17 +5,20 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <grpcpp/grpcpp.h>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/loader/model_loader.h"
 #include "server/backend_factory.h"
 #include "server/inference_service.h"
 #include "server/auth.h"
+#include "server/engine_health.h"
 #include "server/metrics.h"
 #include "server/tls.h"
 
@@ -35,6 +38,8 @@ struct ServerConfig {
   int max_message_bytes = 4 << 20;  // largest request message accepted
   EngineConfig engine;
   std::vector<double> latency_buckets = DefaultLatencyBuckets();  // seconds
+  EngineHealthPolicy engine_health;  // when failing or stuck steps turn health NOT_SERVING
+  absl::Duration health_watch_interval = absl::Milliseconds(500);
 };
 
 // The address gRPC listens on: "host:port", with a bare IPv6 host bracketed ("::" becomes
@@ -84,6 +89,9 @@ class Server {
   std::unique_ptr<grpc::Server> grpc_server_;  // destroyed first
   int port_ = 0;
   bool shut_down_ = false;
+  // Polls the engine's health (engine_health.h) and sets the health service's statuses.
+  std::thread health_watch_;
+  absl::Notification stop_health_watch_;
 };
 
 }  // namespace rtgen

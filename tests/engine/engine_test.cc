@@ -259,6 +259,40 @@ TEST_F(EngineTest, BackendErrorFailsTheStepButTheEngineKeepsRunning) {
   EXPECT_EQ(good.rec.tokens(), FakeGreedyOutput(Range(1, 4), 5));
 }
 
+TEST_F(EngineTest, HealthCountsStepsFailedInARowUntilOneSucceeds) {
+  // A backend that fails every step (a sticky device error): the count grows with each failed
+  // request's step (the server's health watch reads it); one success resets it.
+  auto engine = Make();
+  backend_->FailNextSteps(1'000'000);
+  for (int i = 0; i < 3; ++i) {
+    Stream bad;
+    ASSERT_TRUE(engine->Submit(MakeRequest("bad" + std::to_string(i), Range(1, 4), 5),
+                               bad.Sink()).ok());
+    ASSERT_TRUE(bad.Wait());
+    EXPECT_EQ(bad.rec.last().finish, FinishReason::kError);
+  }
+  EXPECT_GE(engine->Health().failed_steps_in_a_row, 3);
+  EXPECT_LT(engine->Health().stalled, absl::Seconds(1));  // failing, not stuck
+  backend_->FailNextSteps(0);
+  Stream good;
+  ASSERT_TRUE(engine->Submit(MakeRequest("good", Range(1, 4), 5), good.Sink()).ok());
+  ASSERT_TRUE(good.Wait());
+  EXPECT_EQ(good.rec.last().finish, FinishReason::kLength);
+  EXPECT_EQ(engine->Health().failed_steps_in_a_row, 0);
+}
+
+TEST_F(EngineTest, AStepThatNeverReturnsShowsAsAStall) {
+  auto engine = Make();
+  backend_->SetStepDelay(absl::Milliseconds(300));  // each step "hangs" for 300 ms
+  Stream s;
+  ASSERT_TRUE(engine->Submit(MakeRequest("slow", Range(1, 4), 2), s.Sink()).ok());
+  absl::SleepFor(absl::Milliseconds(150));
+  const EngineHealth during = engine->Health();
+  EXPECT_GE(during.stalled, absl::Milliseconds(100));  // live work, no pass for that long
+  ASSERT_TRUE(s.Wait());
+  EXPECT_LT(engine->Health().stalled, absl::Milliseconds(100));  // done: no stall grows
+}
+
 TEST_F(EngineTest, ShutdownCancelsEveryLiveRequestOnce) {
   auto engine = Make();
   backend_->SetStepDelay(absl::Milliseconds(2));
