@@ -54,6 +54,25 @@ std::string Response(const char* status, const char* type, const std::string& bo
                       head ? "" : body);
 }
 
+// A listening socket on every address, IPv6 and IPv4 alike (an IPv6 socket with IPV6_V6ONLY
+// off), or -1 where the host has no IPv6: then the caller binds IPv4's wildcard.
+int ListenDualStack(int port) {
+  const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  const int one = 1, zero = 0;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in6 any{};
+  any.sin6_family = AF_INET6;
+  any.sin6_addr = in6addr_any;
+  any.sin6_port = htons(static_cast<uint16_t>(port));
+  if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) != 0 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&any), sizeof(any)) != 0 || listen(fd, 64) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const std::string& host,
@@ -65,17 +84,23 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(cons
     return absl::InvalidArgumentError(
         absl::StrCat("metrics-port: must be within [0, 65535] (0: any free port), got ", port));
   }
+  // Every address ("" or "::"): IPv6 and IPv4 on one socket, as gRPC's wildcard listener does
+  // (bound to 0.0.0.0, an IPv6-only cluster could not scrape it); IPv4's alone without IPv6.
+  const bool wildcard = host.empty() || host == "::";
+  int fd = wildcard ? ListenDualStack(port) : -1;
+  if (fd >= 0) return FromListening(fd, std::move(render));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
   addrinfo* addrs = nullptr;
   const std::string port_text = absl::StrCat(port);
-  if (getaddrinfo(host.empty() ? nullptr : host.c_str(), port_text.c_str(), &hints, &addrs) != 0 ||
+  const char* node = wildcard ? "0.0.0.0" : host.c_str();
+  if (getaddrinfo(node, port_text.c_str(), &hints, &addrs) != 0 ||
       addrs == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("metrics-port: cannot resolve ", where));
   }
-  int fd = socket(addrs->ai_family, addrs->ai_socktype | SOCK_CLOEXEC, addrs->ai_protocol);
+  fd = socket(addrs->ai_family, addrs->ai_socktype | SOCK_CLOEXEC, addrs->ai_protocol);
   const int one = 1;
   if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (fd < 0 || bind(fd, addrs->ai_addr, addrs->ai_addrlen) != 0 || listen(fd, 64) != 0) {
@@ -86,6 +111,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(cons
         absl::StrCat("metrics-port: cannot serve /metrics on ", where, ": ", error));
   }
   freeaddrinfo(addrs);
+  return FromListening(fd, std::move(render));
+}
+
+std::unique_ptr<MetricsHttpServer> MetricsHttpServer::FromListening(int fd, RenderFn render) {
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);

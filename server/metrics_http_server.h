@@ -18,6 +18,8 @@ class MetricsHttpServer {
  public:
   using RenderFn = std::function<std::string()>;
   // Binds host:port (port 0: a free port) and starts serving. `render` runs on the server thread.
+  // Host "" or "::": every address, IPv6 and IPv4 on one socket (IPv4's alone on a host without
+  // IPv6).
   static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& host, int port,
                                                                    RenderFn render);
   ~MetricsHttpServer();  // stops the thread and closes the socket
@@ -25,6 +27,8 @@ class MetricsHttpServer {
 
  private:
   MetricsHttpServer(int fd, int port, RenderFn render);
+  // A server on the listening socket `fd` (its port read back).
+  static std::unique_ptr<MetricsHttpServer> FromListening(int fd, RenderFn render);
   void Serve();
   void HandleConnection(int client) const;
 

@@ -29,7 +29,7 @@ struct ServerConfig {
   BackendOptions backend;
   std::string host = "0.0.0.0";
   int port = 50051;                 // 0: any free port (see Server::port())
-  std::string metrics_host = "0.0.0.0";
+  std::string metrics_host = "";    // "": every address, IPv6 and IPv4 (metrics_http_server.h)
   int metrics_port = 9090;          // 0: any free port; negative: no /metrics endpoint
   int max_connection_age_s = 0;     // > 0: close connections after this age (load balancing)
   int max_connection_age_grace_s = -1;  // streams' extra time after the age (< 0: the age)

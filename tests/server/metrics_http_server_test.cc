@@ -3,6 +3,7 @@
 // byte by byte neither holds up the next scrape past its budget nor the server's shutdown.
 
 #include "server/metrics_http_server.h"
+#include "server/server.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -12,9 +13,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 
 namespace rtgen {
@@ -82,6 +85,39 @@ class Trickler {
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
+
+// Whether this host has an IPv6 loopback to connect through.
+bool HasIpv6Loopback() {
+  const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_loopback;
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+TEST(MetricsHttpServerTest, TheDefaultHostServesIpv4AndIpv6) {
+  // "" (the server's default): every address. Bound to 0.0.0.0 it was IPv4 only, and an
+  // IPv6-only cluster's scrapes failed while gRPC (dual-stack) answered.
+  EXPECT_EQ(ServerConfig().metrics_host, "");  // the server's /metrics takes this path
+  auto server = MetricsHttpServer::Start("", 0, [] { return std::string("up 1\n"); });
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_TRUE(absl::StrContains(Ask((*server)->port(), "GET /metrics HTTP/1.0\r\n\r\n"), "up 1"));
+  if (!HasIpv6Loopback()) {
+    std::printf("[note] no IPv6 loopback here: the IPv6 half is not checked\n");
+    return;
+  }
+  const int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_loopback;
+  addr.sin6_port = htons(static_cast<uint16_t>((*server)->port()));
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0)
+      << "no /metrics on [::1]:" << (*server)->port();
+  close(fd);
+}
 
 TEST(MetricsHttpServerTest, AnswersMetricsAndRefusesTheRest) {
   auto server = StartServer();
