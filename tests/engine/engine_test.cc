@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -281,16 +282,26 @@ TEST_F(EngineTest, HealthCountsStepsFailedInARowUntilOneSucceeds) {
   EXPECT_EQ(engine->Health().failed_steps_in_a_row, 0);
 }
 
-TEST_F(EngineTest, AStepThatNeverReturnsShowsAsAStall) {
+TEST_F(EngineTest, ALongStepShowsAsAStallWhileItRuns) {
   auto engine = Make();
-  backend_->SetStepDelay(absl::Milliseconds(300));  // each step "hangs" for 300 ms
+  backend_->SetStepDelay(absl::Seconds(1));  // one step of a second: the loop is "stuck" in it
   Stream s;
-  ASSERT_TRUE(engine->Submit(MakeRequest("slow", Range(1, 4), 2), s.Sink()).ok());
-  absl::SleepFor(absl::Milliseconds(150));
-  const EngineHealth during = engine->Health();
-  EXPECT_GE(during.stalled, absl::Milliseconds(100));  // live work, no pass for that long
+  ASSERT_TRUE(engine->Submit(MakeRequest("slow", Range(1, 4), 1), s.Sink()).ok());
+  // Polled: the stall grows while the step runs (live work, no pass of the loop).
+  absl::Duration seen = absl::ZeroDuration();
+  for (const absl::Time until = absl::Now() + absl::Seconds(5);
+       seen < absl::Milliseconds(300) && absl::Now() < until;) {
+    seen = std::max(seen, engine->Health().stalled);
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_GE(seen, absl::Milliseconds(300));
   ASSERT_TRUE(s.Wait());
-  EXPECT_LT(engine->Health().stalled, absl::Milliseconds(100));  // done: no stall grows
+  // Done and published: no work, so no stall (polled: the load is published after the chunk).
+  const absl::Time until = absl::Now() + absl::Seconds(5);
+  while (engine->Health().stalled > absl::ZeroDuration() && absl::Now() < until) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(engine->Health().stalled, absl::ZeroDuration());
 }
 
 TEST_F(EngineTest, ShutdownCancelsEveryLiveRequestOnce) {
