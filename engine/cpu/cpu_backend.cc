@@ -1,5 +1,7 @@
 #include "engine/cpu/cpu_backend.h"
 
+#include <exception>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -76,6 +78,19 @@ int64_t CpuBackend::WeightBytesPerToken() const {
 }
 
 absl::StatusOr<StepOutput> CpuBackend::Execute(const StepInput& input) {
+  // The thread pool rethrows a body's exception (std::bad_alloc under memory pressure) once
+  // every chunk is done: here it becomes this step's error, which fails the step's requests
+  // and counts toward the server's health, instead of ending the engine's thread (terminate).
+  try {
+    return ExecuteOrThrow(input);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError("cpu backend: out of memory during a step");
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("cpu backend: a step threw: ", e.what()));
+  }
+}
+
+absl::StatusOr<StepOutput> CpuBackend::ExecuteOrThrow(const StepInput& input) {
   for (size_t i = 0; i < input.samples.size(); ++i) {
     if (input.samples[i].params == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("step samples[", i, "].params is null"));

@@ -44,6 +44,8 @@ class CpuBackend : public Backend {
   int64_t WeightBytesPerToken() const;
 
  private:
+  // Execute's work; Execute turns what it throws into the step's error.
+  absl::StatusOr<StepOutput> ExecuteOrThrow(const StepInput& input);
   struct Layer {
     std::vector<float> attn_norm;  // [hidden]
     std::vector<float> ffn_norm;   // [hidden]
