@@ -55,10 +55,11 @@ std::string Response(const char* status, const char* type, const std::string& bo
 }
 
 // A listening socket on every address, IPv6 and IPv4 alike (an IPv6 socket with IPV6_V6ONLY
-// off), or -1 where the host has no IPv6: then the caller binds IPv4's wildcard.
+// off); -1 where the host has no IPv6 (then the caller binds IPv4's wildcard), or -errno for
+// another failure (a port in use), which is the caller's error to report, not to fall back on.
 int ListenDualStack(int port) {
   const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
+  if (fd < 0) return errno == EAFNOSUPPORT ? -1 : -errno;
   const int one = 1, zero = 0;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   sockaddr_in6 any{};
@@ -67,8 +68,9 @@ int ListenDualStack(int port) {
   any.sin6_port = htons(static_cast<uint16_t>(port));
   if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) != 0 ||
       bind(fd, reinterpret_cast<sockaddr*>(&any), sizeof(any)) != 0 || listen(fd, 64) != 0) {
+    const int error = errno;
     close(fd);
-    return -1;
+    return error == EADDRNOTAVAIL || error == EAFNOSUPPORT ? -1 : -error;
   }
   return fd;
 }
@@ -89,6 +91,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(cons
   const bool wildcard = host.empty() || host == "::";
   int fd = wildcard ? ListenDualStack(port) : -1;
   if (fd >= 0) return FromListening(fd, std::move(render));
+  if (fd < -1) {
+    return absl::UnavailableError(
+        absl::StrCat("metrics-port: cannot serve /metrics on ", where, ": ", std::strerror(-fd)));
+  }
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
