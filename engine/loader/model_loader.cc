@@ -1,8 +1,10 @@
 #include "engine/loader/model_loader.h"
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -28,7 +30,12 @@ absl::StatusOr<std::string> ReadTextFile(const fs::path& path) {
 std::optional<ChatTemplate> ChatTemplateOrNone(const std::string& jinja, const std::string& bos) {
   if (jinja.empty()) return std::nullopt;
   absl::StatusOr<ChatTemplate> chat = ChatTemplate::FromJinja(jinja, bos);
-  if (!chat.ok()) return std::nullopt;
+  if (!chat.ok()) {
+    // Said once at load: a chat request then gets "no chat template", raw prompts still work.
+    std::fprintf(stderr, "rtgen: the model's chat template is not used: %s\n",
+                 std::string(chat.status().message()).c_str());
+    return std::nullopt;
+  }
   return *std::move(chat);
 }
 
