@@ -107,9 +107,10 @@ class Scheduler {
   };
 
   // The sequence to preempt when running_[from] needs a block: among running_[from..] (those not
-  // yet scheduled in this pass) the lowest priority, the newest of those (vLLM's choice with
-  // priorities; the newest alone ignored them: a high-priority request admitted last was
-  // preempted first while lower ones ran on).
+  // yet scheduled in this pass) the lowest priority, the newest of those; the newest alone
+  // ignored priorities. Sequences already scheduled in this pass are not candidates (unlike
+  // vLLM, which can unschedule one), so a high-priority sequence late in running_ can still
+  // preempt itself while lower ones decoded earlier in the pass run on, for this step.
   Sequence* PreemptionVictim(size_t from) const;
   void Preempt(Sequence* victim);
   void Admit(Sequence* seq, absl::Time now);

@@ -30,8 +30,8 @@ class ThreadPool {
   // Calls fn(begin, end, participant) on disjoint ranges covering [0, n), each range a multiple
   // of `grain` long (except the last); participant is in [0, num_threads) and no two calls run
   // concurrently with the same participant. Returns when all ranges are done. If calls throw
-  // (std::bad_alloc in a body that allocates), every range is still run or skipped to its end
-  // first, then the first exception is rethrown here; the pool stays usable.
+  // (std::bad_alloc in a body that allocates), every other range still runs (a throwing one is
+  // cut short), then the first exception is rethrown here; the pool stays usable.
   // Not reentrant: call from one thread at a time, and not from inside `fn`.
   void ParallelFor(int64_t n, int64_t grain, const Fn& fn);
 
