@@ -54,23 +54,18 @@ std::string Response(const char* status, const char* type, const std::string& bo
                       head ? "" : body);
 }
 
-// A listening socket on every address, IPv6 and IPv4 alike (an IPv6 socket with IPV6_V6ONLY
-// off); -1 where the host has no IPv6 (then the caller binds IPv4's wildcard), or -errno for
-// another failure (a port in use), which is the caller's error to report, not to fall back on.
-int ListenDualStack(int port) {
-  const int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return errno == EAFNOSUPPORT ? -1 : -errno;
+// A socket of `family` listening on `addr`, every address family's traffic when `dual_stack`
+// (an IPv6 socket with IPV6_V6ONLY off); the fd, or -errno.
+int Listen(int family, const sockaddr* addr, socklen_t addr_len, bool dual_stack) {
+  const int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -errno;
   const int one = 1, zero = 0;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in6 any{};
-  any.sin6_family = AF_INET6;
-  any.sin6_addr = in6addr_any;
-  any.sin6_port = htons(static_cast<uint16_t>(port));
-  if (setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) != 0 ||
-      bind(fd, reinterpret_cast<sockaddr*>(&any), sizeof(any)) != 0 || listen(fd, 64) != 0) {
+  if ((dual_stack && setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero)) != 0) ||
+      bind(fd, addr, addr_len) != 0 || listen(fd, 64) != 0) {
     const int error = errno;
     close(fd);
-    return error == EADDRNOTAVAIL || error == EAFNOSUPPORT ? -1 : -error;
+    return -error;
   }
   return fd;
 }
@@ -87,40 +82,35 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(cons
         absl::StrCat("metrics-port: must be within [0, 65535] (0: any free port), got ", port));
   }
   // Every address ("" or "::"): IPv6 and IPv4 on one socket, as gRPC's wildcard listener does
-  // (bound to 0.0.0.0, an IPv6-only cluster could not scrape it); IPv4's alone without IPv6.
+  // (bound to 0.0.0.0, an IPv6-only cluster could not scrape it); IPv4's wildcard alone where
+  // the host has no IPv6.
   const bool wildcard = host.empty() || host == "::";
-  int fd = wildcard ? ListenDualStack(port) : -1;
-  if (fd >= 0) return FromListening(fd, std::move(render));
-  if (fd < -1) {
+  int fd = -EAFNOSUPPORT;
+  if (wildcard) {
+    sockaddr_in6 any{};
+    any.sin6_family = AF_INET6;
+    any.sin6_addr = in6addr_any;
+    any.sin6_port = htons(static_cast<uint16_t>(port));
+    fd = Listen(AF_INET6, reinterpret_cast<sockaddr*>(&any), sizeof(any), true);
+  }
+  if (fd == -EAFNOSUPPORT || fd == -EADDRNOTAVAIL) {  // not tried, or no IPv6 here
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    addrinfo* addrs = nullptr;
+    const std::string port_text = absl::StrCat(port);
+    if (getaddrinfo(wildcard ? "0.0.0.0" : host.c_str(), port_text.c_str(), &hints, &addrs) != 0 ||
+        addrs == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("metrics-port: cannot resolve ", where));
+    }
+    fd = Listen(addrs->ai_family, addrs->ai_addr, addrs->ai_addrlen, false);
+    freeaddrinfo(addrs);
+  }
+  if (fd < 0) {
     return absl::UnavailableError(
         absl::StrCat("metrics-port: cannot serve /metrics on ", where, ": ", std::strerror(-fd)));
   }
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* addrs = nullptr;
-  const std::string port_text = absl::StrCat(port);
-  const char* node = wildcard ? "0.0.0.0" : host.c_str();
-  if (getaddrinfo(node, port_text.c_str(), &hints, &addrs) != 0 ||
-      addrs == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("metrics-port: cannot resolve ", where));
-  }
-  fd = socket(addrs->ai_family, addrs->ai_socktype | SOCK_CLOEXEC, addrs->ai_protocol);
-  const int one = 1;
-  if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (fd < 0 || bind(fd, addrs->ai_addr, addrs->ai_addrlen) != 0 || listen(fd, 64) != 0) {
-    const std::string error = std::strerror(errno);
-    if (fd >= 0) close(fd);
-    freeaddrinfo(addrs);
-    return absl::UnavailableError(
-        absl::StrCat("metrics-port: cannot serve /metrics on ", where, ": ", error));
-  }
-  freeaddrinfo(addrs);
-  return FromListening(fd, std::move(render));
-}
-
-std::unique_ptr<MetricsHttpServer> MetricsHttpServer::FromListening(int fd, RenderFn render) {
   sockaddr_storage bound{};
   socklen_t len = sizeof(bound);
   getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);

@@ -27,8 +27,6 @@ class MetricsHttpServer {
 
  private:
   MetricsHttpServer(int fd, int port, RenderFn render);
-  // A server on the listening socket `fd` (its port read back).
-  static std::unique_ptr<MetricsHttpServer> FromListening(int fd, RenderFn render);
   void Serve();
   void HandleConnection(int client) const;
 
