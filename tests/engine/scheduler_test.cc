@@ -102,6 +102,18 @@ TEST_F(SchedulerTest, AdmitsByPriorityThenDeadlineThenArrival) {
                                                 "low-second"}));
 }
 
+// Schedules a step on a full pool and runs it: one sequence preempted (waiting again), and the
+// step holds only `decoded`'s decode.
+void ScheduleOnePreemption(StepDriver& d, const std::string& decoded) {
+  auto batch = d.scheduler.Schedule(absl::Now());
+  EXPECT_EQ(batch.num_preempted, 1);
+  auto items = StepDriver::Describe(batch);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].id, decoded);
+  EXPECT_EQ(d.scheduler.num_waiting(), 1);
+  d.Run(batch);
+}
+
 TEST_F(SchedulerTest, NewestRunningSequenceIsPreemptedWhenBlocksRunOut) {
   // 4 blocks of 4 tokens; two 7-token prompts fill the pool once each needs a third block.
   StepDriver d(Config(64, 4), &tok_);
@@ -111,14 +123,8 @@ TEST_F(SchedulerTest, NewestRunningSequenceIsPreemptedWhenBlocksRunOut) {
   d.Step();  // both prefilled: 8 tokens each, 2 blocks each
   d.Step();  // both decode position 7 (still block 2): 9 tokens each
   EXPECT_EQ(d.scheduler.block_manager().num_free_blocks(), 0);
-  auto batch = d.scheduler.Schedule(absl::Now());
-  EXPECT_EQ(batch.num_preempted, 1);
-  auto items = StepDriver::Describe(batch);
-  ASSERT_EQ(items.size(), 1u);
-  EXPECT_EQ(items[0].id, "a");
-  EXPECT_EQ(d.scheduler.num_waiting(), 1);
+  ScheduleOnePreemption(d, "a");
   EXPECT_EQ(d.scheduler.num_preemptions(), 1);
-  d.Run(batch);
   d.ExpectBlocksBalanced();
   while (d.scheduler.num_live() > 0) {
     d.Step();
@@ -142,13 +148,7 @@ TEST_F(SchedulerTest, TheLowestPriorityRunningSequenceIsPreemptedNotTheNewest) {
   Add(d, "high", Range(30, 7), 6, &high, /*priority=*/5);
   while (d.scheduler.block_manager().num_free_blocks() > 0) d.Step();
   ASSERT_EQ(d.scheduler.num_running(), 2);
-  auto batch = d.scheduler.Schedule(absl::Now());
-  EXPECT_EQ(batch.num_preempted, 1);
-  auto items = StepDriver::Describe(batch);
-  ASSERT_EQ(items.size(), 1u);
-  EXPECT_EQ(items[0].id, "high");
-  EXPECT_EQ(d.scheduler.num_waiting(), 1);
-  d.Run(batch);
+  ScheduleOnePreemption(d, "high");
   while (d.scheduler.num_live() > 0) d.Step();
   EXPECT_EQ(low.tokens(), FakeGreedyOutput(Range(1, 7), 6));
   EXPECT_EQ(high.tokens(), FakeGreedyOutput(Range(30, 7), 6));
