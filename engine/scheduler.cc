@@ -53,6 +53,11 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
   batch.seqs.reserve(running_.size() + 4);
   int32_t budget = config_.max_num_batched_tokens;
 
+  // Higher priority classes first, admission order within a class: decodes and chunks are
+  // scheduled in that order, and a victim (PreemptionVictim) is never a higher class than the
+  // sequence needing its blocks.
+  OrderRunningByPriority();
+
   // 1. Decodes (one uncomputed token). Victims come from this sequence on (PreemptionVictim),
   // so they are never sequences already scheduled in this pass.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
@@ -122,6 +127,17 @@ void Scheduler::Admit(Sequence* seq, absl::Time now) {
     // Hits at the first admission only, as in its usage: a preempted sequence admitted again
     // finds its own freed blocks, which is its recompute, not a prompt served from the cache.
     if (cached > 0 && observer_ != nullptr) observer_->OnPrefixCacheHit(cached);
+  }
+}
+
+void Scheduler::OrderRunningByPriority() {
+  const auto higher = [](const Sequence* a, const Sequence* b) {
+    return a->request().priority > b->request().priority;
+  };
+  // Admissions append, so the order only breaks when a higher class was admitted after a
+  // lower one; the check keeps the common single-class case linear.
+  if (!std::is_sorted(running_.begin(), running_.end(), higher)) {
+    std::stable_sort(running_.begin(), running_.end(), higher);
   }
 }
 

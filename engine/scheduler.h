@@ -1,9 +1,10 @@
 #pragma once
 // Continuous-batching scheduler, pure CPU state. Schedule() picks this step's work under a token
-// budget and a sequence cap: running decodes first, then chunks of partially prefilled prompts,
-// then new admissions from the waiting queue (priority class, then earliest deadline, then FCFS).
-// When KV blocks run out for a decode, the most recently admitted running sequence is preempted
-// (blocks freed, recomputed later with its generated tokens kept).
+// budget and a sequence cap: running decodes first, then chunks of partially prefilled prompts
+// (both by priority class, highest first), then new admissions from the waiting queue (priority
+// class, then earliest deadline, then FCFS). When KV blocks run out for a decode, the
+// lowest-priority running sequence not yet scheduled in this step, the most recently admitted
+// of those, is preempted (blocks freed, recomputed later with its generated tokens kept).
 //
 // A step's life: Schedule() → the backend launches it → MarkLaunched() (its KV counts as
 // written; each sampling sequence gets a PendingToken stand-in, so the next step can be
@@ -106,11 +107,12 @@ class Scheduler {
     bool operator()(const Sequence* a, const Sequence* b) const;
   };
 
+  // Stable sort of running_ by priority class, highest first (admission order within a class).
+  void OrderRunningByPriority();
   // The sequence to preempt when running_[from] needs a block: among running_[from..] (those not
-  // yet scheduled in this pass) the lowest priority, the newest of those; the newest alone
-  // ignored priorities. Sequences already scheduled in this pass are not candidates (unlike
-  // vLLM, which can unschedule one), so a high-priority sequence late in running_ can still
-  // preempt itself while lower ones decoded earlier in the pass run on, for this step.
+  // yet scheduled in this pass) the lowest priority, the newest of those. running_ is ordered
+  // by priority (OrderRunningByPriority), so the sequences already scheduled in this pass are
+  // of the same class or higher: a sequence preempts itself only when nothing lower runs.
   Sequence* PreemptionVictim(size_t from) const;
   void Preempt(Sequence* victim);
   void Admit(Sequence* seq, absl::Time now);
@@ -128,7 +130,8 @@ class Scheduler {
   // Finished sequences a scheduled step still holds (Sequence::step_refs > 0).
   absl::flat_hash_map<Sequence*, std::unique_ptr<Sequence>> retired_;
   std::set<Sequence*, WaitingOrder> waiting_;
-  std::vector<Sequence*> running_;  // in admission order (PreemptionVictim picks among them)
+  // By priority class, then admission order (OrderRunningByPriority); PreemptionVictim picks here.
+  std::vector<Sequence*> running_;
   int64_t num_preemptions_ = 0;
 };
 

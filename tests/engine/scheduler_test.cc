@@ -155,6 +155,24 @@ TEST_F(SchedulerTest, TheLowestPriorityRunningSequenceIsPreemptedNotTheNewest) {
   EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
 }
 
+TEST_F(SchedulerTest, AHigherPriorityLaterInTheRunningListPreemptsALowerOneNotItself) {
+  // 3 blocks of 4 tokens. "low" (6 tokens, 2 blocks) decodes inside its second block while
+  // "high" (5 tokens, 1 block), admitted after it, needs a second block for position 4: "low"
+  // is preempted although it was admitted first, and "high" decodes.
+  StepDriver d(Config(64, 3), &tok_);
+  Recorded low, high;
+  Add(d, "low", Range(1, 5), 4, &low);
+  d.Step();  // low prefilled: 6 tokens
+  Add(d, "high", Range(30, 4), 4, &high, /*priority=*/5);
+  d.Step();  // low decodes position 5; high admitted (5 tokens, 1 block)
+  ASSERT_EQ(d.scheduler.block_manager().num_free_blocks(), 0);
+  ScheduleOnePreemption(d, "high");
+  while (d.scheduler.num_live() > 0) d.Step();
+  EXPECT_EQ(low.tokens(), FakeGreedyOutput(Range(1, 5), 4));
+  EXPECT_EQ(high.tokens(), FakeGreedyOutput(Range(30, 4), 4));
+  EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+}
+
 struct HitCounter : EngineObserver {
   int32_t hits = 0;
   void OnPrefixCacheHit(int32_t tokens) override { hits += tokens; }
