@@ -120,7 +120,10 @@ absl::Status EngineImpl::Validate(const Request& request) const {
         "prompt (", prompt_len, " tokens) + max_tokens (", max_tokens, ") exceeds max_model_len (",
         config_.max_model_len, "); shorten the prompt or lower max_tokens"));
   }
-  const int64_t blocks = (prompt_len + max_tokens + config_.block_size - 1) / config_.block_size;
+  // The last output token's KV is never written (the sequence ends as it is sampled), so a
+  // request holds at most prompt + max_tokens - 1 slots, whether admitted once or recomputed.
+  const int64_t slots = prompt_len + max_tokens - 1;
+  const int64_t blocks = (slots + config_.block_size - 1) / config_.block_size;
   if (blocks > config_.num_kv_blocks) {
     return absl::InvalidArgumentError(absl::StrCat(
         "prompt (", prompt_len, " tokens) + max_tokens (", max_tokens, ") needs ", blocks,

@@ -114,6 +114,28 @@ TEST_F(EngineTest, RejectsRequestsThatCanNeverRun) {
   EXPECT_EQ(engine->Submit(bad, sink).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(EngineTest, ARequestWhoseKvExactlyFillsThePoolRuns) {
+  // 2 blocks of 16 = 32 slots. 28 prompt tokens + 5 output tokens is 33 tokens, but the last
+  // output token's KV is never written: 32 slots, so it fits, with or without pipelining.
+  for (const bool async : {false, true}) {
+    EngineConfig config;
+    config.max_model_len = 64;
+    config.num_kv_blocks = 2;
+    config.block_size = 16;
+    config.async_scheduling = async;
+    auto engine = Make(config);
+    Stream s;
+    ASSERT_TRUE(engine->Submit(MakeRequest("a", Range(1, 28), 5), s.Sink()).ok()) << async;
+    ASSERT_TRUE(s.Wait());
+    EXPECT_EQ(s.rec.tokens(), FakeGreedyOutput(Range(1, 28), 5)) << async;
+    EXPECT_EQ(s.rec.last().finish, FinishReason::kLength) << async;
+    Stream t;  // one token more needs a third block
+    const absl::Status st = engine->Submit(MakeRequest("b", Range(1, 28), 6), t.Sink());
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << async;
+    EXPECT_NE(st.message().find("needs 3 KV blocks"), std::string::npos) << st.message();
+  }
+}
+
 TEST_F(EngineTest, FullQueueIsResourceExhausted) {
   EngineConfig config;
   config.max_num_seqs = 1;
