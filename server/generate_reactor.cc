@@ -73,10 +73,15 @@ void GenerateReactor::Push(StreamChunk chunk) {
     final_status_ = FinalStatus(chunk);
   }
   v1::GenerateResponse response = ChunkToResponse(chunk, client_id_);
-  if (!pending_.empty()) {
+  const size_t bytes = response.ByteSizeLong();
+  if (!pending_.empty() && pending_back_bytes_ + bytes <= kMaxCoalescedBytes) {
     MergeInto(pending_.back(), response);  // the client is slower than the engine: coalesce
+    pending_back_bytes_ += bytes;
   } else {
+    // A new message, so a client that stalls for a long stream still gets messages far under
+    // its receive limit (4 MiB by default) rather than the rest of the stream as one.
     pending_.push_back(std::move(response));
+    pending_back_bytes_ = bytes;
   }
   MaybeStartWrite();
 }

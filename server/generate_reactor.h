@@ -22,6 +22,10 @@ namespace rtgen {
 // server/raw_message.h).
 class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
+  // Chunks a slow client has not taken yet are merged into one message up to this size (bytes,
+  // the sum of the chunks' encoded sizes); a chunk that would pass it starts a new message.
+  static constexpr size_t kMaxCoalescedBytes = 64 * 1024;
+
   // `engine_id` is unique among live requests; `client_id` is echoed in every response.
   GenerateReactor(Engine* engine, Metrics* metrics, std::string engine_id, std::string client_id);
 
@@ -58,6 +62,7 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
   // Guarded by outbox_->mu (not annotated: the lock lives in another object).
   std::deque<v1::GenerateResponse> pending_;  // not yet written; only the back may be final
+  size_t pending_back_bytes_ = 0;             // encoded size of pending_.back() (estimate)
   v1::GenerateResponse in_flight_;            // the message of the write in flight
   grpc::ByteBuffer in_flight_bytes_;          // in_flight_ serialized, alive until OnWriteDone
   bool write_in_flight_ = false;
