@@ -133,7 +133,8 @@ int main(int argc, char** argv) {
   if (!server.ok()) return Fail(server.status());
 
   const int signal_number = rtgen::WaitForTerminationSignal();
-  spdlog::info("signal {}: shutting down", signal_number);
+  spdlog::info("signal {}: shutting down (another one exits at once)", signal_number);
+  rtgen::ExitOnNextTerminationSignal();
   (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   return 0;
 }

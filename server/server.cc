@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <utility>
 
+#include <grpc/grpc.h>
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
@@ -132,6 +133,7 @@ absl::Status Server::StartServing(const ServerConfig& config) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ms(config.max_connection_age_s));
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, ms(grace_s));
   }
+  shutdown_cq_ = builder.AddCompletionQueue(/*is_frequently_polled=*/false);
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(absl::StrCat("port: cannot listen on ", address));
@@ -189,19 +191,30 @@ void Server::Shutdown(absl::Duration grace) {
     if (auto* health = grpc_server_->GetHealthCheckService(); health != nullptr) {
       health->SetServingStatus(false);  // every service, so probes and balancers stop sending
     }
-    service_->StartDraining();
+    service_->StartDraining();  // a call that still gets through is refused with UNAVAILABLE
     spdlog::info("draining: {} streams in flight, up to {:.1f} s", service_->active_streams(),
                  absl::ToDoubleSeconds(grace));
-    // The listener stays up while streams finish, so health checks read NOT_SERVING and new
-    // calls get UNAVAILABLE rather than a refused connection.
+    // gRPC's shutdown closes the listener and sends GOAWAY at once: clients open a new
+    // connection for their next calls (another replica behind the balancer; calls racing the
+    // GOAWAY are retried there by the client library) while the calls in flight run on.
+    grpc_server_shutdown_and_notify(grpc_server_->c_server(), shutdown_cq_->cq(), this);
     while (service_->active_streams() > 0 && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(10));
     }
     if (const int left = service_->active_streams(); left > 0) {
       spdlog::warn("drain timeout: cancelling {} streams", left);
     }
-    // Streams still open at the deadline are cancelled; their reactors tell the engine.
-    grpc_server_->Shutdown(absl::ToChronoTime(std::max(deadline, absl::Now())));
+    // Ends the calls left: streams past the deadline (their reactors tell the engine) and open
+    // health Watch calls, which never end by themselves and would hold the exit to the deadline.
+    grpc_server_cancel_all_calls(grpc_server_->c_server());
+    grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
+    // After the server's shutdown, as gRPC requires; drained with the C API, since the notice's
+    // tag is not a C++ CompletionQueueTag.
+    shutdown_cq_->Shutdown();
+    while (grpc_completion_queue_next(shutdown_cq_->cq(), gpr_inf_future(GPR_CLOCK_REALTIME),
+                                      nullptr)
+               .type != GRPC_QUEUE_SHUTDOWN) {
+    }
   }
   if (engine_ != nullptr) engine_->Shutdown();
   spdlog::info("stopped");

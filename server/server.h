@@ -71,9 +71,9 @@ class Server {
 
   // Blocks until Shutdown completes.
   void Wait();
-  // Drains: health becomes NOT_SERVING and new Generate calls get UNAVAILABLE at once (the
-  // listener stays up so probes see NOT_SERVING); in-flight streams get `grace` to finish, then
-  // the gRPC server shuts down, cancelling what is left, and the engine stops. Idempotent.
+  // Drains: health becomes NOT_SERVING (open Watch calls end), the listener closes and every
+  // connection gets GOAWAY at once, so clients take new calls elsewhere; in-flight streams get
+  // `grace` to finish, what is left is cancelled, and the engine stops. Idempotent.
   void Shutdown(absl::Duration grace = absl::Seconds(10));
 
  private:
@@ -86,6 +86,9 @@ class Server {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<TokenAuthenticator> auth_;  // null: no authentication
   std::unique_ptr<InferenceService> service_;
+  // Registered with the server only to receive the drain's shutdown notice (Shutdown); never
+  // polled for calls. Outlives grpc_server_.
+  std::unique_ptr<grpc::ServerCompletionQueue> shutdown_cq_;
   std::unique_ptr<grpc::Server> grpc_server_;  // destroyed first
   int port_ = 0;
   bool shut_down_ = false;

@@ -3,6 +3,11 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cstdlib>
+#include <thread>
+
+#include <spdlog/spdlog.h>
+
 namespace rtgen {
 namespace {
 
@@ -27,6 +32,15 @@ int WaitForTerminationSignal() {
   while (sigwait(&set, &signal_number) != 0) {
   }
   return signal_number;
+}
+
+void ExitOnNextTerminationSignal() {
+  std::thread([] {
+    const int signal_number = WaitForTerminationSignal();
+    spdlog::warn("signal {} during the drain: exiting now", signal_number);
+    spdlog::default_logger()->flush();
+    std::_Exit(128 + signal_number);
+  }).detach();
 }
 
 }  // namespace rtgen

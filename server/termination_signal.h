@@ -9,5 +9,8 @@ namespace rtgen {
 void BlockTerminationSignals();
 // Waits for SIGINT or SIGTERM and returns its number.
 int WaitForTerminationSignal();
+// Starts a detached thread that waits for one more SIGINT or SIGTERM and then ends the process
+// at once with status 128 + its number (the second Ctrl-C during a graceful drain).
+void ExitOnNextTerminationSignal();
 
 }  // namespace rtgen
