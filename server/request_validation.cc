@@ -202,10 +202,10 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
     out.stopping.max_tokens = stopping.max_tokens();
   } else {
     int64_t most = std::min(limits.default_max_tokens, room);
-    // Within the KV pool as well, when a prompt leaves room in it (one that does not is refused
-    // by the engine, naming the pool).
-    if (limits.kv_pool_tokens > prompt_len) {
-      most = std::min(most, limits.kv_pool_tokens - prompt_len);
+    // Within the KV pool as well, when the prompt fits in it (one that does not is refused by
+    // the engine, naming the pool). The last token's KV is never written: one token more.
+    if (limits.kv_pool_tokens >= prompt_len) {
+      most = std::min(most, limits.kv_pool_tokens - prompt_len + 1);
     }
     out.stopping.max_tokens = static_cast<int32_t>(most);
   }

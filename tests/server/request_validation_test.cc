@@ -125,14 +125,20 @@ TEST(RequestValidationTest, UnsetMaxTokensIsClippedToTheContextAndFieldsAreCopie
   absl::StatusOr<Request> out = ToEngineRequest(request, Limits(&tokenizer));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->stopping.max_tokens, 54);
-  // A KV pool of 40 tokens, smaller than the context: clipped to it (30 after the prompt).
+  // A KV pool of 40 tokens, smaller than the context: clipped to it (30 slots after the prompt,
+  // and the last token needs none: 31).
   ValidationLimits small_pool = Limits(&tokenizer);
   small_pool.kv_pool_tokens = 40;
   out = ToEngineRequest(request, small_pool);
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->stopping.max_tokens, 30);
-  // One the prompt alone fills: left to the engine's refusal, which names the pool.
+  EXPECT_EQ(out->stopping.max_tokens, 31);
+  // One the prompt exactly fills: one token.
   small_pool.kv_pool_tokens = 10;
+  out = ToEngineRequest(request, small_pool);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->stopping.max_tokens, 1);
+  // One the prompt does not fit: left to the engine's refusal, which names the pool.
+  small_pool.kv_pool_tokens = 9;
   out = ToEngineRequest(request, small_pool);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->stopping.max_tokens, 54);
