@@ -19,6 +19,9 @@ namespace rtgen {
 namespace {
 
 constexpr char kServiceName[] = "rtgen.v1.Inference";
+// After the last Generate stream of a drain, how long other calls (a Tokenize or GetLoad reply
+// being written) may still take before what is left is cancelled.
+constexpr absl::Duration kOtherCallsAfterStreams = absl::Seconds(1);
 
 }  // namespace
 
@@ -195,8 +198,9 @@ void Server::Shutdown(absl::Duration grace) {
     spdlog::info("draining: {} streams in flight, up to {:.1f} s", service_->active_streams(),
                  absl::ToDoubleSeconds(grace));
     // gRPC's shutdown closes the listener and sends GOAWAY at once: clients open a new
-    // connection for their next calls (another replica behind the balancer; calls racing the
-    // GOAWAY are retried there by the client library) while the calls in flight run on.
+    // connection for their next calls (another replica behind the balancer) while the calls in
+    // flight run on. A call already on the wire as the GOAWAY goes out is refused (CANCELLED);
+    // gRPC has no GOAWAY without this shutdown.
     grpc_server_shutdown_and_notify(grpc_server_->c_server(), shutdown_cq_->cq(), this);
     while (service_->active_streams() > 0 && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(10));
@@ -204,10 +208,11 @@ void Server::Shutdown(absl::Duration grace) {
     if (const int left = service_->active_streams(); left > 0) {
       spdlog::warn("drain timeout: cancelling {} streams", left);
     }
-    // Ends the calls left: streams past the deadline (their reactors tell the engine) and open
-    // health Watch calls, which never end by themselves and would hold the exit to the deadline.
-    grpc_server_cancel_all_calls(grpc_server_->c_server());
-    grpc_server_->Shutdown(absl::ToChronoTime(absl::Now()));
+    // The calls left get until then: none past the drain's deadline (streams cancelled, their
+    // reactors tell the engine), else a moment for short calls still writing their reply; then
+    // the rest, e.g. health Watch calls, which never end by themselves, are cancelled.
+    grpc_server_->Shutdown(
+        absl::ToChronoTime(std::min(deadline, absl::Now() + kOtherCallsAfterStreams)));
     // After the server's shutdown, as gRPC requires; drained with the C API, since the notice's
     // tag is not a C++ CompletionQueueTag.
     shutdown_cq_->Shutdown();

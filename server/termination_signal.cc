@@ -2,11 +2,10 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 namespace rtgen {
 namespace {
@@ -37,8 +36,9 @@ int WaitForTerminationSignal() {
 void ExitOnNextTerminationSignal() {
   std::thread([] {
     const int signal_number = WaitForTerminationSignal();
-    spdlog::warn("signal {} during the drain: exiting now", signal_number);
-    spdlog::default_logger()->flush();
+    // Straight to stderr, not through spdlog: this may run while exit() tears the logger down.
+    const char message[] = "second termination signal during the drain: exiting now\n";
+    [[maybe_unused]] const ssize_t written = write(STDERR_FILENO, message, sizeof(message) - 1);
     std::_Exit(128 + signal_number);
   }).detach();
 }

@@ -17,7 +17,7 @@ import grpc
 import ops_harness as h
 
 NUM_STREAMS = 4
-MAX_TOKENS = 64
+MAX_TOKENS = 96
 DRAIN_TIMEOUT_S = 40
 EXIT_AFTER_LAST_STREAM_S = 10  # far under DRAIN_TIMEOUT_S: nothing else holds the exit
 
@@ -115,15 +115,18 @@ def check_drain(f, args, pb2, pb2_grpc, proc_a, port_a, port_b):
                 f"stream {i} completed: status {r['code']}, {r['tokens']}/{MAX_TOKENS} tokens, "
                 f"finish {r['finish']}")
     watcher.join(timeout=DRAIN_TIMEOUT_S + 30)
-    f.check(watch["statuses"][:1] == ["SERVING"] and watch["ended_at"] is not None,
-            f"the health Watch on A saw SERVING and then ended ({watch['statuses']}, "
-            f"{watch['code']})")
+    watch_end = watch["ended_at"]
+    last_stream = max(r["ended_at"] or time.monotonic() for r in results)
+    f.check(watch["statuses"][:1] == ["SERVING"] and watch_end is not None and
+            watch_end - last_stream < EXIT_AFTER_LAST_STREAM_S,
+            f"the health Watch on A saw SERVING and ended soon after A's last stream "
+            f"({watch['statuses']}, {watch['code']}, "
+            f"{(watch_end or 0) - last_stream:.1f} s after it)")
     try:
         rc = proc_a.wait(timeout=DRAIN_TIMEOUT_S + 10)
     except Exception:  # noqa: BLE001 — a hang is a failure, the harness kills it
         rc = None
     exited_at = time.monotonic()
-    last_stream = max((r["ended_at"] or exited_at) for r in results)
     f.check(rc == 0, f"A exited with status 0 (got {rc})")
     f.check(exited_at - last_stream < EXIT_AFTER_LAST_STREAM_S,
             f"A exited soon after its last stream ({exited_at - last_stream:.1f} s after it, "
