@@ -70,6 +70,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     }
     resolved.num_kv_blocks = static_cast<int32_t>(blocks);
   }
+  // KV slots (block × block_size + offset) are int32 in the step input and the backends: past
+  // 2^31 - 1 they wrapped, one of them to -1, "store nothing".
+  if (const int64_t slots = int64_t{resolved.num_kv_blocks} * config.block_size;
+      slots > std::numeric_limits<int32_t>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_kv_blocks = ", resolved.num_kv_blocks, " x block_size = ", config.block_size, " is ",
+        slots, " KV slots, more than slot numbers can count (2^31 - 1); lower num_kv_blocks",
+        config.num_kv_blocks == 0 ? " (0: max_model_len x max_num_seqs) or either of those" : ""));
+  }
   auto engine =
       std::make_unique<EngineImpl>(resolved, std::move(backend), tokenizer, observer);
   RETURN_IF_ERROR(engine->Start());

@@ -247,6 +247,23 @@ TEST(EngineConfigTest, ADefaultPoolTooLargeToCountIsRefused) {
       << engine.status();
 }
 
+TEST(EngineConfigTest, APoolWithMoreSlotsThanInt32CountsIsRefused) {
+  // 2^27 blocks of 16 tokens: 2^31 slots, one past what int32 slot numbers hold.
+  FakeTokenizer tok;
+  for (const int32_t blocks : {0, 1 << 27}) {
+    EngineConfig c;
+    c.block_size = 16;
+    c.num_kv_blocks = blocks;
+    c.max_model_len = 1 << 25;  // with 0: 2^21 blocks a sequence x 64 = 2^27
+    c.max_num_seqs = 64;
+    auto engine = Engine::Create(c, std::make_unique<FakeBackend>(), &tok);
+    ASSERT_FALSE(engine.ok()) << blocks;
+    EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(engine.status().message().find("2147483648 KV slots"), std::string::npos)
+        << engine.status();
+  }
+}
+
 TEST_F(EngineTest, DeadlineExpiresInQueueAndMidStream) {
   EngineConfig config;
   config.max_num_seqs = 1;
