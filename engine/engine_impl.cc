@@ -42,10 +42,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   RETURN_IF_ERROR(CheckPositive("max_num_batched_tokens", config.max_num_batched_tokens));
   RETURN_IF_ERROR(CheckPositive("max_model_len", config.max_model_len));
   RETURN_IF_ERROR(CheckPositive("block_size", config.block_size));
-  if (config.max_waiting < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("max_waiting = ", config.max_waiting, " must not be negative"));
-  }
+  // 0 would refuse every request, even on an idle engine (a request waits before its first step).
+  RETURN_IF_ERROR(CheckPositive("max_waiting", config.max_waiting));
   for (const auto& [name, value] : {std::pair<const char*, int32_t>{"max_stop_strings",
                                                                     config.max_stop_strings},
                                     {"max_stop_string_bytes", config.max_stop_string_bytes},

@@ -13,6 +13,8 @@
 #include "engine/common/flag_names.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "server/logging.h"
@@ -83,10 +85,26 @@ int Fail(const absl::Status& status) {
 
 int main(int argc, char** argv) {
   rtgen::BlockTerminationSignals();
-  absl::SetProgramUsageMessage("rtgen-server: gRPC LLM inference server (rtgen.v1.Inference). Flags may be "
+  absl::SetProgramUsageMessage("gRPC LLM inference server (rtgen.v1.Inference). Flags may be "
                            "spelled with dashes or underscores (--metrics-port, --metrics_port).");
+  // --help lists this file's flags (abseil's default looks for a file named after the binary).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "server/main.cc");
+  };
+  absl::SetFlagsUsageConfig(usage);
   rtgen::DashedFlagNamesToUnderscores(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {  // [0] is the program
+    std::fprintf(stderr, "rtgen-server: unexpected argument '%s' (a model is --model=PATH)\n",
+                 positional[1]);
+    return 1;
+  }
+  if (absl::GetFlag(FLAGS_drain_timeout_s) < 0) {
+    std::fprintf(stderr, "rtgen-server: drain-timeout-s: must not be negative, got %d\n",
+                 absl::GetFlag(FLAGS_drain_timeout_s));
+    return 1;
+  }
 
   if (absl::Status s = rtgen::ConfigureLogging(absl::GetFlag(FLAGS_log_level),
                                                absl::GetFlag(FLAGS_log_format));

@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <cmath>
 #include <exception>
 
 #include <prometheus/counter.h>
@@ -53,9 +54,10 @@ absl::StatusOr<std::vector<double>> ParseLatencyBuckets(absl::string_view csv) {
   std::vector<double> out;
   for (absl::string_view part : absl::StrSplit(csv, ',', absl::SkipWhitespace())) {
     double value = 0;
-    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(part), &value) || !(value > 0)) {
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(part), &value) || !(value > 0) ||
+        !std::isfinite(value)) {  // +Inf is every histogram's own last bucket
       return absl::InvalidArgumentError(
-          absl::StrCat("latency_buckets: '", part, "' is not a positive number of seconds"));
+          absl::StrCat("latency_buckets: '", part, "' is not a positive, finite number of seconds"));
     }
     if (!out.empty() && value <= out.back()) {
       return absl::InvalidArgumentError("latency_buckets: bounds must be strictly increasing");

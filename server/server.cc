@@ -22,6 +22,8 @@ constexpr char kServiceName[] = "rtgen.v1.Inference";
 // After the last Generate stream of a drain, how long other calls (a Tokenize or GetLoad reply
 // being written) may still take before what is left is cancelled.
 constexpr absl::Duration kOtherCallsAfterStreams = absl::Seconds(1);
+// CPU backend threads beyond any machine's cores: a typo, not a setting (each one spins).
+constexpr int kMaxThreads = 1024;
 
 }  // namespace
 
@@ -34,7 +36,26 @@ std::string GrpcListenAddress(const std::string& host, int port) {
   return bare_ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
 }
 
+absl::Status CheckServerConfig(const ServerConfig& config) {
+  if (config.backend.threads < 0 || config.backend.threads > kMaxThreads) {
+    return absl::InvalidArgumentError(absl::StrCat("threads: must be within [0, ", kMaxThreads,
+                                                   "] (0: every core), got ",
+                                                   config.backend.threads));
+  }
+  if (config.max_connection_age_s < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max-connection-age-s: must not be negative (0: never), got ", config.max_connection_age_s));
+  }
+  if (config.max_connection_age_grace_s < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max-connection-age-grace-s: must be -1 (the age) or more, got ",
+                     config.max_connection_age_grace_s));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
+  RETURN_IF_ERROR(CheckServerConfig(config));
   ASSIGN_OR_RETURN(const std::string backend_kind, ResolveBackendKind(config.backend.kind));
   const absl::Time load_start = absl::Now();
   absl::StatusOr<LoadedModel> model = LoadModel(config.model_path);
@@ -45,6 +66,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   spdlog::info("loaded {} ({} layers, vocab {}) from {} in {:.2f} s", model->config.name,
                model->config.num_layers, model->config.vocab_size, config.model_path,
                absl::ToDoubleSeconds(absl::Now() - load_start));
+  if (const int trained = model->config.max_position_embeddings;
+      trained > 0 && config.engine.max_model_len > trained) {
+    spdlog::warn("max-model-len {} is past the model's trained context of {} tokens: output "
+                 "past it is likely to degrade",
+                 config.engine.max_model_len, trained);
+  }
   BackendOptions backend_options = config.backend;
   backend_options.kind = backend_kind;
   backend_options.max_num_seqs = config.engine.max_num_seqs;
@@ -169,12 +196,14 @@ absl::Status Server::StartServing(const ServerConfig& config) {
   if (config.metrics_port >= 0) {
     RETURN_IF_ERROR(metrics_->StartExposer(config.metrics_host, config.metrics_port));
   }
-  spdlog::info("serving {} on {}:{} (backend {}, {}{}), metrics on :{}", kServiceName,
+  spdlog::info("serving {} on {}:{} (backend {}, {}{}), metrics {}", kServiceName,
                config.host, port_, backend_name_,
                config.tls.cert_path.empty() ? "plaintext"
                : config.tls.client_ca_path.empty() ? "TLS"
                                                    : "mutual TLS",
-               auth_ != nullptr ? ", bearer auth" : "", metrics_->exposer_port());
+               auth_ != nullptr ? ", bearer auth" : "",
+               config.metrics_port >= 0 ? absl::StrCat("on :", metrics_->exposer_port())
+                                        : std::string("off"));
   return absl::OkStatus();
 }
 

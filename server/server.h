@@ -46,6 +46,10 @@ struct ServerConfig {
 // "[::]:port"; without the brackets the resolver takes the last colon's part for the host).
 std::string GrpcListenAddress(const std::string& host, int port);
 
+// The checks of `config`'s own fields that Start runs before loading anything (the engine's
+// and the backend's are theirs): each error names its flag.
+absl::Status CheckServerConfig(const ServerConfig& config);
+
 class Server {
  public:
   // Builds an engine for `tokenizer`, reporting to `observer` (tests: a fake engine).

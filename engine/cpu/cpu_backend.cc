@@ -1,10 +1,14 @@
 #include "engine/cpu/cpu_backend.h"
 
+#include <cstdint>
 #include <exception>
+#include <fstream>
 #include <new>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
 #include "engine/cpu/rope.h"
 
@@ -15,6 +19,18 @@ namespace {
 absl::Status CheckModel(const ModelConfig& c, const ModelWeights& w) {
   RETURN_IF_ERROR(c.Validate());
   return w.CheckShapes(c);
+}
+
+// MemAvailable of /proc/meminfo in bytes; -1 where it cannot be read.
+int64_t AvailableMemoryBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
 }
 
 }  // namespace
@@ -64,8 +80,28 @@ absl::Status CpuBackend::AllocateKvCache(const KvCacheShape& shape) {
   kv_layout_ = {shape.num_blocks, shape.block_size, config_.num_kv_heads, config_.head_dim};
   const size_t n = static_cast<size_t>(shape.num_blocks) * shape.block_size *
                    kv_layout_.slot_stride();
-  k_cache_.assign(config_.num_layers, KvBuffer(n, 0.0f));
-  v_cache_.assign(config_.num_layers, KvBuffer(n, 0.0f));
+  // K and V, every layer, fp32. Refused before touching it when the machine lacks the memory:
+  // the buffers are zero-filled, so an overcommitted pool would bring in the OOM killer.
+  const double bytes = 2.0 * config_.num_layers * static_cast<double>(n) * sizeof(float);
+  const auto too_large = [&](const std::string& why) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "num_kv_blocks: %d blocks of %d tokens need %.2f GiB of KV cache, %s; lower "
+        "--num-kv-blocks (or --max-num-seqs / --max-model-len when it is 0)",
+        shape.num_blocks, shape.block_size, bytes / (1 << 30), why));
+  };
+  if (const int64_t available = AvailableMemoryBytes();
+      available >= 0 && bytes > static_cast<double>(available)) {
+    return too_large(absl::StrFormat("more than the %.2f GiB available",
+                                     static_cast<double>(available) / (1 << 30)));
+  }
+  try {
+    k_cache_.assign(config_.num_layers, KvBuffer(n, 0.0f));
+    v_cache_.assign(config_.num_layers, KvBuffer(n, 0.0f));
+  } catch (const std::bad_alloc&) {
+    k_cache_.clear();
+    v_cache_.clear();
+    return too_large("which could not be allocated");
+  }
   return absl::OkStatus();
 }
 

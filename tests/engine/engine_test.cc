@@ -215,6 +215,16 @@ TEST_F(EngineTest, AStaleCancelDoesNotEndALaterRequestWithTheSameId) {
   EXPECT_EQ(second.rec.tokens().size(), 3u);
 }
 
+TEST(EngineConfigTest, AZeroWaitingQueueIsRefused) {
+  // Every request waits before its first step: max_waiting 0 refused them all on an idle engine.
+  FakeTokenizer tok;
+  EngineConfig c;
+  c.max_waiting = 0;
+  auto engine = Engine::Create(c, std::make_unique<FakeBackend>(), &tok);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().message(), "max_waiting = 0 must be positive");
+}
+
 TEST(EngineConfigTest, NegativeStopLimitsAreRefusedByName) {
   // A negative --max_stop_token_ids refused every request at the server's edge and none in the
   // engine (a size_t cast): refused where the engine is made.

@@ -1,0 +1,34 @@
+#!/usr/bin/env python3
+"""rtgen-server's command line: --help lists the flags; a stray positional argument (as in
+`vllm serve MODEL`) and a negative --drain-timeout-s are refused before anything loads, each
+with a message naming it, instead of serving the default model or skipping the drain."""
+
+import subprocess
+import sys
+
+import ops_harness as h
+
+
+def run(binary, *args):
+    done = subprocess.run([binary, *args], capture_output=True, text=True, timeout=60,
+                          cwd=h.SOURCE_DIR)
+    return done.returncode, done.stdout + done.stderr
+
+
+def main():
+    args, _, _, f = h.begin_test()
+    rc, out = run(args.server, "--help")
+    f.check("--max_model_len" in out and "--drain_timeout_s" in out,
+            f"--help lists the server's flags (status {rc}; {out[:120]!r})")
+    rc, out = run(args.server, "/tmp/some-model.gguf", "--port=-5")
+    f.check(rc != 0 and "unexpected argument '/tmp/some-model.gguf'" in out and
+            "--model" in out, f"a positional argument is refused pointing at --model "
+            f"(status {rc}; {out.strip()[:200]!r})")
+    rc, out = run(args.server, "--drain-timeout-s=-1")
+    f.check(rc != 0 and "drain-timeout-s" in out,
+            f"a negative --drain-timeout-s is refused (status {rc}; {out.strip()[:200]!r})")
+    return f.report()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

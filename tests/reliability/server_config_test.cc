@@ -1,0 +1,67 @@
+// Server settings refused at start-up, naming their flag: CPU threads past any machine's cores,
+// negative connection ages, infinite latency buckets, and a KV pool larger than the memory the
+// machine has (it was zero-filled, so it crashed with bad_alloc or brought in the OOM killer).
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "server/metrics.h"
+#include "server/server.h"
+#include "tests/reliability/synthetic_server.h"
+
+namespace rtgen::reliability {
+namespace {
+
+void ExpectRefused(const ServerConfig& config, const std::string& flag) {
+  const absl::Status status = CheckServerConfig(config);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << flag << ": " << status;
+  EXPECT_NE(status.message().find(flag + ":"), absl::string_view::npos) << status;
+}
+
+TEST(ServerConfigTest, OutOfRangeSettingsAreRefusedNamingTheFlag) {
+  ServerConfig config = SmallServerConfig();
+  EXPECT_TRUE(CheckServerConfig(config).ok());
+  for (const int threads : {-3, 1025, 2147483647}) {
+    ServerConfig c = config;
+    c.backend.threads = threads;
+    ExpectRefused(c, "threads");
+  }
+  ServerConfig age = config;
+  age.max_connection_age_s = -5;
+  ExpectRefused(age, "max-connection-age-s");
+  ServerConfig grace = config;
+  grace.max_connection_age_grace_s = -7;
+  ExpectRefused(grace, "max-connection-age-grace-s");
+  grace.max_connection_age_grace_s = -1;  // the documented "the age"
+  EXPECT_TRUE(CheckServerConfig(grace).ok());
+  // Start refuses them too, before loading the model.
+  ServerConfig bad = config;
+  bad.backend.threads = 5000;
+  EXPECT_EQ(Server::Start(bad).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(ServerConfigTest, LatencyBucketsMustBeFinite) {
+  for (const char* csv : {"0.1,inf", "1e400", "0.5,+Inf", "nan"}) {
+    const absl::StatusOr<std::vector<double>> parsed = ParseLatencyBuckets(csv);
+    ASSERT_FALSE(parsed.ok()) << csv;
+    EXPECT_NE(parsed.status().message().find("latency_buckets"), absl::string_view::npos);
+  }
+  EXPECT_TRUE(ParseLatencyBuckets("0.005,0.1,2").ok());
+}
+
+TEST(ServerConfigTest, AKvPoolLargerThanTheMachinesMemoryIsRefused) {
+  // The synthetic model's KV is 512 bytes a token: 2^20 blocks of 1024 tokens are 512 GiB (few
+  // large blocks, so the block manager's own tables stay small).
+  ServerConfig config = SmallServerConfig();
+  config.engine.block_size = 1024;
+  config.engine.num_kv_blocks = 1 << 20;
+  const absl::StatusOr<std::unique_ptr<Server>> server = Server::Start(config);
+  ASSERT_FALSE(server.ok());
+  EXPECT_EQ(server.status().code(), absl::StatusCode::kResourceExhausted) << server.status();
+  EXPECT_NE(server.status().message().find("num_kv_blocks:"), absl::string_view::npos)
+      << server.status();
+  EXPECT_NE(server.status().message().find("GiB"), absl::string_view::npos) << server.status();
+}
+
+}  // namespace
+}  // namespace rtgen::reliability
