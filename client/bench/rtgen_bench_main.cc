@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -114,6 +115,12 @@ absl::Status WriteFile(const std::string& path, const std::string& text, const c
 }
 
 int Run(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+  }
   absl::StatusOr<Flags> parsed = ParseFlags(argc, argv);
   if (!parsed.ok()) {
     std::fprintf(stderr, "rtgen-bench: %s\n%s", std::string(parsed.status().message()).c_str(),
