@@ -34,7 +34,7 @@ double FinishedCount(Server& server, const std::string& reason);
 // rtgen-client beside this test binary (both land in <build>/bin); $RTGEN_CLIENT overrides.
 std::string ClientBinary();
 
-// Resident set size of this process, bytes (/proc/self/statm).
+// Resident set size of this process, bytes (/proc/self/statm), after malloc_trim.
 int64_t ResidentBytes();
 
 // Polls GetLoad until nothing waits or runs and every KV block is free (evictable prefix-cache
