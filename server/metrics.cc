@@ -57,7 +57,8 @@ absl::StatusOr<std::vector<double>> ParseLatencyBuckets(absl::string_view csv) {
     if (!absl::SimpleAtod(absl::StripAsciiWhitespace(part), &value) || !(value > 0) ||
         !std::isfinite(value)) {  // +Inf is every histogram's own last bucket
       return absl::InvalidArgumentError(
-          absl::StrCat("latency_buckets: '", part, "' is not a positive, finite number of seconds"));
+          absl::StrCat("latency_buckets: '", part,
+                       "' is not a positive, finite number of seconds"));
     }
     if (!out.empty() && value <= out.back()) {
       return absl::InvalidArgumentError("latency_buckets: bounds must be strictly increasing");

@@ -43,8 +43,9 @@ absl::Status CheckServerConfig(const ServerConfig& config) {
                                                    config.backend.threads));
   }
   if (config.max_connection_age_s < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "max-connection-age-s: must not be negative (0: never), got ", config.max_connection_age_s));
+    return absl::InvalidArgumentError(
+        absl::StrCat("max-connection-age-s: must not be negative (0: never), got ",
+                     config.max_connection_age_s));
   }
   if (config.max_connection_age_grace_s < -1) {
     return absl::InvalidArgumentError(

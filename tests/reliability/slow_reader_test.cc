@@ -67,7 +67,9 @@ TEST(SlowReaderTest, AStalledClientGetsTheStreamInBoundedMessages) {
     tokens += response.token_ids_size();
     logprob_entries += response.logprobs_size();
     largest = std::max(largest, response.ByteSizeLong());
-    if (response.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) finish = response.finish_reason();
+    if (response.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      finish = response.finish_reason();
+    }
   }
   const grpc::Status status = reader->Finish();
   ASSERT_TRUE(status.ok()) << status.error_message();
