@@ -167,7 +167,10 @@ absl::Status Server::StartServing(const ServerConfig& config) {
   shutdown_cq_ = builder.AddCompletionQueue(/*is_frequently_polled=*/false);
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("port: cannot listen on ", address));
+    return absl::UnavailableError(
+        absl::StrCat("host/port: cannot listen on ", address,
+                     " (the port taken, the host not an address of this machine, or a TLS key "
+                     "that is not the certificate's: gRPC's log above says which)"));
   }
   grpc::HealthCheckServiceInterface* health = grpc_server_->GetHealthCheckService();
   if (health != nullptr) {

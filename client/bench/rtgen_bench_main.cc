@@ -12,6 +12,7 @@
 // Exit status: 0 when every measured request succeeded (and there was one), 1 when some failed,
 // none was measured or the server is unreachable, 2 on bad usage.
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -20,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -156,6 +158,14 @@ int Run(int argc, char** argv) {
   if (flags.Get("concurrency")) load.concurrency = concurrency;
   if (flags.Get("slo-ttft-ms")) slo.ttft_ms = slo_ttft;
   if (flags.Get("slo-tpot-ms")) slo.tpot_ms = slo_tpot;
+  // A NaN bound counted every request within it, a negative one none.
+  for (const auto& [name, bound] : {std::pair{"slo-ttft-ms", slo.ttft_ms},
+                                    std::pair{"slo-tpot-ms", slo.tpot_ms}}) {
+    if (bound.has_value() && !(*bound > 0 && std::isfinite(*bound))) {
+      status.Update(absl::InvalidArgumentError(
+          absl::StrCat("--", name, ": must be a positive number of milliseconds")));
+    }
+  }
   workload.prompts_file = flags.Get("prompts").value_or("");
   load.seed = workload.seed;
   load.progress = !flags.no_progress;

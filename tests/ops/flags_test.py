@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """rtgen-server's command line: --help lists the flags; a stray positional argument (as in
 `vllm serve MODEL`) and a negative --drain-timeout-s are refused before anything loads, each
-with a message naming it, instead of serving the default model or skipping the drain."""
+with a message naming it, instead of serving the default model or skipping the drain. And
+rtgen-bench's: --help prints the usage; a NaN or negative SLO bound is a usage error (it counted
+every request within it, or none)."""
 
+import os
 import subprocess
 import sys
 
@@ -27,6 +30,14 @@ def main():
     rc, out = run(args.server, "--drain-timeout-s=-1")
     f.check(rc != 0 and "drain-timeout-s" in out,
             f"a negative --drain-timeout-s is refused (status {rc}; {out.strip()[:200]!r})")
+    bench = os.path.join(os.path.dirname(args.server), "rtgen-bench")
+    rc, out = run(bench, "--help")
+    f.check(rc == 0 and out.startswith("usage: rtgen-bench"),
+            f"rtgen-bench --help prints the usage (status {rc}; {out[:80]!r})")
+    for flag, value in (("--slo-ttft-ms", "nan"), ("--slo-tpot-ms", "-1")):
+        rc, out = run(bench, "--target", "127.0.0.1:1", flag, value)
+        f.check(rc == 2 and f"{flag}: must be a positive" in out,
+                f"rtgen-bench {flag} {value} is a usage error (status {rc}; {out.strip()[:120]!r})")
     return f.report()
 
 
