@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Streams a chat answer from an rtgen server (rtgen.v1.Inference/Generate).
 
-Quick start (grpcio and grpcio-tools from pip; the stubs are generated from
-proto/rtgen/v1/inference.proto into a temporary directory at start-up)::
+Quick start (grpcio and grpcio-tools from pip, in a venv on Debian; the stubs are generated
+from proto/rtgen/v1/inference.proto into a temporary directory at start-up)::
 
-    pip install grpcio grpcio-tools
+    python3 -m venv /tmp/rtgen-py && /tmp/rtgen-py/bin/pip install grpcio grpcio-tools
     build/bin/rtgen-server &                     # serves on localhost:50051
-    python3 client/python/example_client.py --target localhost:50051 \
+    /tmp/rtgen-py/bin/python3 client/python/example_client.py --target localhost:50051 \
         --prompt "Tell me a joke" --max-tokens 64 --temperature 0.7 --seed 1
+
+Against a server with TLS and bearer tokens add ``--tls-ca ca.pem`` (or ``--tls`` for the
+system's roots) and ``--auth-token TOKEN`` (default: $RTGEN_AUTH_TOKEN).
 
 In your own code::
 
@@ -22,7 +25,7 @@ In your own code::
             print(response.usage)
 
 The answer streams to stdout; a usage line goes to stderr. Exit status 0 on success, 1 when the
-RPC fails (the gRPC status is printed).
+RPC fails (the gRPC status is printed), 130 on Ctrl-C (the server cancels the request).
 """
 
 import argparse
@@ -66,9 +69,17 @@ def main():
     parser.add_argument("--system", default=None, help="optional system message")
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--temperature", type=float, default=0.7)
-    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=None, help="0 .. 2^64 - 1")
     parser.add_argument("--timeout", type=float, default=60.0, help="deadline in seconds")
+    parser.add_argument("--tls", action="store_true", help="TLS with the system's root CAs")
+    parser.add_argument("--tls-ca", default=None, help="PEM file of the CA that signed the server")
+    parser.add_argument("--auth-token", default=os.environ.get("RTGEN_AUTH_TOKEN"),
+                        help="bearer token (default: $RTGEN_AUTH_TOKEN)")
     args = parser.parse_args()
+    if args.seed is not None and not 0 <= args.seed < 2**64:
+        parser.error(f"--seed: must be within [0, 2^64 - 1], got {args.seed}")
+    if not args.timeout > 0:
+        parser.error(f"--timeout: must be a positive number of seconds, got {args.timeout}")
 
     import grpc
 
@@ -86,11 +97,20 @@ def main():
             sampling=sampling,
             stopping=pb2.StoppingParams(max_tokens=args.max_tokens),
         )
-        with grpc.insecure_channel(args.target) as channel:
+        if args.tls or args.tls_ca:
+            roots = None
+            if args.tls_ca:
+                with open(args.tls_ca, "rb") as f:
+                    roots = f.read()
+            channel = grpc.secure_channel(args.target, grpc.ssl_channel_credentials(roots))
+        else:
+            channel = grpc.insecure_channel(args.target)
+        metadata = [("authorization", f"Bearer {args.auth_token}")] if args.auth_token else None
+        with channel:
             stub = pb2_grpc.InferenceStub(channel)
+            last = None
             try:
-                last = None
-                for response in stub.Generate(request, timeout=args.timeout):
+                for response in stub.Generate(request, timeout=args.timeout, metadata=metadata):
                     sys.stdout.write(response.text)
                     sys.stdout.flush()
                     last = response
@@ -99,6 +119,10 @@ def main():
                 sys.stdout.write("\n")
                 print(f"generate failed: {error.code().name}: {error.details()}", file=sys.stderr)
                 return 1
+            except KeyboardInterrupt:  # leaving the channel cancels the call
+                sys.stdout.write("\n")
+                print("interrupted", file=sys.stderr)
+                return 130
         if last is None or last.finish_reason == pb2.FINISH_REASON_UNSPECIFIED:
             print("generate failed: the stream ended without a finish reason", file=sys.stderr)
             return 1

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """End-to-end: starts rtgen-server with the real model on a free port and checks that
-client/python/example_client.py streams a chat answer from it (ctest: python_example_client)."""
+client/python/example_client.py streams a chat answer from it (ctest: python_example_client);
+then against a server that wants a bearer token: refused without it (status 1, UNAUTHENTICATED),
+answered with --auth-token; a negative --seed is a usage error before any call."""
 
 import argparse
 import os
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ops"))
 import ops_harness  # noqa: E402  (shared: free ports, server start, cleanup at exit)
@@ -33,9 +36,34 @@ def main():
     f.check("Paris" in result.stdout, "the answer mentions Paris")
     f.check("finish=" in result.stderr and "generated_tokens=" in result.stderr,
             "a usage line on stderr")
+
+    def client(port, *extra):
+        return subprocess.run(
+            [sys.executable, args.client, f"--target=127.0.0.1:{port}", "--prompt=Hi",
+             "--max-tokens=4", "--temperature=0", "--timeout=60", *extra],
+            capture_output=True, text=True, timeout=90)
+
+    seed = client(port, "--seed=-1")
+    f.check(seed.returncode == 2 and "--seed" in seed.stderr,
+            f"--seed -1 is a usage error (status {seed.returncode}; {seed.stderr[-120:]!r})")
+    with tempfile.NamedTemporaryFile("w", suffix=".tokens", delete=False) as tokens:
+        tokens.write("# test token\nsecret-token-1\n")
+    guarded, guarded_port, _ = ops_harness.start_server(
+        args.server, model=args.model,
+        extra_args=["--max-num-seqs=2", "--num-kv-blocks=32", f"--auth-token-file={tokens.name}"])
+    refused = client(guarded_port)
+    f.check(refused.returncode == 1 and "UNAUTHENTICATED" in refused.stderr,
+            f"without a token: status 1, UNAUTHENTICATED ({refused.returncode}; "
+            f"{refused.stderr[-120:]!r})")
+    allowed = client(guarded_port, "--auth-token=secret-token-1")
+    f.check(allowed.returncode == 0 and "finish=" in allowed.stderr,
+            f"with --auth-token: answered (status {allowed.returncode}; "
+            f"{allowed.stderr[-120:]!r})")
+    os.unlink(tokens.name)
     if f.items:
         ops_harness.dump_log(server)
-    return f.report()  # the server is killed at exit (ops_harness)
+        ops_harness.dump_log(guarded)
+    return f.report()  # the servers are killed at exit (ops_harness)
 
 
 if __name__ == "__main__":
