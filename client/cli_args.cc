@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -105,6 +106,22 @@ std::optional<CliArgs> ParseCliArgs(int argc, const char* const* argv, std::stri
     if (!absl::SimpleAtod(*timeout, &seconds) || !(seconds > 0) || std::isinf(seconds)) {
       *error = absl::StrCat("--timeout must be a positive number of seconds, got '", *timeout,
                             "'");
+      return std::nullopt;
+    }
+  }
+  // gRPC's resolver takes a numeric port modulo 65536: localhost:99999 dialled port 34463.
+  if (auto target = args.Get("target")) {
+    const size_t colon = target->rfind(':');
+    const std::string port = colon == std::string::npos ? "" : target->substr(colon + 1);
+    int64_t value = 0;
+    if (target->empty()) {
+      *error = "--target must be HOST:PORT, got ''";
+      return std::nullopt;
+    }
+    if (!absl::StartsWith(*target, "unix:") && !port.empty() &&
+        port.find_first_not_of("0123456789") == std::string::npos &&
+        (!absl::SimpleAtoi(port, &value) || value < 1 || value > 65535)) {
+      *error = absl::StrCat("--target port must be within [1, 65535], got '", *target, "'");
       return std::nullopt;
     }
   }

@@ -23,7 +23,8 @@ struct CliArgs {
 };
 
 // Parses argv[1..]; nullopt with *error set (naming the subcommand or flag) when malformed, and
-// when a flag needs another (--system needs --chat) or --timeout is not a positive number.
+// when a flag needs another (--system needs --chat), --timeout is not a positive number, or
+// --target's numeric port is outside [1, 65535].
 std::optional<CliArgs> ParseCliArgs(int argc, const char* const* argv, std::string* error);
 
 }  // namespace rtgen

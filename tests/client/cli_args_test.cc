@@ -69,6 +69,10 @@ TEST(CliArgsTest, RefusesMalformedArgumentsByName) {
             "--timeout must be a positive number of seconds, got 'nan'"},
            {{"generate", "--timeout", "inf"},
             "--timeout must be a positive number of seconds, got 'inf'"},
+           {{"info", "--target", "localhost:99999"},
+            "--target port must be within [1, 65535], got 'localhost:99999'"},
+           {{"info", "--target=[::1]:0"}, "--target port must be within [1, 65535], got '[::1]:0'"},
+           {{"health", "--target="}, "--target must be HOST:PORT, got ''"},
        }) {
     std::string error;
     EXPECT_FALSE(Parse(c.argv, &error).has_value()) << c.error;
@@ -78,6 +82,10 @@ TEST(CliArgsTest, RefusesMalformedArgumentsByName) {
   EXPECT_TRUE(Parse({"generate", "--chat", "--system", "s", "--timeout", "2.5"}, &error)
                   .has_value())
       << error;
+  for (const char* target : {"localhost:65535", "[::1]:50051", "dns:///rtgen:50051",
+                             "unix:/tmp/rtgen.sock", "rtgen-headless"}) {
+    EXPECT_TRUE(Parse({"info", "--target", target}, &error).has_value()) << target << error;
+  }
 }
 
 TEST(CliArgsTest, EverySubcommandTakesTheCommonFlags) {
