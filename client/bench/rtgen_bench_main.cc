@@ -205,6 +205,21 @@ int Run(int argc, char** argv) {
   std::fprintf(stderr, "rtgen-bench: %s (%s backend, vocab %d, context %d) at %s\n",
                info->name().c_str(), info->backend().c_str(), info->vocab_size(),
                info->context_length(), target.c_str());
+  // Synthetic requests past the server's context would each fail with INVALID_ARGUMENT.
+  if (workload.prompts_file.empty()) {
+    const auto longest = [](int len, double range) {
+      return static_cast<int64_t>(std::ceil(len * (1 + range)));
+    };
+    const int64_t tokens = longest(workload.input_len, workload.input_len_range) +
+                           longest(workload.output_len, workload.output_len_range);
+    if (tokens > info->context_length()) {
+      std::fprintf(stderr,
+                   "rtgen-bench: --input-len / --output-len: the longest request is %lld tokens "
+                   "(with their ranges), past the server's context of %d\n",
+                   static_cast<long long>(tokens), info->context_length());
+      return kUsageError;
+    }
+  }
   const TokenRange range = TokenRangeForVocab(
       info->vocab_size(),
       info->has_bos_token_id() ? std::optional<int32_t>(info->bos_token_id()) : std::nullopt,

@@ -74,6 +74,14 @@ def main():
             with open(output) as out:
                 for failure in check_report(json.load(out)):
                     f.check(False, failure)
+        # Past the server's context (256): a usage error at once, not a run of refused requests.
+        too_long = subprocess.run(
+            [args.bench, f"--target=127.0.0.1:{port}", "--num-requests=2", "--input-len=200",
+             "--output-len=100", "--no-progress"],
+            capture_output=True, text=True, timeout=60)
+        f.check(too_long.returncode == 2 and "past the server's context of 256" in too_long.stderr,
+                f"a request longer than the context is a usage error (status "
+                f"{too_long.returncode}; {too_long.stderr.strip()[-160:]!r})")
     if f.items:
         ops_harness.dump_log(server)
     return f.report()  # the server is killed at exit (ops_harness)
