@@ -53,13 +53,9 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
   batch.seqs.reserve(running_.size() + 4);
   int32_t budget = config_.max_num_batched_tokens;
 
-  // Higher priority classes first, admission order within a class: decodes and chunks are
-  // scheduled in that order, and a victim (PreemptionVictim) is never a higher class than the
-  // sequence needing its blocks.
-  OrderRunningByPriority();
-
-  // 1. Decodes (one uncomputed token). Victims come from this sequence on (PreemptionVictim),
-  // so they are never sequences already scheduled in this pass.
+  // 1. Decodes (one uncomputed token), in running_'s order: higher classes first. The victim is
+  // running_'s last sequence, at or after this one, so never one already scheduled in this pass
+  // nor of a higher class.
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
     if (seq->num_uncomputed_tokens() != 1 || EndsWithPending(*seq, config_.max_model_len)) {
@@ -68,7 +64,7 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
     }
     bool self_preempted = false;
     while (!block_manager_.CanAppend(*seq, 1)) {
-      Sequence* victim = PreemptionVictim(i);
+      Sequence* victim = running_.back();
       Preempt(victim);
       ++batch.num_preempted;
       if (victim == seq) {
@@ -118,7 +114,11 @@ void Scheduler::Admit(Sequence* seq, absl::Time now) {
   const int32_t cached = block_manager_.Allocate(*seq);
   seq->status = SequenceStatus::kRunning;
   seq->was_preempted = false;
-  running_.push_back(seq);
+  // After every sequence of its class or higher: running_ stays ordered by class, then admission.
+  const auto higher = [](const Sequence* a, const Sequence* b) {
+    return a->request().priority > b->request().priority;
+  };
+  running_.insert(std::upper_bound(running_.begin(), running_.end(), seq, higher), seq);
   if (!seq->ever_scheduled) {
     seq->ever_scheduled = true;
     seq->first_scheduled_time = now;
@@ -128,25 +128,6 @@ void Scheduler::Admit(Sequence* seq, absl::Time now) {
     // finds its own freed blocks, which is its recompute, not a prompt served from the cache.
     if (cached > 0 && observer_ != nullptr) observer_->OnPrefixCacheHit(cached);
   }
-}
-
-void Scheduler::OrderRunningByPriority() {
-  const auto higher = [](const Sequence* a, const Sequence* b) {
-    return a->request().priority > b->request().priority;
-  };
-  // Admissions append, so the order only breaks when a higher class was admitted after a
-  // lower one; the check keeps the common single-class case linear.
-  if (!std::is_sorted(running_.begin(), running_.end(), higher)) {
-    std::stable_sort(running_.begin(), running_.end(), higher);
-  }
-}
-
-Sequence* Scheduler::PreemptionVictim(size_t from) const {
-  size_t best = running_.size() - 1;
-  for (size_t j = running_.size() - 1; j-- > from;) {  // newer first: a tie keeps the newest
-    if (running_[j]->request().priority < running_[best]->request().priority) best = j;
-  }
-  return running_[best];
 }
 
 void Scheduler::Preempt(Sequence* victim) {

@@ -107,13 +107,6 @@ class Scheduler {
     bool operator()(const Sequence* a, const Sequence* b) const;
   };
 
-  // Stable sort of running_ by priority class, highest first (admission order within a class).
-  void OrderRunningByPriority();
-  // The sequence to preempt when running_[from] needs a block: among running_[from..] (those not
-  // yet scheduled in this pass) the lowest priority, the newest of those. running_ is ordered
-  // by priority (OrderRunningByPriority), so the sequences already scheduled in this pass are
-  // of the same class or higher: a sequence preempts itself only when nothing lower runs.
-  Sequence* PreemptionVictim(size_t from) const;
   void Preempt(Sequence* victim);
   void Admit(Sequence* seq, absl::Time now);
   // Sends `chunk` (finish set) as the last chunk and forgets the sequence.
@@ -130,7 +123,8 @@ class Scheduler {
   // Finished sequences a scheduled step still holds (Sequence::step_refs > 0).
   absl::flat_hash_map<Sequence*, std::unique_ptr<Sequence>> retired_;
   std::set<Sequence*, WaitingOrder> waiting_;
-  // By priority class, then admission order (OrderRunningByPriority); PreemptionVictim picks here.
+  // By priority class, highest first, then admission order (Admit keeps it so). A decode short
+  // of blocks preempts the last one: the lowest class, the newest of it.
   std::vector<Sequence*> running_;
   int64_t num_preemptions_ = 0;
 };
