@@ -52,6 +52,16 @@ absl::Status CheckServerConfig(const ServerConfig& config) {
         absl::StrCat("max-connection-age-grace-s: must be -1 (the age) or more, got ",
                      config.max_connection_age_grace_s));
   }
+  if (config.engine_health.max_failed_steps < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unhealthy_after_failed_steps = ", config.engine_health.max_failed_steps,
+        " must be at least 1"));
+  }
+  if (config.engine_health.max_stall <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "unhealthy_after_stall_s = ", absl::ToInt64Seconds(config.engine_health.max_stall),
+        " must be at least 1"));
+  }
   return absl::OkStatus();
 }
 
@@ -81,14 +91,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
   ASSIGN_OR_RETURN(std::unique_ptr<Backend> backend, CreateBackend(backend_options, *model));
   const std::string backend_name = backend->name();
   const Backend* backend_view = backend.get();  // owned by the engine, which the server owns
-  // The factory runs once, inside StartWithEngine; the backend moves into the engine.
+  // The factory runs once, inside Assemble; the backend moves into the engine.
   auto shared_backend = std::make_shared<std::unique_ptr<Backend>>(std::move(backend));
   EngineFactory make_engine = [&config, shared_backend](const Tokenizer* tokenizer,
                                                         EngineObserver* observer) {
     return Engine::Create(config.engine, std::move(*shared_backend), tokenizer, observer);
   };
   ASSIGN_OR_RETURN(std::unique_ptr<Server> server,
-                   StartWithEngine(config, *std::move(model), backend_name, make_engine));
+                   Assemble(config, *std::move(model), backend_name, make_engine));
   // Known label values exist from the start, at zero (dashboards and alerts see the series).
   server->metrics().PreRegisterGraphBuckets(GraphBuckets(*backend_view),
                                             PrefillGraphTokens(*backend_view));
@@ -102,6 +112,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::StartWithEngine(const ServerConf
                                                                 LoadedModel model,
                                                                 std::string backend_name,
                                                                 const EngineFactory& make_engine) {
+  RETURN_IF_ERROR(CheckServerConfig(config));
+  return Assemble(config, std::move(model), std::move(backend_name), make_engine);
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Assemble(const ServerConfig& config,
+                                                         LoadedModel model,
+                                                         std::string backend_name,
+                                                         const EngineFactory& make_engine) {
   if (model.tokenizer == nullptr) return absl::InvalidArgumentError("model: no tokenizer");
   std::unique_ptr<Server> server(new Server());
   server->model_ = std::move(model);
@@ -114,16 +132,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::StartWithEngine(const ServerConf
 }
 
 absl::Status Server::StartServing(const ServerConfig& config) {
-  if (config.engine_health.max_failed_steps < 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unhealthy_after_failed_steps = ", config.engine_health.max_failed_steps,
-        " must be at least 1"));
-  }
-  if (config.engine_health.max_stall <= absl::ZeroDuration()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unhealthy_after_stall_s = ", absl::ToInt64Seconds(config.engine_health.max_stall),
-        " must be at least 1"));
-  }
   ServedModel served;
   served.config = model_.config;
   served.backend_name = backend_name_;
@@ -185,8 +193,7 @@ absl::Status Server::StartServing(const ServerConfig& config) {
         const EngineHealth now = engine_->Health();
         if (EngineServing(now, policy) == serving) continue;
         serving = !serving;
-        health->SetServingStatus(serving);
-        health->SetServingStatus(kServiceName, serving);
+        health->SetServingStatus(serving);  // every registered service, kServiceName too
         if (serving) {
           spdlog::info("engine recovered: health SERVING again");
         } else {

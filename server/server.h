@@ -46,8 +46,8 @@ struct ServerConfig {
 // "[::]:port"; without the brackets the resolver takes the last colon's part for the host).
 std::string GrpcListenAddress(const std::string& host, int port);
 
-// The checks of `config`'s own fields that Start runs before loading anything (the engine's
-// and the backend's are theirs): each error names its flag.
+// The checks of `config`'s own fields that Start and StartWithEngine run before anything else
+// (the engine's and the backend's are theirs): each error names its flag.
 absl::Status CheckServerConfig(const ServerConfig& config);
 
 class Server {
@@ -82,6 +82,11 @@ class Server {
 
  private:
   Server() = default;
+  // StartWithEngine after CheckServerConfig (Start runs it before loading the model).
+  static absl::StatusOr<std::unique_ptr<Server>> Assemble(const ServerConfig& config,
+                                                          LoadedModel model,
+                                                          std::string backend_name,
+                                                          const EngineFactory& make_engine);
   absl::Status StartServing(const ServerConfig& config);
 
   LoadedModel model_;                // tokenizer and chat template the service points into
