@@ -126,10 +126,22 @@ PromptSource::PromptSource(PromptSource&& other) noexcept
       next_file_prompt_(other.next_file_prompt_),
       rng_(std::move(other.rng_)) {}
 
-int PromptSource::DrawLength(int len, double range) {
+std::pair<int, int> PromptSource::LengthBounds(int len, double range) {
   const int lo = std::max(1, static_cast<int>(std::floor(len * (1 - range))));
   const int hi = std::max(lo, static_cast<int>(std::ceil(len * (1 + range))));
+  return {lo, hi};
+}
+
+int PromptSource::DrawLength(int len, double range) {
+  const auto [lo, hi] = LengthBounds(len, range);
   return std::uniform_int_distribution<int>(lo, hi)(rng_);
+}
+
+std::optional<int> PromptSource::LongestSyntheticRequest() const {
+  if (!file_prompts_.empty()) return std::nullopt;
+  const int prompt = std::max(LengthBounds(config_.input_len, config_.input_len_range).second,
+                              config_.shared_prefix_len + 1);
+  return prompt + LengthBounds(config_.output_len, config_.output_len_range).second;
 }
 
 BenchPrompt PromptSource::Next() {

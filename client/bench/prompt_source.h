@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -55,9 +56,14 @@ class PromptSource {
 
   PromptSource(PromptSource&& other) noexcept;
   BenchPrompt Next();
+  // Prompt + output tokens of the longest request Next() can draw; nullopt for file prompts
+  // (text, its token count is the server's to know).
+  std::optional<int> LongestSyntheticRequest() const;
 
  private:
   PromptSource(const WorkloadConfig& config, const TokenRange& range);
+  // The inclusive range DrawLength draws from for `len` and `range`.
+  static std::pair<int, int> LengthBounds(int len, double range);
   int DrawLength(int len, double range);
 
   WorkloadConfig config_;

@@ -19,7 +19,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -60,6 +59,7 @@ const char* const kValueFlags[] = {
 struct Flags {
   std::map<std::string, std::string> values;
   bool no_progress = false;
+  bool help = false;
   std::optional<std::string> Get(const std::string& name) const {
     auto it = values.find(name);
     return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
@@ -72,6 +72,10 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     std::string arg = argv[i];
     if (arg == "--no-progress") {
       flags.no_progress = true;
+      continue;
+    }
+    if (arg == "--help" || arg == "-h") {
+      flags.help = true;
       continue;
     }
     if (arg.rfind("--", 0) != 0) return absl::InvalidArgumentError("unexpected argument " + arg);
@@ -117,12 +121,6 @@ absl::Status WriteFile(const std::string& path, const std::string& text, const c
 }
 
 int Run(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-  }
   absl::StatusOr<Flags> parsed = ParseFlags(argc, argv);
   if (!parsed.ok()) {
     std::fprintf(stderr, "rtgen-bench: %s\n%s", std::string(parsed.status().message()).c_str(),
@@ -130,6 +128,10 @@ int Run(int argc, char** argv) {
     return kUsageError;
   }
   const Flags& flags = *parsed;
+  if (flags.help) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   const std::string target = flags.Get("target").value_or("localhost:50051");
   WorkloadConfig workload;
   LoadConfig load;
@@ -205,21 +207,6 @@ int Run(int argc, char** argv) {
   std::fprintf(stderr, "rtgen-bench: %s (%s backend, vocab %d, context %d) at %s\n",
                info->name().c_str(), info->backend().c_str(), info->vocab_size(),
                info->context_length(), target.c_str());
-  // Synthetic requests past the server's context would each fail with INVALID_ARGUMENT.
-  if (workload.prompts_file.empty()) {
-    const auto longest = [](int len, double range) {
-      return static_cast<int64_t>(std::ceil(len * (1 + range)));
-    };
-    const int64_t tokens = longest(workload.input_len, workload.input_len_range) +
-                           longest(workload.output_len, workload.output_len_range);
-    if (tokens > info->context_length()) {
-      std::fprintf(stderr,
-                   "rtgen-bench: --input-len / --output-len: the longest request is %lld tokens "
-                   "(with their ranges), past the server's context of %d\n",
-                   static_cast<long long>(tokens), info->context_length());
-      return kUsageError;
-    }
-  }
   const TokenRange range = TokenRangeForVocab(
       info->vocab_size(),
       info->has_bos_token_id() ? std::optional<int32_t>(info->bos_token_id()) : std::nullopt,
@@ -227,6 +214,15 @@ int Run(int argc, char** argv) {
   absl::StatusOr<PromptSource> prompts = PromptSource::Create(workload, range);
   if (!prompts.ok()) {
     std::fprintf(stderr, "rtgen-bench: %s\n", std::string(prompts.status().message()).c_str());
+    return kUsageError;
+  }
+  // Synthetic requests past the server's context would each fail with INVALID_ARGUMENT.
+  if (const std::optional<int> tokens = prompts->LongestSyntheticRequest();
+      tokens.has_value() && *tokens > info->context_length()) {
+    std::fprintf(stderr,
+                 "rtgen-bench: --input-len / --output-len: the longest request is %d tokens "
+                 "(with their ranges), past the server's context of %d\n",
+                 *tokens, info->context_length());
     return kUsageError;
   }
 
