@@ -111,13 +111,13 @@ std::optional<CliArgs> ParseCliArgs(int argc, const char* const* argv, std::stri
   }
   // gRPC's resolver takes a numeric port modulo 65536: localhost:99999 dialled port 34463.
   if (auto target = args.Get("target")) {
-    const size_t colon = target->rfind(':');
-    const std::string port = colon == std::string::npos ? "" : target->substr(colon + 1);
-    int64_t value = 0;
     if (target->empty()) {
       *error = "--target must be HOST:PORT, got ''";
       return std::nullopt;
     }
+    const size_t colon = target->rfind(':');
+    const std::string port = colon == std::string::npos ? "" : target->substr(colon + 1);
+    int64_t value = 0;
     if (!absl::StartsWith(*target, "unix:") && !port.empty() &&
         port.find_first_not_of("0123456789") == std::string::npos &&
         (!absl::SimpleAtoi(port, &value) || value < 1 || value > 65535)) {
