@@ -1,5 +1,7 @@
 #include "kernels/step_check.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "engine/pending_token.h"
 
@@ -103,6 +105,18 @@ absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
   }
   if (static_cast<int32_t>(in.samples.size()) > cap.max_seqs) {
     return absl::InvalidArgumentError("more samples than the CUDA backend's max_num_seqs");
+  }
+  // One sample a sequence: a sequence takes one next token a step (a second sample of its last
+  // token's logits row would be a second, different token for the same position).
+  std::vector<int32_t> sampled_by(static_cast<size_t>(s), -1);  // the first sample naming it
+  for (size_t i = 0; i < in.samples.size(); ++i) {
+    int32_t& first = sampled_by[static_cast<size_t>(in.samples[i].seq_index)];
+    if (first >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("samples[", i, "] names sequence ",
+                                                     in.samples[i].seq_index, ", as samples[",
+                                                     first, "] does: one sample a sequence"));
+    }
+    first = static_cast<int32_t>(i);
   }
   return absl::OkStatus();
 }

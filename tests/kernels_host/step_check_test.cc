@@ -168,6 +168,9 @@ INSTANTIATE_TEST_SUITE_P(
               in.samples.push_back(SampleRequest{2, &kGreedy, {}, {}, 3});
             },
             false, "samples[2] names sequence 2 with no tokens"},
+        Bad{"two samples of one sequence",
+            [](StepInput& in) { in.samples[1].seq_index = 0; }, false,
+            "samples[1] names sequence 0, as samples[0] does: one sample a sequence"},
         Bad{"more samples than rows",
             [](StepInput& in) {
               for (int i = 0; i < 3; ++i) in.samples.push_back(in.samples[0]);
