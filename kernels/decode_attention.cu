@@ -266,7 +266,7 @@ cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
       p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 || p.num_splits < 1 ||
       (p.num_splits > 1 && p.partition_size <= 0) || p.block_size <= 0 ||
       misaligned(p.q) || p.q_stride % kVec != 0 || misaligned(p.k_cache) ||
-      misaligned(p.v_cache)) {
+      misaligned(p.v_cache) || (p.merged_by_consumer && p.counters != nullptr)) {
     return cudaErrorInvalidValue;
   }
   const auto aligned = [&](const void* ptr) { return ptr != nullptr && !misaligned(ptr); };
@@ -289,7 +289,9 @@ cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream) {
   } else {
     err = LaunchAttention<32>(p, group, stream);
   }
-  if (err != cudaSuccess || p.num_splits == 1 || p.counters != nullptr) return err;
+  if (err != cudaSuccess || p.num_splits == 1 || p.counters != nullptr || p.merged_by_consumer) {
+    return err;
+  }
   const int threads = std::min(256, (p.head_dim + 31) / 32 * 32);
   return LaunchKernel(DecodeCombineKernel, dim3(p.num_heads, p.num_seqs), threads,
                       p.num_splits * sizeof(float), stream, p);

@@ -45,6 +45,10 @@ struct DecodeAttentionParams {
   // each (sequence, kv head) to finish, and a sequence with keys in at most one partition is
   // written directly: no separate combine launch. Null: a combine kernel is launched.
   int32_t* counters = nullptr;
+  // With num_splits > 1 and no counters: every partition holding keys leaves its partials for
+  // the next kernel to merge as it reads them (gemv.h GemvMergedInput), so neither this kernel
+  // nor a combine launch writes `out`. With one partition `out` is written as ever.
+  bool merged_by_consumer = false;
   // False: always the CUDA-core kernel (tests, and A/B through RTGEN_DECODE_MMA=0).
   bool tensor_cores = true;
   // The tensor-core kernel copies its first K/V tiles before its PDL wait, all but each

@@ -24,11 +24,15 @@ __device__ __forceinline__ int PartitionKeys(int ctx, int num_splits, int granul
   return max(granule, (per + granule - 1) / granule * granule);
 }
 
-// Partitions of a sequence that hold keys (0 for an empty context).
-__device__ __forceinline__ int HeldPartitions(int ctx, const DecodeAttentionParams& p) {
-  if (p.num_splits == 1) return ctx > 0 ? 1 : 0;
-  const int keys = PartitionKeys(ctx, p.num_splits, p.partition_size);
+// Partitions of a sequence of ctx keys that hold keys (0 for an empty context), of a plan of
+// num_splits partitions of `granule`-key multiples.
+__device__ __forceinline__ int HeldPartitionsOf(int ctx, int num_splits, int granule) {
+  if (num_splits == 1) return ctx > 0 ? 1 : 0;
+  const int keys = PartitionKeys(ctx, num_splits, granule);
   return (ctx + keys - 1) / keys;
+}
+__device__ __forceinline__ int HeldPartitions(int ctx, const DecodeAttentionParams& p) {
+  return HeldPartitionsOf(ctx, p.num_splits, p.partition_size);
 }
 
 // The keys [begin, end) of sequence `seq` that partition `split` holds, and where its slots

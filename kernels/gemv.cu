@@ -28,6 +28,7 @@
 #include <type_traits>
 
 #include "kernels/aligned.h"
+#include "kernels/decode_partitions.cuh"
 #include "kernels/device_utils.cuh"
 #include "kernels/gemv.h"
 #include "kernels/gemv_rows.h"
@@ -132,7 +133,12 @@ __device__ __forceinline__ float ScaledBy(float sum, const float* inv_rms, int r
   }
 }
 
-// A shared-memory (kShared: a rebuilt row) or read-only global 16-byte load of x.
+// Where a block reads its input row: x in global memory, or a row it formed in shared memory
+// after its wait (rebuilt from pending products: GemvPendingRow; merged from attention's key
+// partitions: GemvMergedInput).
+enum class XSource { kGlobal, kRebuilt, kMerged };
+
+// A shared-memory (kShared: a formed row) or read-only global 16-byte load of x.
 template <bool kShared>
 __device__ __forceinline__ uint4 LoadX(const uint4* p) {
   if constexpr (kShared) {
@@ -187,6 +193,56 @@ __device__ __forceinline__ float RebuildRow(const GemvPendingRow& rb, int k, __n
   return BlockSum(sq, scratch);
 }
 
+// The input row merged from attention's partitions (GemvMergedInput) into shared memory, of
+// `parts` partitions (HeldPartitionsOf the context): thread c forms the eight elements of chunk
+// c (query head 8 c / head_dim), online over the partitions in order, kBatch partitions' partials
+// requested before the first is used (one round trip to L2 for up to kBatch). Called by every
+// thread; x is visible after the barrier at its end.
+__device__ __forceinline__ void MergeRow(const GemvMergedInput& mi, int parts, int k,
+                                         __nv_bfloat16* x) {
+  constexpr int kBatch = 4;
+  for (int c = threadIdx.x; c < k / 8; c += blockDim.x) {
+    const int head = c * 8 / mi.head_dim, d0 = c * 8 % mi.head_dim;
+    const int64_t first = static_cast<int64_t>(head) * mi.num_splits;
+    float acc[8] = {};
+    float mx = -INFINITY, lsum = 0.0f;
+    for (int s0 = 0; s0 < parts; s0 += kBatch) {
+      float2 ml[kBatch];
+      float4 lo[kBatch], hi[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const bool in = s0 + j < parts;
+        const int64_t part = first + (in ? s0 + j : 0);
+        const float4* po =
+            reinterpret_cast<const float4*>(mi.partial_out + part * mi.head_dim + d0);
+        ml[j] = in ? __ldcg(reinterpret_cast<const float2*>(mi.partial_ml) + part)
+                   : make_float2(-INFINITY, 0.0f);
+        lo[j] = in ? __ldcg(po) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        hi[j] = in ? __ldcg(po + 1) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (s0 + j >= parts) continue;  // a held partition's max is finite (it has keys)
+        const float mn = fmaxf(mx, ml[j].x);
+        const float a = mx == -INFINITY ? 0.0f : exp2f(mx - mn), b = exp2f(ml[j].x - mn);
+        const float o[8] = {lo[j].x, lo[j].y, lo[j].z, lo[j].w, hi[j].x, hi[j].y, hi[j].z, hi[j].w};
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[e] = fmaf(acc[e], a, o[e] * b);
+        lsum = fmaf(lsum, a, ml[j].y * b);
+        mx = mn;
+      }
+    }
+    const float inv = lsum > 0.0f ? 1.0f / lsum : 0.0f;
+    uint4 packed;
+    packed.x = PackBf16x2(acc[0] * inv, acc[1] * inv);
+    packed.y = PackBf16x2(acc[2] * inv, acc[3] * inv);
+    packed.z = PackBf16x2(acc[4] * inv, acc[5] * inv);
+    packed.w = PackBf16x2(acc[6] * inv, acc[7] * inv);
+    reinterpret_cast<uint4*>(x)[c] = packed;
+  }
+  __syncthreads();
+}
+
 // The RoPE block's epilogue: sums of the W warps' partial tiles in warp order (as the plain
 // epilogue), scaled by the row's inv_rms where kLink, rounded to bf16; q/k pairs rotated, k and
 // v also stored to row r's cache slot.
@@ -234,16 +290,19 @@ __device__ __forceinline__ void RopeEpilogue(const GemvParams& p, const GemvRope
 // none of the link's code is compiled in, so an unlinked launch runs the plain kernel. A linked
 // launch of at most 8 rows (!kHi) keeps the join slots and scales of 8 rows (kLinkRows), so rows
 // 9..16 cost registers only in the kernels that take them.
-// kRebuild: the link's consumer rebuilds x from pending products (GemvPendingRow; with kLink,
-// m = 1): every block forms the row in shared memory after the wait and reads x from there.
+// kSrc kRebuilt: the link's consumer rebuilds x from pending products (GemvPendingRow; with kLink,
+// m = 1): every block forms the row in shared memory after the wait and reads x from there;
+// kMerged: the same with the row merged from attention's partitions (GemvMergedInput; m = 1).
 // rope_early: the RoPE variant releases its dependent before its main loop (TcRopeReleasesEarly).
-template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst, bool kLink, bool kRebuild,
+template <int W, int U, bool kHi, Epilogue kEpi, bool kEvictFirst, bool kLink, XSource kSrc,
           bool kXAhead>
 __global__ void __launch_bounds__(W * 32)
     GemvKernel(GemvParams p, GemvRopeParams r, bool rope_early) {
   RTGEN_TRACE_KERNEL(kGemv);
   constexpr bool kSwiGlu = kEpi == Epilogue::kSwiGlu;
   constexpr bool kRope = kEpi == Epilogue::kRope;
+  constexpr bool kRebuild = kSrc == XSource::kRebuilt;
+  constexpr bool kShared = kSrc != XSource::kGlobal;  // x formed in shared memory
   if (blockIdx.y > 0) {  // slice y of the rows (gemv.h kGemvMaxSlicedRows); no link then
     const int row0 = blockIdx.y * kGemvMaxRows;
     const int64_t y_row = kEpi == Epilogue::kSwiGlu ? p.n >> 1 : p.n;  // elements a y row
@@ -272,9 +331,9 @@ __global__ void __launch_bounds__(W * 32)
   const uint4* w = reinterpret_cast<const uint4*>(p.w + static_cast<int64_t>(wrow) * p.k) + t;
   // Input rows past m read row 0 (an L1 hit shared with the threads of row 0) and use zeros.
   const bool has_x0 = g < p.m, has_x1 = kHi && g + 8 < p.m;
-  __shared__ __align__(16) __nv_bfloat16 s_x[kRebuild ? kGemvMaxRebuildK : 8];
+  __shared__ __align__(16) __nv_bfloat16 s_x[kShared ? kGemvMaxRebuildK : 8];
   const uint4* x0 =
-      kRebuild ? reinterpret_cast<const uint4*>(s_x) + t
+      kShared ? reinterpret_cast<const uint4*>(s_x) + t
                : reinterpret_cast<const uint4*>(p.x + static_cast<int64_t>(has_x0 ? g : 0) * p.k) +
                      t;
   const uint4* x1 =
@@ -284,7 +343,7 @@ __global__ void __launch_bounds__(W * 32)
   const int full_groups = chunks / kGroup;
 
   float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  static_assert(!kXAhead || (kEpi == Epilogue::kStore && U == 8 && !kHi && !kRebuild));
+  static_assert(!kXAhead || (kEpi == Epilogue::kStore && U == 8 && !kHi && !kShared));
   // Full groups, software-pipelined: the weights of this warp's next group are requested before
   // the mmas of the current one, so U 16-byte loads per thread are always in flight.
   uint4 wv[U];
@@ -341,6 +400,12 @@ __global__ void __launch_bounds__(W * 32)
     joins[s] = producer && i / kTileRows < p.m && n0 + j < p.n;
     join_weight[s] = joins[s] ? __ldg(link.weight + n0 + j) : 0.0f;
   }
+  // kMerged: how many of attention's partitions hold keys, from the context length (a step
+  // array, so before the wait).
+  const int merged_parts =
+      kSrc == XSource::kMerged
+          ? HeldPartitionsOf(p.merged.context_lens[0], p.merged.num_splits, p.merged.partition_size)
+          : 0;
   // Launched as a programmatic dependent (see Launch): the weights above do not depend on the
   // previous kernel, so their loads overlap its tail; the input rows are read only after it has
   // completed and its writes are visible. A no-op for an ordinary launch.
@@ -372,6 +437,7 @@ __global__ void __launch_bounds__(W * 32)
   }
   float rebuilt_sum_sq = 0.0f;  // kRebuild: sum(h^2) over the rebuilt row
   if constexpr (kRebuild) rebuilt_sum_sq = RebuildRow(link.rebuild, p.k, s_x);
+  if constexpr (kSrc == XSource::kMerged) MergeRow(p.merged, merged_parts, p.k, s_x);
   for (; grp < full_groups; grp += W) {
     const int next = grp + W;
     uint4 wn[U];
@@ -395,7 +461,7 @@ __global__ void __launch_bounds__(W * 32)
     } else {
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const uint4 xa = Select(has_x0, LoadX<kRebuild>(x0 + grp * kGroup + 4 * u));
+        const uint4 xa = Select(has_x0, LoadX<kShared>(x0 + grp * kGroup + 4 * u));
         const uint4 xb =
             kHi ? Select(has_x1, __ldg(x1 + grp * kGroup + 4 * u)) : uint4{0, 0, 0, 0};
         Mma(d, xa.x, xb.x, xa.y, xb.y, wv[u].x, wv[u].y);
@@ -416,7 +482,7 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const bool in = base + 4 * u + t < chunks;
-      const uint4 xa = kRebuild ? Select(in && has_x0, x0[base + 4 * u])
+      const uint4 xa = kShared ? Select(in && has_x0, x0[base + 4 * u])
                                 : LoadCached16(x0 + base + 4 * u, in && has_x0);
       const uint4 xb = kHi ? LoadCached16(x1 + base + 4 * u, in && has_x1) : uint4{0, 0, 0, 0};
       Mma(d, xa.x, xb.x, xa.y, xb.y, wt[u].x, wt[u].y);
@@ -494,10 +560,12 @@ GemvRowsEpilogue RowsEpilogue(Epilogue epi) {
 
 // Whether `tuning` can run p with epilogue `epi`: the row-streaming kernel takes one input row
 // and no pending products, and the slab kernel what GemvSlabFits says; a producer link needs the
-// plain epilogue, a rebuilt row the RoPE one (GemvSupported has checked the rest of a link).
+// plain epilogue, a rebuilt row the RoPE one, a merged row the plain one on the tensor-core
+// kernel (GemvSupported has checked the rest of a link and of a merged row).
 bool TuningFits(const GemvParams& p, const GemvRopeParams& r, const GemvTuning& tuning,
                 Epilogue epi) {
   const bool pending = p.link.pending != nullptr || p.link.rebuild.on();
+  if (p.merged.on() && (tuning.rows || epi != Epilogue::kStore)) return false;
   return (!tuning.rows || (p.m == 1 && !pending)) &&
          (!tuning.slab || (tuning.rows && GemvSlabFits(p, r, RowsEpilogue(epi)))) &&
          (p.link.sum_sq == nullptr || epi == Epilogue::kStore) &&
@@ -550,7 +618,7 @@ bool XAheadFor(const GemvParams& p) {
   return p.m == 1 || int64_t{p.n} * p.k * 2 <= kXAheadMaxBytes;
 }
 
-template <int W, int U, bool kHi, Epilogue kEpi, bool kLink, bool kRebuild = false>
+template <int W, int U, bool kHi, Epilogue kEpi, bool kLink, XSource kSrc = XSource::kGlobal>
 cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuning,
                           cudaStream_t stream) {
   // A SwiGLU tile holds 4 features of each half: ceil(inter / 4) = ceil(n / 8) tiles too; a RoPE
@@ -563,13 +631,13 @@ cudaError_t LaunchVariant(const GemvParams& p, const GemvRopeParams& r, GemvTuni
   const auto launch = [&](auto x_ahead) {
     constexpr bool kX = decltype(x_ahead)::value;
     return evict_first
-               ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true, kLink, kRebuild, kX>,
+               ? LaunchKernelPdlIf(UsePdl(), GemvKernel<W, U, kHi, kEpi, true, kLink, kSrc, kX>,
                                    grid, dim3(W * 32), 0, stream, p, r, rope_early)
                : LaunchKernelPdlIf(UsePdl(),
-                                   GemvKernel<W, U, kHi, kEpi, false, kLink, kRebuild, kX>, grid,
+                                   GemvKernel<W, U, kHi, kEpi, false, kLink, kSrc, kX>, grid,
                                    dim3(W * 32), 0, stream, p, r, rope_early);
   };
-  if constexpr (kEpi == Epilogue::kStore && U == 8 && !kHi && !kRebuild) {
+  if constexpr (kEpi == Epilogue::kStore && U == 8 && !kHi && kSrc == XSource::kGlobal) {
     if (XAheadFor(p)) return launch(std::true_type{});
   }
   return launch(std::false_type{});
@@ -582,7 +650,16 @@ cudaError_t Launch(const GemvParams& p, const GemvRopeParams& r, GemvTuning tuni
   // have that variant; the RoPE epilogue only (the qkv projection after a fused MLP).
   if constexpr (!kHi && kEpi == Epilogue::kRope) {
     if (p.link.rebuild.on()) {
-      return LaunchVariant<W, U, kHi, kEpi, true, true>(p, r, tuning, stream);
+      return LaunchVariant<W, U, kHi, kEpi, true, XSource::kRebuilt>(p, r, tuning, stream);
+    }
+  }
+  // An input row merged from attention's partitions: one row, the plain epilogue (the o
+  // projection), with or without a norm link.
+  if constexpr (!kHi && kEpi == Epilogue::kStore) {
+    if (p.merged.on()) {
+      return p.link.any()
+                 ? LaunchVariant<W, U, kHi, kEpi, true, XSource::kMerged>(p, r, tuning, stream)
+                 : LaunchVariant<W, U, kHi, kEpi, false, XSource::kMerged>(p, r, tuning, stream);
     }
   }
   if (p.link.any()) return LaunchVariant<W, U, kHi, kEpi, true>(p, r, tuning, stream);
@@ -673,6 +750,18 @@ bool GemvSupported(const GemvParams& p) {
   if ((l.pending != nullptr || rb.on()) && GemvStreamsRows(p)) return false;
   if ((l.pending != nullptr || rb.on()) && p.m != 1) return false;
   if ((producer || l.scale_by != nullptr || l.zero_after != nullptr) && p.m > kGemvMaxLinkRows) {
+    return false;
+  }
+  // A merged input row: one row of num_heads * head_dim from complete partials, on the
+  // tensor-core kernel (the row-streaming one does not form rows in shared memory); at least two
+  // partitions (with one, attention writes its output directly and leaves no partials).
+  const GemvMergedInput& mi = p.merged;
+  if (mi.on() &&
+      (p.m != 1 || rb.on() || mi.partial_ml == nullptr || mi.context_lens == nullptr ||
+       mi.num_splits < 2 || mi.partition_size <= 0 || mi.num_heads <= 0 ||
+       mi.head_dim <= 0 || mi.head_dim % 8 != 0 || int64_t{mi.num_heads} * mi.head_dim != p.k ||
+       p.k > kGemvMaxRebuildK || !Aligned16(mi.partial_out) || !Aligned16(mi.partial_ml) ||
+       GemvStreamsRows(p))) {
     return false;
   }
   return p.m >= 1 && p.m <= kGemvMaxSlicedRows && p.k > 0 && p.k % 8 == 0 && p.n > 0 &&

@@ -83,6 +83,24 @@ struct GemvNormLink {
   }
 };
 
+// An input row merged from decode attention's key partitions (decode_attention.h
+// DecodeAttentionParams::merged_by_consumer) instead of read from x: element h * head_dim + d is
+// query head h's output, sum_s 2^(m_s - M) o_s[d] / sum_s 2^(m_s - M) l_s over the partitions s
+// holding keys of context_lens[0] keys (M their largest max), rounded to bf16; zeros for an empty
+// context. Every block forms the row in shared memory after its wait, so attention needs no
+// merge of its own (no counter, no last block, no combine launch). The tensor-core kernel only,
+// one row, k = num_heads * head_dim <= kGemvMaxRebuildK, not with a rebuilt row.
+struct GemvMergedInput {
+  const float* partial_out = nullptr;     // [num_heads, num_splits, head_dim] (row 0's)
+  const float* partial_ml = nullptr;      // [num_heads, num_splits, 2] (base-2 max, sum)
+  const int32_t* context_lens = nullptr;  // [1] a step array
+  int32_t num_splits = 0;                 // >= 2 (with one there are no partials)
+  int32_t partition_size = 0;             // the plan's granule (decode_attention.h)
+  int32_t num_heads = 0;
+  int32_t head_dim = 0;                   // a multiple of 8
+  constexpr bool on() const { return partial_out != nullptr; }
+};
+
 struct GemvParams {
   const __nv_bfloat16* x = nullptr;  // [m, k] row-major, 16-byte aligned rows
   const __nv_bfloat16* w = nullptr;  // [n, k] row-major (HF weight layout)
@@ -92,6 +110,7 @@ struct GemvParams {
   int32_t n = 0;
   int32_t k = 0;                     // multiple of 8
   GemvNormLink link{};               // set: m <= kGemvMaxLinkRows (GemvSupported)
+  GemvMergedInput merged{};          // set: x is not read (GemvSupported: m = 1)
 };
 
 // Launch shape: `warps` per block (1, 2, 4 or 8) split k; each thread keeps `unroll` (2, 4 or 8)

@@ -78,7 +78,7 @@ bool GemvShape(const MatmulParams& p, bool any_n) {
 // Whether Matmul runs p on the GEMV (the first choice where the context uses it).
 bool GemvTakes(const MatmulContext& ctx, const MatmulParams& p) {
   return ctx.use_gemv() && GemvShape(p, false) &&
-         GemvSupported({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link});
+         GemvSupported({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link, p.merged});
 }
 
 // Runs p on HopperGemm (into y; with silu_mul, act = silu(gate) * up) where the context enables it
@@ -87,7 +87,7 @@ bool GemvTakes(const MatmulContext& ctx, const MatmulParams& p) {
 absl::StatusOr<bool> RanOnHopper(const MatmulContext& ctx, const MatmulParams& p, void* y,
                                  bool silu_mul, cudaStream_t stream) {
   const HopperGemmWorkspace* ws = ctx.HopperFor(p.m);
-  if (ws == nullptr || p.link.any()) return false;
+  if (ws == nullptr || p.link.any() || p.merged.on()) return false;
   HopperGemmParams h;
   h.x = p.x, h.w = p.w, h.y = y, h.y_f32 = p.y_f32, h.m = p.m, h.n = p.n, h.k = p.k;
   h.silu_mul = silu_mul;
@@ -562,6 +562,10 @@ bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p) {
          GemvTakes(ctx, {p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k});
 }
 
+bool MatmulTakesMergedInput(const MatmulContext& ctx, const MatmulParams& p) {
+  return p.merged.on() && !p.accumulate && GemvTakes(ctx, p);
+}
+
 bool MatmulRunsOnCublas(const MatmulContext& ctx, const MatmulParams& p) {
   return p.accumulate || (!GemvTakes(ctx, p) && ctx.HopperFor(p.m) == nullptr);
 }
@@ -572,8 +576,14 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
     return absl::InvalidArgumentError("Matmul: accumulate takes no norm link");
   }
   if (!p.accumulate && GemvTakes(ctx, p)) {
-    RTGEN_CUDA_RETURN_IF_ERROR(Gemv({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link}, stream));
+    RTGEN_CUDA_RETURN_IF_ERROR(
+        Gemv({p.x, p.w, p.y, p.y_f32, p.m, p.n, p.k, p.link, p.merged}, stream));
     return absl::OkStatus();
+  }
+  if (p.merged.on()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Matmul: a merged input row needs the tensor-core GEMV at one row (m=", p.m, " n=", p.n,
+        " k=", p.k, ")"));
   }
   if (p.link.any()) {
     return absl::InvalidArgumentError(absl::StrCat(

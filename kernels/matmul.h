@@ -69,6 +69,9 @@ struct MatmulParams {
   // A norm between two projections without a norm launch (gemv.h GemvNormLink); only where
   // MatmulTakesNormLink(ctx, p) holds, and as a producer only through Matmul.
   GemvNormLink link{};
+  // x merged from decode attention's key partitions as it is read (gemv.h GemvMergedInput);
+  // only where MatmulTakesMergedInput(ctx, p) holds.
+  GemvMergedInput merged{};
   // y += x w^T in place (cuBLASLt's beta = 1 with C = D = y): Matmul only, always on cuBLASLt
   // (the residual adds of model_forward.h's folded-norm steps).
   bool accumulate = false;
@@ -160,6 +163,8 @@ std::string MatmulAlgoInfo(const MatmulTuneCache::AlgoBytes& algo);
 // True when Matmul (and MatmulSiluMul, MatmulRopeKvStore) runs p's shape on the GEMV at
 // 1..kGemvMaxLinkRows rows (gemv.h), which is what takes a norm link.
 bool MatmulTakesNormLink(const MatmulContext& ctx, const MatmulParams& p);
+// True when Matmul runs p on the GEMV with p.merged (and p.link) as given.
+bool MatmulTakesMergedInput(const MatmulContext& ctx, const MatmulParams& p);
 // True when Matmul (rope: MatmulRopeKvStore, as its one fused launch) runs p on the GEMV with
 // p's link as given: what a link with pending products (gemv.h GemvPendingRow) must check. With
 // rope, the shape and link only: a RoPE layout the fused launch refuses makes MatmulRopeKvStore

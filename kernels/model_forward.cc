@@ -79,6 +79,18 @@ bool DecodeRope() {
   return on;
 }
 
+// RTGEN_DECODE_MERGE_IN_O=1 (experiment, not measured yet): at one sequence with key partitions,
+// decode attention leaves its partials and the o projection merges them as it reads its input
+// (gemv.h GemvMergedInput): no counter, last block or combine launch in attention, whose
+// partitions can then be short (RTGEN_DECODE_MIN_PARTITION) without that merge's cost.
+bool DecodeMergeInO() {
+  static const bool on = kernels::EnvIs("RTGEN_DECODE_MERGE_IN_O", "1");
+  return on;
+}
+// The most partitions the o projection merges: every one of its blocks reads all of them (its
+// loads four partitions at a time), so a long context's many partitions are merged by attention.
+constexpr int32_t kMaxSplitsMergedInO = 8;
+
 // Smallest decode attention partition, in keys (RTGEN_DECODE_MIN_PARTITION, for A/B).
 int32_t DecodeMinPartition() {
   static const int32_t keys = [] {
@@ -294,6 +306,19 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
       RETURN_IF_ERROR(kernels::MatmulRopeKvStore(*matmul_, qkv_proj, rope, store, stream));
     }
   }
+  kernels::MatmulParams o_proj = OProjection(layer, n);
+  if (link_norms_) o_proj.link = OLink(layer, fused_mlp_);
+  if (attention && shape.decode_only && decode.num_splits > 1 &&
+      decode.num_splits <= kMaxSplitsMergedInO && DecodeMergeInO()) {
+    kernels::MatmulParams merging = o_proj;
+    merging.merged = {decode.partial_out, decode.partial_ml, decode.context_lens,
+                      decode.num_splits,  decode.partition_size, c.num_heads, hd};
+    if (kernels::MatmulTakesMergedInput(*matmul_, merging)) {
+      o_proj = merging;
+      decode.counters = nullptr;
+      decode.merged_by_consumer = true;
+    }
+  }
   if (attention && shape.decode_only) {
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::DecodeAttention(decode, stream));
   } else if (attention) {
@@ -326,8 +351,6 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
     RTGEN_CUDA_RETURN_IF_ERROR(kernels::PrefillAttention(a, stream));
   }
   if (!kernels::DiagSkips(kernels::StepPart::kO)) {
-    kernels::MatmulParams o_proj = OProjection(layer, n);
-    if (link_norms_) o_proj.link = OLink(layer, fused_mlp_);
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, o_proj, stream));
   }
   return absl::OkStatus();
