@@ -17,7 +17,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <vector>
+
+#include "kernels/decode_plan.h"  // the split plan and context classes
 
 namespace rtgen::kernels {
 
@@ -78,30 +79,5 @@ struct DecodeAttentionParams {
 };
 
 cudaError_t DecodeAttention(DecodeAttentionParams p, cudaStream_t stream);
-
-// Split plan: how many partitions to use for `num_seqs` sequences of up to `max_context`
-// tokens with `num_kv_heads` kv heads on a device with `num_sms` multiprocessors: about one
-// block per SM, partitions of at least (a multiple of) `min_partition` keys, 1 when
-// num_seqs * num_kv_heads fills the GPU.
-struct DecodeSplitPlan {
-  int32_t num_splits = 1;
-  int32_t partition_size = 0;  // the granule (DecodeAttentionParams::partition_size)
-};
-constexpr int32_t kDefaultMinPartition = 256;
-DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context,
-                                 int32_t num_sms, int32_t min_partition = kDefaultMinPartition);
-
-// Context classes of decode steps of `num_seqs` sequences: increasing bounds, the last
-// max_context, one per distinct split plan, bound c standing for a longest context in
-// (previous bound, c] and planned as PlanDecodeSplits(num_seqs, num_kv_heads, c, ...). The
-// candidates are min_partition, 2 min_partition, 4 min_partition, ... below max_context, then
-// max_context; of consecutive candidates with the same plan the largest is kept. A step of short
-// contexts planned for max_context launches partitions that hold no keys; their blocks cost the
-// step time (decode graphs are captured per class: graph_runner.h).
-std::vector<int32_t> DecodeContextBounds(int32_t num_seqs, int32_t num_kv_heads,
-                                         int32_t max_context, int32_t num_sms,
-                                         int32_t min_partition = kDefaultMinPartition);
-// The first of `bounds` (increasing, not empty) that is >= longest; the last when none is.
-int32_t DecodeContextBoundFor(const std::vector<int32_t>& bounds, int32_t longest);
 
 }  // namespace rtgen::kernels

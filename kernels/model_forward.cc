@@ -79,18 +79,6 @@ bool DecodeRope() {
   return on;
 }
 
-// RTGEN_DECODE_MERGE_IN_O=1 (experiment, not measured yet): at one sequence with key partitions,
-// decode attention leaves its partials and the o projection merges them as it reads its input
-// (gemv.h GemvMergedInput): no counter, last block or combine launch in attention, whose
-// partitions can then be short (RTGEN_DECODE_MIN_PARTITION) without that merge's cost.
-bool DecodeMergeInO() {
-  static const bool on = kernels::EnvIs("RTGEN_DECODE_MERGE_IN_O", "1");
-  return on;
-}
-// The most partitions the o projection merges: every one of its blocks reads all of them (its
-// loads four partitions at a time), so a long context's many partitions are merged by attention.
-constexpr int32_t kMaxSplitsMergedInO = 8;
-
 // Smallest decode attention partition, in keys (RTGEN_DECODE_MIN_PARTITION, for A/B).
 int32_t DecodeMinPartition() {
   static const int32_t keys = [] {
@@ -145,10 +133,11 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   // Decode partials for the largest split plan any batch size up to max_seqs can get.
   size_t parts = 1;
   for (int32_t n = 1; n <= capacity.max_seqs; ++n) {
-    const kernels::DecodeSplitPlan plan =
-        kernels::PlanDecodeSplits(n, config.num_kv_heads, max_context, num_sms,
-                                  DecodeMinPartition());
-    parts = std::max(parts, size_t{1} * n * config.num_heads * plan.num_splits);
+    const kernels::DecodeShape shape = f->DecodeShapeFor(n);
+    for (const int32_t bound : kernels::DecodeStepContextBounds(shape, max_context)) {
+      const kernels::DecodeStepPlan plan = kernels::PlanDecodeStep(shape, bound);
+      parts = std::max(parts, size_t{1} * n * config.num_heads * plan.split.num_splits);
+    }
   }
   ASSIGN_OR_RETURN(f->split_out_,
                    DeviceBuffer::Allocate(parts * config.head_dim * sizeof(float)));
@@ -291,7 +280,7 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
   kernels::MatmulParams qkv_proj = QkvProjection(layer, n);
   const bool attention = !kernels::DiagSkips(kernels::StepPart::kAttention);
   kernels::DecodeAttentionParams decode;
-  if (shape.decode_only) decode = DecodeParams(layer, shape, step, kv);
+  if (shape.decode_only) decode = DecodeParams(layer, shape, step, kv, /*o_may_merge=*/true);
   // Where the qkv projection is not the fused RoPE GEMV, decode attention does RoPE and the KV
   // store itself (one launch fewer per layer).
   if (attention && shape.decode_only && RopeInAttention(qkv_proj, decode)) {
@@ -308,15 +297,14 @@ absl::Status ModelForward::AttentionHalf(int layer, const ForwardShape& shape,
   }
   kernels::MatmulParams o_proj = OProjection(layer, n);
   if (link_norms_) o_proj.link = OLink(layer, fused_mlp_);
-  if (attention && shape.decode_only && decode.num_splits > 1 &&
-      decode.num_splits <= kMaxSplitsMergedInO && DecodeMergeInO()) {
-    kernels::MatmulParams merging = o_proj;
-    merging.merged = {decode.partial_out, decode.partial_ml, decode.context_lens,
-                      decode.num_splits,  decode.partition_size, c.num_heads, hd};
-    if (kernels::MatmulTakesMergedInput(*matmul_, merging)) {
+  // The plan's partitions merged by the o projection as it reads them (decode_plan.h), where its
+  // GEMV takes them; attention merges them otherwise.
+  if (attention && shape.decode_only && decode.merged_by_consumer) {
+    const kernels::MatmulParams merging = MergingOProjection(o_proj, decode);
+    decode.merged_by_consumer = kernels::MatmulTakesMergedInput(*matmul_, merging);
+    if (decode.merged_by_consumer) {
       o_proj = merging;
       decode.counters = nullptr;
-      decode.merged_by_consumer = true;
     }
   }
   if (attention && shape.decode_only) {
@@ -505,19 +493,32 @@ std::vector<int32_t> ModelForward::DecodeContextBounds(int32_t rows) const {
   if (off || (!all && rows > kContextClassRows) || (rows == 1 && persistent_decode())) {
     return {max_context_};
   }
-  return kernels::DecodeContextBounds(rows, config_.num_kv_heads, max_context_, num_sms_,
-                                      DecodeMinPartition());
+  return kernels::DecodeStepContextBounds(DecodeShapeFor(rows), max_context_);
+}
+
+kernels::DecodeShape ModelForward::DecodeShapeFor(int32_t rows) const {
+  kernels::DecodeShape shape;
+  shape.num_seqs = rows;
+  shape.num_kv_heads = config_.num_kv_heads;
+  shape.o_input = config_.num_heads * config_.head_dim;
+  shape.num_sms = num_sms_;
+  shape.min_partition = DecodeMinPartition();
+  // Only the GEMV merges partitions as it reads them (matmul.h MatmulTakesMergedInput).
+  static const kernels::MergeInO merge = kernels::MergeInOFromEnv();
+  shape.merge = matmul_->use_gemv() ? merge : kernels::MergeInO::kNever;
+  return shape;
 }
 
 kernels::DecodeAttentionParams ModelForward::DecodeParams(int layer, const ForwardShape& shape,
-                                                         const StepArrays& step,
-                                                         const KvPool& kv) const {
+                                                         const StepArrays& step, const KvPool& kv,
+                                                         bool o_may_merge) const {
   const ModelConfig& c = config_;
   const int32_t hd = c.head_dim;
   const int32_t bound =
       shape.context_bound > 0 ? std::min(shape.context_bound, max_context_) : max_context_;
-  const kernels::DecodeSplitPlan plan = kernels::PlanDecodeSplits(
-      shape.num_seqs, c.num_kv_heads, bound, num_sms_, DecodeMinPartition());
+  kernels::DecodeShape decode_shape = DecodeShapeFor(shape.num_seqs);
+  if (!o_may_merge) decode_shape.merge = kernels::MergeInO::kNever;
+  const kernels::DecodeStepPlan plan = kernels::PlanDecodeStep(decode_shape, bound);
   kernels::DecodeAttentionParams a;
   a.q = At<__nv_bfloat16>(qkv_);
   a.q_stride = (c.num_heads + 2 * c.num_kv_heads) * hd;
@@ -535,8 +536,9 @@ kernels::DecodeAttentionParams ModelForward::DecodeParams(int layer, const Forwa
   // is not known when ModelForward is created).
   a.max_blocks_per_seq = BlockTableWidth(kv.block_size);
   a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  a.num_splits = plan.num_splits;
-  a.partition_size = plan.partition_size;
+  a.num_splits = plan.split.num_splits;
+  a.partition_size = plan.split.partition_size;
+  a.merged_by_consumer = plan.merged_in_o;  // AttentionHalf settles it (or clears it)
   a.partial_out = At<float>(split_out_);
   a.partial_ml = At<float>(split_ml_);
   // Partitions merged inside the attention kernel (RTGEN_DECODE_COMBINE=kernel: a separate
@@ -545,6 +547,32 @@ kernels::DecodeAttentionParams ModelForward::DecodeParams(int layer, const Forwa
   a.tensor_cores = DecodeTensorCores();
   a.prefetch_kv = prefetch_kv_;
   return a;
+}
+
+kernels::MatmulParams ModelForward::MergingOProjection(
+    kernels::MatmulParams o_proj, const kernels::DecodeAttentionParams& decode) const {
+  o_proj.merged = {decode.partial_out,    decode.partial_ml, decode.context_lens,
+                   decode.num_splits,     decode.partition_size, config_.num_heads,
+                   config_.head_dim};
+  return o_proj;
+}
+
+bool ModelForward::MergesInO(const ForwardShape& shape) const {
+  if (!shape.decode_only) return false;
+  const int32_t bound =
+      shape.context_bound > 0 ? std::min(shape.context_bound, max_context_) : max_context_;
+  const kernels::DecodeStepPlan plan = kernels::PlanDecodeStep(DecodeShapeFor(shape.num_seqs),
+                                                               bound);
+  if (!plan.merged_in_o) return false;
+  kernels::DecodeAttentionParams decode;  // the fields the merge reads: any non-null buffers
+  decode.partial_out = At<float>(split_out_);
+  decode.partial_ml = At<float>(split_ml_);
+  decode.context_lens = At<int32_t>(split_counters_);
+  decode.num_splits = plan.split.num_splits;
+  decode.partition_size = plan.split.partition_size;
+  kernels::MatmulParams o_proj = OProjection(0, shape.num_tokens);
+  if (LinksNorms(shape)) o_proj.link = OLink(0, /*pending=*/false);
+  return kernels::MatmulTakesMergedInput(*matmul_, MergingOProjection(o_proj, decode));
 }
 
 bool ModelForward::FoldsNorms(const ForwardShape& shape) const {

@@ -99,6 +99,9 @@ class ModelForward {
   // RTGEN_NORM_LINK=0: never; =1: one row only; =final: only where the final norm links (A/B).
   // True when a step of this shape links its layers' norms.
   bool LinksNorms(const ForwardShape& shape) const;
+  // True when a decode step of `shape` has the o projection merge decode attention's key
+  // partitions as it reads them (decode_plan.h PlanDecodeStep, where the GEMV takes it).
+  bool MergesInO(const ForwardShape& shape) const;
   // True when a step of this shape links its norms and the final one too (the LM head consumes
   // it).
   bool LinksFinalNorm(const ForwardShape& shape) const;
@@ -171,6 +174,9 @@ class ModelForward {
   kernels::MatmulParams QkvProjection(int layer, int32_t n) const;
   // Layer `layer`'s o projection of n rows: attn_ times its wo, into proj_.
   kernels::MatmulParams OProjection(int layer, int32_t n) const;
+  // o_proj reading its input merged from `decode`'s partitions (gemv.h GemvMergedInput).
+  kernels::MatmulParams MergingOProjection(kernels::MatmulParams o_proj,
+                                           const kernels::DecodeAttentionParams& decode) const;
   // A decode layer with folded norms (FoldsNorms; model_forward_folded.cc).
   absl::Status FoldedLayer(int layer, const ForwardShape& shape, const StepArrays& step,
                            const KvPool& kv, cudaStream_t stream);
@@ -185,9 +191,14 @@ class ModelForward {
   // FoldsNorms without the weights' state: a decode step, not linked, its qkv on cuBLASLt, RoPE
   // not in attention.
   bool FoldableStep(const ForwardShape& shape) const;
-  // Layer `layer`'s decode attention over the qkv rows (without RoPE and the KV store).
+  // Layer `layer`'s decode attention over the qkv rows (without RoPE and the KV store). With
+  // o_may_merge, merged_by_consumer says whether the plan wants the o projection to merge the
+  // partitions (the caller then either lets it or clears it); without, attention merges them.
   kernels::DecodeAttentionParams DecodeParams(int layer, const ForwardShape& shape,
-                                              const StepArrays& step, const KvPool& kv) const;
+                                              const StepArrays& step, const KvPool& kv,
+                                              bool o_may_merge = false) const;
+  // What decode steps of `rows` sequences plan their attention's partitions from.
+  kernels::DecodeShape DecodeShapeFor(int32_t rows) const;
   // True when decode attention should do RoPE and the KV store (DecodeAttentionParams::rope):
   // the qkv projection is not the fused RoPE GEMV, attention runs on tensor cores and does not
   // prefetch, and RTGEN_DECODE_ROPE=1 asks for it.

@@ -156,38 +156,6 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
   }
 }
 
-// Context classes: one bound per distinct split plan, each planned as PlanDecodeSplits at that
-// bound, the last the longest context; a step takes the first bound covering its longest
-// context.
-TEST(DecodeSplitPlanTest, ContextClassesOnePerPlan) {
-  // SmolLM2-135M's 3 kv heads on 132 SMs, contexts up to 4096, 256-key granules.
-  EXPECT_EQ(kernels::DecodeContextBounds(1, 3, 4096, 132),
-            (std::vector<int32_t>{256, 512, 1024, 2048, 4096}));
-  EXPECT_EQ(kernels::DecodeContextBounds(8, 3, 4096, 132),  // 5 partitions at most
-            (std::vector<int32_t>{256, 512, 1024, 4096}));
-  EXPECT_EQ(kernels::DecodeContextBounds(16, 3, 4096, 132), (std::vector<int32_t>{256, 4096}));
-  EXPECT_EQ(kernels::DecodeContextBounds(64, 3, 4096, 132), (std::vector<int32_t>{4096}));
-  EXPECT_EQ(kernels::DecodeContextBounds(1, 8, 1000, 132),  // a longest context off the grid
-            (std::vector<int32_t>{256, 512, 1000}));
-  EXPECT_EQ(kernels::DecodeContextBounds(1, 3, 200, 132), (std::vector<int32_t>{200}));
-  for (const int32_t seqs : {1, 2, 5, 8, 16, 33}) {
-    const std::vector<int32_t> bounds = kernels::DecodeContextBounds(seqs, 8, 8192, 132);
-    ASSERT_FALSE(bounds.empty());
-    EXPECT_EQ(bounds.back(), 8192);
-    for (size_t i = 1; i < bounds.size(); ++i) {
-      EXPECT_LT(bounds[i - 1], bounds[i]);
-      EXPECT_NE(kernels::PlanDecodeSplits(seqs, 8, bounds[i - 1], 132).num_splits,
-                kernels::PlanDecodeSplits(seqs, 8, bounds[i], 132).num_splits);
-    }
-  }
-  const std::vector<int32_t> bounds = {256, 512, 4096};
-  EXPECT_EQ(kernels::DecodeContextBoundFor(bounds, 0), 256);
-  EXPECT_EQ(kernels::DecodeContextBoundFor(bounds, 256), 256);
-  EXPECT_EQ(kernels::DecodeContextBoundFor(bounds, 257), 512);
-  EXPECT_EQ(kernels::DecodeContextBoundFor(bounds, 4096), 4096);
-  EXPECT_EQ(kernels::DecodeContextBoundFor(bounds, 5000), 4096);
-}
-
 // A decode batch: query heads, kv heads, head_dim and each sequence's context length.
 struct DecodeCase {
   int heads, kv_heads, hd;

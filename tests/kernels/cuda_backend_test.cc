@@ -342,6 +342,44 @@ TEST(CudaBackendTest, MixedStepsLogitsMatchCpu) {
   RunMixed(TinyConfig());  // heads of 32: decode attention on CUDA cores
 }
 
+// One sequence at contexts of 129-256 keys, on models whose o projection input is at most 1024
+// elements (kernels/decode_plan.h's rule): decode attention leaves four partitions of 64 keys
+// and the o projection's GEMV merges them as it reads its input. Logits against the CPU backend
+// at TinyConfig's heads (attention on CUDA cores) and SmolLM2-135M's (9 heads of 64 over 3 kv
+// heads: tensor cores, four layers). RTGEN_DECODE_MERGE_IN_O=0 turns the rule off (then the
+// path assertion fails, by design: it says the test did not cover what it means to).
+TEST(CudaBackendTest, PartitionsMergedByOProjectionLogitsMatchCpu) {
+  ModelConfig smol = SmolLm2Config();
+  smol.num_layers = 4;
+  for (const ModelConfig& c : {TinyConfig(), smol}) {
+    SCOPED_TRACE(c.name);
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    const int num_blocks = 24;
+    auto cpu = MakeCpuBackend(c, seed, num_blocks);
+    auto gpu = MakeCuda(c, seed, num_blocks);
+    ASSERT_TRUE(cpu && gpu);
+    ASSERT_TRUE(gpu->merges_in_o_at(1, 256)) << "the path this test means to cover";
+    ASSERT_FALSE(gpu->merges_in_o_at(2, 256)) << "one sequence only";
+    ASSERT_FALSE(gpu->merges_in_o_at(1, 64)) << "one partition: nothing to merge";
+    std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+    TestSeq seq;
+    seq.tokens.resize(150);
+    for (int32_t& t : seq.tokens) t = tok(rng);
+    const SamplingParams greedy = Greedy();
+    int32_t next_block = 0;
+    StepBuilder b(16, &next_block);
+    b.Add(seq, static_cast<int32_t>(seq.tokens.size()), &greedy);
+    ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill");
+    for (int step = 0; step < 4; ++step) {  // contexts 151-154: three partitions hold keys
+      seq.tokens.push_back(tok(rng));
+      b.Add(seq, 1, &greedy);
+      ExpectSameLogits(*cpu, *gpu, b.Build(true), "decode " + std::to_string(step));
+    }
+  }
+}
+
 TEST(CudaBackendTest, Llama3RopeScalingLogitsMatchCpu) {
   ModelConfig c = TinyConfig();
   c.rope_theta = 500000.0f;
