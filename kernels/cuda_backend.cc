@@ -191,8 +191,10 @@ bool CudaBackend::links_final_norm_at(int32_t rows) const {
   return impl_->forward->LinksFinalNorm(ForwardShape::Decode(rows));
 }
 
-bool CudaBackend::merges_in_o_at(int32_t rows, int32_t context_bound) const {
-  return impl_->forward->MergesInO(ForwardShape::Decode(rows, context_bound));
+bool CudaBackend::merges_in_o_at(int32_t rows, int32_t longest_context) const {
+  const int32_t bound = kernels::DecodeContextBoundFor(impl_->forward->DecodeContextBounds(rows),
+                                                       longest_context);
+  return impl_->forward->MergesInO(ForwardShape::Decode(rows, bound));
 }
 
 bool CudaBackend::folds_norms_at(int32_t rows) const {

@@ -118,9 +118,10 @@ class CudaBackend : public Backend {
   bool links_norms_at(int32_t rows) const;
   // And its final norm too (ModelForward::LinksFinalNorm; otherwise the final norm is a launch).
   bool links_final_norm_at(int32_t rows) const;
-  // True when a decode step of `rows` sequences whose longest context is at most context_bound
-  // has the o projection merge attention's key partitions (ModelForward::MergesInO).
-  bool merges_in_o_at(int32_t rows, int32_t context_bound) const;
+  // True when a decode step of `rows` sequences whose longest context is longest_context (its
+  // context class, as Step chooses it) has the o projection merge attention's key partitions
+  // (ModelForward::MergesInO).
+  bool merges_in_o_at(int32_t rows, int32_t longest_context) const;
   // True when a decode step of `rows` sequences runs with folded norms (ModelForward::FoldsNorms).
   bool folds_norms_at(int32_t rows) const;
   int32_t max_model_len() const { return max_model_len_; }

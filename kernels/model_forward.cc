@@ -130,13 +130,18 @@ absl::StatusOr<std::unique_ptr<ModelForward>> ModelForward::Create(
   ASSIGN_OR_RETURN(f->act_, DeviceBuffer::Allocate(t * inter * bf));
   ASSIGN_OR_RETURN(f->final_normed_, DeviceBuffer::Allocate(s * h * bf));
   ASSIGN_OR_RETURN(f->logits_, DeviceBuffer::Allocate(s * config.vocab_size * sizeof(float)));
-  // Decode partials for the largest split plan any batch size up to max_seqs can get.
+  // Decode attention's partials: for the largest plan any step can take, at every batch size
+  // up to max_seqs and every context class, whoever merges them (DecodeParams plans steps the o
+  // projection cannot merge with MergeInO::kNever: their partitions may be more).
   size_t parts = 1;
   for (int32_t n = 1; n <= capacity.max_seqs; ++n) {
-    const kernels::DecodeShape shape = f->DecodeShapeFor(n);
-    for (const int32_t bound : kernels::DecodeStepContextBounds(shape, max_context)) {
-      const kernels::DecodeStepPlan plan = kernels::PlanDecodeStep(shape, bound);
-      parts = std::max(parts, size_t{1} * n * config.num_heads * plan.split.num_splits);
+    kernels::DecodeShape never = f->DecodeShapeFor(n);
+    never.merge = kernels::MergeInO::kNever;
+    for (const kernels::DecodeShape& shape : {f->DecodeShapeFor(n), never}) {
+      for (const int32_t bound : kernels::DecodeStepContextBounds(shape, max_context)) {
+        const kernels::DecodeStepPlan plan = kernels::PlanDecodeStep(shape, bound);
+        parts = std::max(parts, size_t{1} * n * config.num_heads * plan.split.num_splits);
+      }
     }
   }
   ASSIGN_OR_RETURN(f->split_out_,
@@ -558,7 +563,13 @@ kernels::MatmulParams ModelForward::MergingOProjection(
 }
 
 bool ModelForward::MergesInO(const ForwardShape& shape) const {
-  if (!shape.decode_only) return false;
+  // Steps without the layered attention half's decode launch: the persistent kernel, the
+  // attention cluster (an opt-in switch), folded norms.
+  static const bool cluster = kernels::EnvIs("RTGEN_ATTENTION_CLUSTER", "1");
+  if (!shape.decode_only || (persistent_decode() && shape.num_seqs == 1) || FoldsNorms(shape) ||
+      (cluster && shape.num_seqs == 1)) {
+    return false;
+  }
   const int32_t bound =
       shape.context_bound > 0 ? std::min(shape.context_bound, max_context_) : max_context_;
   const kernels::DecodeStepPlan plan = kernels::PlanDecodeStep(DecodeShapeFor(shape.num_seqs),

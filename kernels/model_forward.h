@@ -100,7 +100,9 @@ class ModelForward {
   // True when a step of this shape links its layers' norms.
   bool LinksNorms(const ForwardShape& shape) const;
   // True when a decode step of `shape` has the o projection merge decode attention's key
-  // partitions as it reads them (decode_plan.h PlanDecodeStep, where the GEMV takes it).
+  // partitions as it reads them (decode_plan.h PlanDecodeStep, where the GEMV takes it; not in
+  // the persistent kernel, the attention cluster or a folded step). A diagnostic that skips
+  // steps' parts (RTGEN_DIAG_SKIP) is not looked at.
   bool MergesInO(const ForwardShape& shape) const;
   // True when a step of this shape links its norms and the final one too (the LM head consumes
   // it).
