@@ -3,6 +3,7 @@
 // mixed and decode steps.
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -75,10 +76,12 @@ void RunScenario(const ModelConfig& c) {
   }
 }
 
-// One sequence: a prefill, then decode steps of one token (which link their norms through the
-// GEMVs, kernels/model_forward.h, where `linked`); then steps that do not link them, then
-// one-token steps again.
-void RunOneSequence(const ModelConfig& c, bool linked) {
+// One sequence: a prefill of `prompt` tokens, then decode steps of one token (which link their
+// norms through the GEMVs, kernels/model_forward.h, where the shapes allow); then steps that do
+// not link them, then one-token steps again. expect_path asserts that the backend takes the path
+// the test means to cover.
+void RunOneSequence(const ModelConfig& c, int32_t prompt,
+                    const std::function<void(const CudaBackend&)>& expect_path) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
@@ -86,10 +89,11 @@ void RunOneSequence(const ModelConfig& c, bool linked) {
   auto cpu = MakeCpuBackend(c, seed, num_blocks);
   auto gpu = MakeCuda(c, seed, num_blocks);
   ASSERT_TRUE(cpu && gpu);
-  ASSERT_EQ(gpu->links_norms_at(1), linked) << "the path this test means to cover";
+  expect_path(*gpu);
+  if (::testing::Test::HasFatalFailure()) return;
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   TestSeq seq;
-  seq.tokens.resize(37);
+  seq.tokens.resize(prompt);
   for (int32_t& t : seq.tokens) t = tok(rng);
   const SamplingParams greedy = Greedy();
   int32_t next_block = 0;
@@ -172,12 +176,16 @@ TEST(CudaBackendTest, TinyModelLogitsMatchCpu) { RunScenario(TinyConfig()); }
 
 // Norms linked through the row-streaming GEMV (every projection streams by rows).
 TEST(CudaBackendTest, LinkedNormsOneSequenceLogitsMatchCpu) {
-  RunOneSequence(AllRowsConfig(), true);
+  RunOneSequence(AllRowsConfig(), 37, [](const CudaBackend& gpu) {
+    ASSERT_TRUE(gpu.links_norms_at(1)) << "the path this test means to cover";
+  });
 }
 
 // Norms linked through the tensor-core GEMV (all but the LM head run on it).
 TEST(CudaBackendTest, SmolLm2ShapedOneSequenceLogitsMatchCpu) {
-  RunOneSequence(SmolLm2Config(), true);
+  RunOneSequence(SmolLm2Config(), 37, [](const CudaBackend& gpu) {
+    ASSERT_TRUE(gpu.links_norms_at(1)) << "the path this test means to cover";
+  });
 }
 
 TEST(CudaBackendTest, SmolLm2ShapedLogitsMatchCpu) { RunScenario(SmolLm2Config()); }
@@ -342,7 +350,7 @@ TEST(CudaBackendTest, MixedStepsLogitsMatchCpu) {
   RunMixed(TinyConfig());  // heads of 32: decode attention on CUDA cores
 }
 
-// One sequence at contexts of 129-256 keys, on models whose o projection input is at most 1024
+// One sequence at contexts of 151-158 keys, on models whose o projection input is at most 1024
 // elements (kernels/decode_plan.h's rule): decode attention leaves four partitions of 64 keys
 // and the o projection's GEMV merges them as it reads its input. Logits against the CPU backend
 // at TinyConfig's heads (attention on CUDA cores) and SmolLM2-135M's (9 heads of 64 over 3 kv
@@ -353,32 +361,13 @@ TEST(CudaBackendTest, PartitionsMergedByOProjectionLogitsMatchCpu) {
   smol.num_layers = 4;
   for (const ModelConfig& c : {TinyConfig(), smol}) {
     SCOPED_TRACE(c.name);
-    const uint64_t seed = FreshSeed();
-    SCOPED_TRACE(seed);
-    std::mt19937_64 rng(seed);
-    const int num_blocks = 24;
-    auto cpu = MakeCpuBackend(c, seed, num_blocks);
-    auto gpu = MakeCuda(c, seed, num_blocks);
-    ASSERT_TRUE(cpu && gpu);
-    for (int32_t context = 151; context <= 154; ++context) {  // the decode steps' below
-      ASSERT_TRUE(gpu->merges_in_o_at(1, context)) << "the path this test means to cover";
-      ASSERT_FALSE(gpu->merges_in_o_at(2, context)) << "one sequence only";
-    }
-    ASSERT_FALSE(gpu->merges_in_o_at(1, 64)) << "one partition: nothing to merge";
-    std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-    TestSeq seq;
-    seq.tokens.resize(150);
-    for (int32_t& t : seq.tokens) t = tok(rng);
-    const SamplingParams greedy = Greedy();
-    int32_t next_block = 0;
-    StepBuilder b(16, &next_block);
-    b.Add(seq, static_cast<int32_t>(seq.tokens.size()), &greedy);
-    ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill");
-    for (int step = 0; step < 4; ++step) {  // contexts 151-154: three partitions hold keys
-      seq.tokens.push_back(tok(rng));
-      b.Add(seq, 1, &greedy);
-      ExpectSameLogits(*cpu, *gpu, b.Build(true), "decode " + std::to_string(step));
-    }
+    RunOneSequence(c, 150, [](const CudaBackend& gpu) {
+      for (int32_t context = 151; context <= 158; ++context) {  // RunOneSequence's
+        ASSERT_TRUE(gpu.merges_in_o_at(1, context)) << "the path this test means to cover";
+        ASSERT_FALSE(gpu.merges_in_o_at(2, context)) << "one sequence only";
+      }
+      ASSERT_FALSE(gpu.merges_in_o_at(1, 64)) << "one partition: nothing to merge";
+    });
   }
 }
 
