@@ -148,8 +148,10 @@ TEST(GraphRunnerTest, FoldedNormsReplayIsBitwiseEqualToEager) {
 }
 
 // Decode graphs per context class (graph_runner.h): the test backends take contexts up to 1024,
-// so one- and two-sequence buckets get classes 256, 512 and 1024 (1, 2 and 4 key partitions);
-// buckets past four sequences one class (model_forward.cc kContextClassRows). Steps whose longest
+// so the two-sequence bucket gets classes 256, 512 and 1024 (1, 2 and 4 key partitions), the
+// one-sequence bucket 64, 128, 256 and 512 (1, 2, 4 and 8 partitions of 64 keys, merged by the o
+// projection: kernels/decode_plan.h) and 1024 (4 of 256); buckets past four sequences one class
+// (model_forward.cc kContextClassRows). Steps whose longest
 // context falls in each class replay that class's graph, bitwise equal to the eager step planned
 // for the same class, and report that class. (With the plan's A/B switches set, the classes
 // differ: then only the bitwise checks run.)
@@ -166,11 +168,13 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
   ASSERT_EQ(graph->graph_buckets(), buckets);
   bool default_plans = true;
   for (const char* name : {"RTGEN_DECODE_CONTEXT_CLASSES", "RTGEN_DECODE_SPLITS",
-                           "RTGEN_DECODE_MIN_PARTITION", "RTGEN_PERSISTENT_DECODE"}) {
+                           "RTGEN_DECODE_MIN_PARTITION", "RTGEN_DECODE_MERGE_IN_O",
+                           "RTGEN_PERSISTENT_DECODE"}) {
     default_plans = default_plans && std::getenv(name) == nullptr;
   }
   if (default_plans) {
-    EXPECT_EQ(graph->graph_count(), 7u) << "three context classes for buckets 1 and 2, one for 8";
+    EXPECT_EQ(graph->graph_count(), 9u)
+        << "five context classes for bucket 1, three for bucket 2, one for 8";
   }
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   std::vector<int32_t> next = {0, 0};
@@ -179,7 +183,7 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
   // Batches by their sequences' prompt lengths, the longest setting the class: every class of
   // bucket 1, then of bucket 2.
   for (const std::vector<int>& prompts : std::vector<std::vector<int>>{
-           {20}, {300}, {700}, {30, 200}, {100, 400}, {40, 600}}) {
+           {20}, {100}, {200}, {300}, {700}, {30, 200}, {100, 400}, {40, 600}}) {
     SCOPED_TRACE(::testing::Message() << "prompts " << prompts.front() << ".." << prompts.back());
     std::vector<TestSeq> seqs(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
@@ -202,7 +206,8 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
     // One more step on both: the same greedy tokens, and the class of its longest context
     // (the prompt, the two steps above and this one's token).
     const int longest = *std::max_element(prompts.begin(), prompts.end()) + 3;
-    const int32_t want = longest <= 256 ? 256 : longest <= 512 ? 512 : 1024;
+    int32_t want = prompts.size() == 1 ? 64 : 256;  // the first class, then doubling to 1024
+    while (want < longest && want < 1024) want *= 2;
     std::vector<TestSeq> e = seqs;
     StepBuilder bg(16, &next[0]), be(16, &next[1]);
     for (size_t i = 0; i < seqs.size(); ++i) {
