@@ -1,12 +1,10 @@
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 
 #include "kernels/decode_attention.h"
 #include "kernels/decode_attention_mma.h"
 #include "kernels/decode_partitions.cuh"
 #include "kernels/device_utils.cuh"
-#include "kernels/env_switch.h"
 #include "kernels/kernel_trace.cuh"
 #include "kernels/launch.h"
 

@@ -373,8 +373,7 @@ kernels::AttentionClusterParams ModelForward::ClusterParams(int layer, const Ste
   return a;
 }
 
-bool ModelForward::AttentionInCluster(const ForwardShape& shape, const StepArrays& step,
-                                      const KvPool& kv) const {
+bool ModelForward::ClusterWantsShape(const ForwardShape& shape) const {
   static const bool enabled = kernels::EnvIs("RTGEN_ATTENTION_CLUSTER", "1");
   if (!enabled || !shape.decode_only || shape.num_seqs != 1 || shape.num_tokens != 1 ||
       !LinksNorms(shape) || config_.head_dim != kernels::kAttentionClusterHeadDim) {
@@ -384,7 +383,17 @@ bool ModelForward::AttentionInCluster(const ForwardShape& shape, const StepArray
        {kernels::StepPart::kQkv, kernels::StepPart::kAttention, kernels::StepPart::kO}) {
     if (kernels::DiagSkips(part)) return false;
   }
-  return kernels::AttentionClusterSupported(ClusterParams(0, step, kv));
+  return true;
+}
+
+bool ModelForward::AttentionInCluster(const ForwardShape& shape, const StepArrays& step,
+                                      const KvPool& kv) const {
+  return ClusterWantsShape(shape) &&
+         kernels::AttentionClusterSupported(ClusterParams(0, step, kv));
+}
+
+int32_t ModelForward::ContextBound(const ForwardShape& shape) const {
+  return shape.context_bound > 0 ? std::min(shape.context_bound, max_context_) : max_context_;
 }
 
 absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step,
@@ -519,11 +528,9 @@ kernels::DecodeAttentionParams ModelForward::DecodeParams(int layer, const Forwa
                                                          bool o_may_merge) const {
   const ModelConfig& c = config_;
   const int32_t hd = c.head_dim;
-  const int32_t bound =
-      shape.context_bound > 0 ? std::min(shape.context_bound, max_context_) : max_context_;
   kernels::DecodeShape decode_shape = DecodeShapeFor(shape.num_seqs);
   if (!o_may_merge) decode_shape.merge = kernels::MergeInO::kNever;
-  const kernels::DecodeStepPlan plan = kernels::PlanDecodeStep(decode_shape, bound);
+  const kernels::DecodeStepPlan plan = kernels::PlanDecodeStep(decode_shape, ContextBound(shape));
   kernels::DecodeAttentionParams a;
   a.q = At<__nv_bfloat16>(qkv_);
   a.q_stride = (c.num_heads + 2 * c.num_kv_heads) * hd;
@@ -564,16 +571,14 @@ kernels::MatmulParams ModelForward::MergingOProjection(
 
 bool ModelForward::MergesInO(const ForwardShape& shape) const {
   // Steps without the layered attention half's decode launch: the persistent kernel, the
-  // attention cluster (an opt-in switch), folded norms.
-  static const bool cluster = kernels::EnvIs("RTGEN_ATTENTION_CLUSTER", "1");
+  // attention cluster (an opt-in switch; a step whose cluster launch the kernel then refuses is
+  // reported as not merging), folded norms.
   if (!shape.decode_only || (persistent_decode() && shape.num_seqs == 1) || FoldsNorms(shape) ||
-      (cluster && shape.num_seqs == 1)) {
+      ClusterWantsShape(shape)) {
     return false;
   }
-  const int32_t bound =
-      shape.context_bound > 0 ? std::min(shape.context_bound, max_context_) : max_context_;
-  const kernels::DecodeStepPlan plan = kernels::PlanDecodeStep(DecodeShapeFor(shape.num_seqs),
-                                                               bound);
+  const kernels::DecodeStepPlan plan =
+      kernels::PlanDecodeStep(DecodeShapeFor(shape.num_seqs), ContextBound(shape));
   if (!plan.merged_in_o) return false;
   kernels::DecodeAttentionParams decode;  // the fields the merge reads: any non-null buffers
   decode.partial_out = At<float>(split_out_);

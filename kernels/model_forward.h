@@ -137,6 +137,12 @@ class ModelForward {
   // three launches, not faster (SmolLM2-135M b1 0.436-0.449 against 0.432-0.436 ms, session 25).
   bool AttentionInCluster(const ForwardShape& shape, const StepArrays& step,
                           const KvPool& kv) const;
+  // AttentionInCluster's conditions on the shape, the switch and the diagnostics alone (not
+  // whether the kernel takes this step's parameters).
+  bool ClusterWantsShape(const ForwardShape& shape) const;
+  // The context bound a decode step of `shape` plans attention for: its class, at most
+  // max_context (ForwardShape::context_bound; 0: max_context).
+  int32_t ContextBound(const ForwardShape& shape) const;
 
   absl::Status Run(const ForwardShape& shape, const StepArrays& step, const KvPool& kv,
                    cudaStream_t stream);
