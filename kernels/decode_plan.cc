@@ -28,24 +28,14 @@ DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t
 std::vector<int32_t> DecodeContextBounds(int32_t num_seqs, int32_t num_kv_heads,
                                          int32_t max_context, int32_t num_sms,
                                          int32_t min_partition) {
-  std::vector<int32_t> candidates;
-  for (int64_t c = std::max(1, min_partition); c < max_context; c *= 2) {
-    candidates.push_back(static_cast<int32_t>(c));
-  }
-  candidates.push_back(max_context);
-  std::vector<int32_t> bounds;
-  int32_t previous = 0;  // the last candidate's partition count
-  for (const int32_t c : candidates) {
-    const int32_t splits =
-        PlanDecodeSplits(num_seqs, num_kv_heads, c, num_sms, min_partition).num_splits;
-    if (!bounds.empty() && splits == previous) {
-      bounds.back() = c;  // the same plan: the larger bound stands for both
-    } else {
-      bounds.push_back(c);
-    }
-    previous = splits;
-  }
-  return bounds;
+  // The plain plan alone: attention merges every step's partitions.
+  DecodeShape shape;
+  shape.num_seqs = num_seqs;
+  shape.num_kv_heads = num_kv_heads;
+  shape.num_sms = num_sms;
+  shape.min_partition = min_partition;
+  shape.merge = MergeInO::kNever;
+  return DecodeStepContextBounds(shape, max_context);
 }
 
 int32_t DecodeContextBoundFor(const std::vector<int32_t>& bounds, int32_t longest) {

@@ -28,7 +28,8 @@ DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t
 // candidates are min_partition, 2 min_partition, 4 min_partition, ... below max_context, then
 // max_context; of consecutive candidates with the same plan the largest is kept. A step of short
 // contexts planned for max_context launches partitions that hold no keys; their blocks cost the
-// step time (decode graphs are captured per class: graph_runner.h).
+// step time (decode graphs are captured per class: graph_runner.h). DecodeStepContextBounds of
+// a shape whose partitions attention merges (MergeInO::kNever).
 std::vector<int32_t> DecodeContextBounds(int32_t num_seqs, int32_t num_kv_heads,
                                          int32_t max_context, int32_t num_sms,
                                          int32_t min_partition = kDefaultMinPartition);
