@@ -1,6 +1,7 @@
 #include "engine/model/synthetic_model.h"
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include "engine/model/gguf_file.h"
@@ -27,6 +28,51 @@ TEST(SyntheticModelTest, ShapesAndDtypes) {
   EXPECT_FALSE(SyntheticShape("gpt5").ok());
   EXPECT_EQ(*ParseGgmlDtype("q4_1"), GgmlType::kQ4_1);
   EXPECT_FALSE(ParseGgmlDtype("q6_k").ok());
+}
+
+// Parameters of a Llama-shaped model: embedding (and an untied LM head), per layer q, k, v, o,
+// gate, up, down and two norms, and the final norm.
+int64_t ParameterCount(const ModelConfig& c) {
+  const int64_t h = c.hidden_size, kv = int64_t{c.num_kv_heads} * c.head_dim;
+  const int64_t layer = h * int64_t{c.num_heads} * c.head_dim * 2 + h * kv * 2 +
+                        3 * h * c.intermediate_size + 2 * h;
+  return int64_t{c.vocab_size} * h * (c.tie_word_embeddings ? 1 : 2) + c.num_layers * layer + h;
+}
+
+// The three shapes are the published models': every dimension, and the parameter counts
+// of their released checkpoints (SmolLM2-135M 134,515,008; Llama-3.2-1B 1,235,814,400 with tied
+// embeddings; Llama-3-8B 8,030,261,248), which a wrong width or layer count would change.
+TEST(SyntheticModelTest, ShapesAreThePublishedModels) {
+  struct Want {
+    const char* name;
+    int vocab, hidden, ffn, layers, heads, kv_heads, head_dim;
+    float rope_theta;
+    bool tied, llama3_scaling;
+    int64_t parameters;
+  };
+  const Want wants[] = {
+      {"smollm2-135m", 49152, 576, 1536, 30, 9, 3, 64, 100000.0f, true, false, 134515008},
+      {"llama3.2-1b", 128256, 2048, 8192, 16, 32, 8, 64, 500000.0f, true, true, 1235814400},
+      {"llama3-8b", 128256, 4096, 14336, 32, 32, 8, 128, 500000.0f, false, false, 8030261248},
+  };
+  for (const Want& w : wants) {
+    SCOPED_TRACE(w.name);
+    absl::StatusOr<ModelConfig> c = SyntheticShape(w.name);
+    ASSERT_TRUE(c.ok()) << c.status();
+    EXPECT_TRUE(c->Validate().ok());
+    EXPECT_EQ(c->vocab_size, w.vocab);
+    EXPECT_EQ(c->hidden_size, w.hidden);
+    EXPECT_EQ(c->intermediate_size, w.ffn);
+    EXPECT_EQ(c->num_layers, w.layers);
+    EXPECT_EQ(c->num_heads, w.heads);
+    EXPECT_EQ(c->num_kv_heads, w.kv_heads);
+    EXPECT_EQ(c->head_dim, w.head_dim);
+    EXPECT_EQ(c->rope_theta, w.rope_theta);
+    EXPECT_EQ(c->rms_norm_eps, 1e-5f);
+    EXPECT_EQ(c->tie_word_embeddings, w.tied);
+    EXPECT_EQ(c->rope_scaling.has_value(), w.llama3_scaling);
+    EXPECT_EQ(ParameterCount(*c), w.parameters);
+  }
 }
 
 TEST(SyntheticModelTest, TinyModelWithSmolLm2TokenizerLoads) {
