@@ -82,22 +82,6 @@ absl::StatusOr<Json> DeviceInfo(int32_t device) {
               {"cublaslt", static_cast<int64_t>(cublasLtGetVersion())}};
 }
 
-// Bytes one decode step must read: every weight (the embedding table only through the LM head
-// when tied; untied, only the batch's rows are gathered, counted as none) plus the batch's KV.
-struct StepBytes {
-  double weights = 0.0;
-  double kv_per_seq = 0.0;  // at the run's mean context
-};
-
-StepBytes FloorBytes(const CudaBackend& backend, const ModelConfig& c, const Options& o) {
-  StepBytes b;
-  b.weights = static_cast<double>(backend.weight_bytes());
-  if (!c.tie_word_embeddings) b.weights -= 2.0 * c.vocab_size * c.hidden_size;
-  const double mean_context = o.prompt + (o.steps + 1) / 2.0;  // contexts prompt+1..prompt+steps
-  b.kv_per_seq = mean_context * static_cast<double>(backend.KvBytesPerBlock(1));
-  return b;
-}
-
 // With graphs (--kernel-trace): prints the timeline of one more decode step's kernels.
 DecodeStepTrace KernelTimeline(const std::string& model, int32_t batch) {
   return [model, batch](const std::function<absl::Status()>& one_step) -> absl::Status {
@@ -135,7 +119,8 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
     t0 = Now();
     RETURN_IF_ERROR(backend->AllocateKvCache({kv.blocks, kBenchBlockSize}));
     const double kv_s = Now() - t0;
-    const StepBytes bytes = FloorBytes(*backend, config, o);
+    const StepBytes bytes = FloorBytes(config, backend->weight_bytes(),
+                                       backend->KvBytesPerBlock(1), o.prompt, o.steps);
     m["weight_bytes"] = backend->weight_bytes();
     m["weight_bytes_read_per_step"] = bytes.weights;
     m["kv_bytes_per_token"] = backend->KvBytesPerBlock(1);
@@ -172,7 +157,7 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
           telemetry != nullptr ? telemetry->Stop() : TelemetrySummary{};
       RETURN_IF_ERROR(timed.status());
       DecodeResult& r = *timed;
-      const double floor_ms = (bytes.weights + bs * bytes.kv_per_seq) / bandwidth * 1e3;
+      const double floor_ms = FloorMs(bytes, bs, bandwidth);
       std::printf("  %s bs %3d: tpot %.3f ms (inputs built in the loop %.3f, pipelined %.3f, "
                   "tokens equal %.3f), floor %.3f ms%s%s\n",
                   mode, bs, r.tpot_ms, r.tpot_built_ms, r.tpot_pipelined_ms,
@@ -185,30 +170,14 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
       }
       std::fflush(stdout);
       if (graphs) {
-        decode.push_back(Json{{"batch", bs},
-                              {"tpot_ms", r.tpot_ms},
-                              {"tpot_inputs_built_ms", r.tpot_built_ms},
-                              {"tpot_pipelined_ms", r.tpot_pipelined_ms},
-                              {"pipelined_tokens_equal", r.pipelined_tokens_equal},
-                              {"tok_s", bs / (r.tpot_ms * 1e-3)},
-                              {"floor_ms", floor_ms},
-                              {"floor_fraction", floor_ms / r.tpot_ms},
-                              {"graph_replayed", r.graph_replayed}});
+        decode.push_back(GraphDecodeRow(bs, r, bytes, bandwidth));
         AddTelemetry(gpu, "", decode.back());
         graph_runs[bs] = std::move(r);
         continue;
       }
       Json& row = decode[i];
-      const DecodeResult& g = graph_runs[bs];
-      size_t same = 0;
-      for (size_t k = 0; k < r.tokens.size() && k < g.tokens.size(); ++k) {
-        same += r.tokens[k] == g.tokens[k];
-      }
-      row["eager_tpot_ms"] = r.tpot_ms;
+      AddEagerFigures(r, graph_runs[bs], row);
       AddTelemetry(gpu, "eager_", row);
-      row["graph_speedup"] = r.tpot_ms / g.tpot_ms;  // eager time over graph time
-      row["greedy_tokens_equal_eager"] =
-          g.tokens.empty() ? 0.0 : static_cast<double>(same) / g.tokens.size();
     }
     // With graphs, prompts up to the largest prefill token bucket replay a prefill graph.
     for (int32_t p : o.ttft_prompts) {

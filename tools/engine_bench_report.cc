@@ -4,6 +4,47 @@
 
 namespace rtgen::tools {
 
+StepBytes FloorBytes(const ModelConfig& c, int64_t weight_bytes, int64_t kv_bytes_per_token,
+                     int32_t prompt, int32_t steps) {
+  StepBytes b;
+  b.weights = static_cast<double>(weight_bytes);
+  if (!c.tie_word_embeddings) b.weights -= 2.0 * c.vocab_size * c.hidden_size;
+  const double mean_context = prompt + (steps + 1) / 2.0;
+  b.kv_per_seq = mean_context * static_cast<double>(kv_bytes_per_token);
+  return b;
+}
+
+double FloorMs(const StepBytes& bytes, int32_t batch, double bandwidth) {
+  return (bytes.weights + batch * bytes.kv_per_seq) / bandwidth * 1e3;
+}
+
+Json GraphDecodeRow(int32_t batch, const DecodeResult& graph, const StepBytes& bytes,
+                    double bandwidth) {
+  const double floor_ms = FloorMs(bytes, batch, bandwidth);
+  const double step_bytes = bytes.weights + batch * bytes.kv_per_seq;
+  return Json{{"batch", batch},
+              {"tpot_ms", graph.tpot_ms},
+              {"tpot_inputs_built_ms", graph.tpot_built_ms},
+              {"tpot_pipelined_ms", graph.tpot_pipelined_ms},
+              {"pipelined_tokens_equal", graph.pipelined_tokens_equal},
+              {"tok_s", batch / (graph.tpot_ms * 1e-3)},
+              {"floor_ms", floor_ms},
+              {"floor_fraction", floor_ms / graph.tpot_ms},
+              {"achieved_gbs", step_bytes / (graph.tpot_ms * 1e-3) / 1e9},
+              {"graph_replayed", graph.graph_replayed}};
+}
+
+void AddEagerFigures(const DecodeResult& eager, const DecodeResult& graph, Json& row) {
+  size_t same = 0;
+  for (size_t k = 0; k < eager.tokens.size() && k < graph.tokens.size(); ++k) {
+    same += eager.tokens[k] == graph.tokens[k];
+  }
+  row["eager_tpot_ms"] = eager.tpot_ms;
+  row["graph_speedup"] = eager.tpot_ms / graph.tpot_ms;
+  row["greedy_tokens_equal_eager"] =
+      graph.tokens.empty() ? 0.0 : static_cast<double>(same) / graph.tokens.size();
+}
+
 Json ConfigJson(const ModelConfig& c) {
   return Json{{"vocab", c.vocab_size},          {"hidden", c.hidden_size},
               {"ffn", c.intermediate_size},     {"layers", c.num_layers},
@@ -42,19 +83,20 @@ void PrintTimings(const std::string& name, const Json& m, const char* key, const
 }  // namespace
 
 void PrintTable(const Json& models) {
-  std::printf("\n%-14s %5s %10s %10s %8s %11s %9s %7s %10s %7s %6s\n", "model", "batch",
-              "tpot_ms", "built_ms", "pipe_ms", "tok/s", "floor_ms", "floor%", "eager_ms",
+  std::printf("\n%-14s %5s %10s %10s %8s %11s %9s %7s %7s %10s %7s %6s\n", "model", "batch",
+              "tpot_ms", "built_ms", "pipe_ms", "tok/s", "floor_ms", "floor%", "GB/s", "eager_ms",
               "graphx", "match");
   for (const auto& [name, m] : models.items()) {
     if (!m.contains("decode")) continue;
     for (const Json& r : m["decode"]) {
-      std::printf("%-14s %5d %10.3f %10.3f %8.3f %11.1f %9.3f %6.1f%% %10.3f %7.2f %6.3f\n",
-                  name.c_str(), r["batch"].get<int>(), r["tpot_ms"].get<double>(),
-                  r["tpot_inputs_built_ms"].get<double>(),
-                  r.value("tpot_pipelined_ms", 0.0), r["tok_s"].get<double>(),
-                  r["floor_ms"].get<double>(), 100.0 * r["floor_fraction"].get<double>(),
-                  r.value("eager_tpot_ms", 0.0), r.value("graph_speedup", 0.0),
-                  r.value("greedy_tokens_equal_eager", 0.0));
+      std::printf(
+          "%-14s %5d %10.3f %10.3f %8.3f %11.1f %9.3f %6.1f%% %7.0f %10.3f %7.2f %6.3f\n",
+          name.c_str(), r["batch"].get<int>(), r["tpot_ms"].get<double>(),
+          r["tpot_inputs_built_ms"].get<double>(), r.value("tpot_pipelined_ms", 0.0),
+          r["tok_s"].get<double>(), r["floor_ms"].get<double>(),
+          100.0 * r["floor_fraction"].get<double>(), r.value("achieved_gbs", 0.0),
+          r.value("eager_tpot_ms", 0.0), r.value("graph_speedup", 0.0),
+          r.value("greedy_tokens_equal_eager", 0.0));
     }
     PrintTimings(name, m, "ttft_ms", "ttft_eager_ms", "TTFT batch 1", "prompt ");
     PrintTimings(name, m, "mixed_ms", "mixed_eager_ms", "mixed step (decode rows + prompt)", "");
