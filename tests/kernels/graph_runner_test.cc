@@ -1,5 +1,6 @@
 // Decode CUDA graphs: replay is bitwise equal to eager execution of the same batch, a padded
-// bucket yields the same greedy tokens as the exact batch, and seeded sampling reproduces.
+// bucket yields the same greedy tokens as the exact batch, a batch past the largest bucket runs
+// eagerly, and seeded sampling reproduces.
 
 #include <algorithm>
 #include <cmath>
@@ -269,6 +270,55 @@ TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
     ASSERT_EQ(og->sampled.size(), 3u);
     for (size_t i = 0; i < g.size(); ++i) {
       EXPECT_EQ(og->sampled[i].token_id, oe->sampled[i].token_id) << "step " << step << " seq " << i;
+      g[i].tokens.push_back(og->sampled[i].token_id);
+      g[i].output.push_back(og->sampled[i].token_id);
+      e[i].tokens.push_back(oe->sampled[i].token_id);
+      e[i].output.push_back(oe->sampled[i].token_id);
+    }
+  }
+}
+
+// A decode batch past the largest bucket (10 rows over buckets 1, 2, 4, 8) runs eagerly on the
+// graph backend: graph_replayed is false (the server counts such a step as
+// rtgen_eager_steps_total{reason="decode"}) and its tokens are the eager backend's; the next step,
+// of 8 of those sequences, replays bucket 8's graph again.
+TEST(GraphRunnerTest, DecodePastTheLargestBucketRunsEagerly) {
+  const ModelConfig c = SmolLm2Config();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  auto graph = Make(c, seed, true);
+  auto eager = Make(c, seed, false);
+  ASSERT_TRUE(graph && eager);
+  ASSERT_EQ(graph->graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
+  std::vector<int32_t> next = {0, 0};
+  std::vector<TestSeq> g = Prefill({graph.get(), eager.get()}, c, 10, rng, &next);
+  std::vector<TestSeq> e = g;
+  for (size_t i = 0; i < g.size(); ++i) {
+    g[i].tokens.push_back(static_cast<int32_t>(i) + 1);
+    e[i].tokens.push_back(static_cast<int32_t>(i) + 1);
+  }
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  for (const size_t rows : {10u, 10u, 8u}) {
+    SCOPED_TRACE(rows);
+    StepBuilder bg(16, &next[0]), be(16, &next[1]);
+    for (size_t i = 0; i < rows; ++i) {
+      bg.Add(g[i], 1, &greedy);
+      be.Add(e[i], 1, &greedy);
+    }
+    auto og = graph->Execute(bg.Build(true));
+    auto oe = eager->Execute(be.Build(true));
+    ASSERT_TRUE(og.ok()) << og.status();
+    ASSERT_TRUE(oe.ok()) << oe.status();
+    EXPECT_EQ(og->graph_replayed, rows <= 8);
+    if (rows <= 8) {
+      EXPECT_EQ(og->graph_bucket, 8);
+    }
+    ASSERT_EQ(og->sampled.size(), rows);
+    ASSERT_EQ(oe->sampled.size(), rows);
+    for (size_t i = 0; i < rows; ++i) {
+      EXPECT_EQ(og->sampled[i].token_id, oe->sampled[i].token_id) << "seq " << i;
       g[i].tokens.push_back(og->sampled[i].token_id);
       g[i].output.push_back(og->sampled[i].token_id);
       e[i].tokens.push_back(oe->sampled[i].token_id);
