@@ -42,12 +42,22 @@ fi
 echo "== server start-up"
 cat "${out}/server.log"
 echo "== rtgen-client generate --chat (greedy)"
+# SmolLM2-135M-Instruct's greedy answer names Paris (the CPU backend's too: RealModelTest).
 "${bundle}/bin/rtgen-client" generate --target "127.0.0.1:${port}" --chat \
-  --prompt "What is the capital of France?" --temperature 0 --max-tokens 64
+  --prompt "What is the capital of France?" --temperature 0 --max-tokens 64 \
+  >"${out}/chat.txt" 2>&1
+chat_rc=$?
+cat "${out}/chat.txt"
 echo
+if [[ ${chat_rc} -ne 0 ]] || ! grep -q "Paris" "${out}/chat.txt"; then
+  echo "FAILED: the greedy chat answer (exit ${chat_rc}) does not name Paris"
+  cat "${out}/server.log"
+  exit 1
+fi
 echo "== rtgen-bench, one stream, prompt 128, 128 new tokens"
 "${bundle}/bin/rtgen-bench" --target "127.0.0.1:${port}" --concurrency 1 --num-requests 20 \
-  --warmup 3 --input-len 128 --output-len 128 --no-progress --output "${out}/e2e_bench.json"
+  --warmup 3 --input-len 128 --output-len 128 --no-progress --output "${out}/e2e_bench.json" ||
+  { echo "FAILED: rtgen-bench, one stream"; cat "${out}/server.log"; exit 1; }
 if [[ -n "${metrics}" ]]; then
   echo "== metrics (graph replays vs eager)"
   curl -s "127.0.0.1:${metrics}/metrics" 2>/dev/null | grep -E '^rtgen_(graph_replays|eager_steps)_total' ||
