@@ -16,4 +16,13 @@ if [ -z "$python" ] || rtgen_externally_managed "$python"; then
 fi
 rtgen_pip_install_missing "$python"
 cd "$build"
-ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@"
+status=0
+ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@" || status=$?
+# ctest prints no output of a skipped test: say why the GPU tests did not run (gpu_test_main.cc,
+# or the placeholder of a build without nvcc).
+reason=$(grep -m1 -E '^(no CUDA device|GPU tests not built)' Testing/Temporary/LastTest.log \
+  2>/dev/null || true)
+if [ -n "$reason" ]; then
+  echo "test.sh: GPU tests (ctest label gpu) skipped: $reason"
+fi
+exit "$status"
