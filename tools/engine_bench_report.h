@@ -46,8 +46,9 @@ Json ConfigJson(const ModelConfig& c);
 void AddTelemetry(const TelemetrySummary& gpu, const std::string& prefix, Json& row);
 
 // One line per model and batch (graph TPOT, built-in-loop and pipelined TPOT, tokens/s, floor,
-// its share of TPOT, the achieved GB/s, eager TPOT and the graph speed-up, greedy tokens equal to eager), then each model's TTFT and
-// mixed-step lines, to stdout. `models` maps a model's name to its JSON (or to {"error": ...}).
+// its share of TPOT, the achieved GB/s, eager TPOT and the graph speed-up, greedy tokens equal
+// to eager), then each model's TTFT and mixed-step lines, to stdout. `models` maps a model's name
+// to its JSON (or to {"error": ...}).
 void PrintTable(const Json& models);
 
 }  // namespace rtgen::tools
