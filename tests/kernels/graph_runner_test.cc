@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/graph_runner.h"
@@ -236,45 +238,71 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
   }
 }
 
-TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
-  const ModelConfig c = SmolLm2Config();
-  const uint64_t seed = FreshSeed();
-  SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  auto graph = Make(c, seed, true);
-  auto eager = Make(c, seed, false);
-  ASSERT_TRUE(graph && eager);
-  std::vector<int32_t> next = {0, 0};
-  std::vector<TestSeq> g = Prefill({graph.get(), eager.get()}, c, 3, rng, &next);
-  std::vector<TestSeq> e = g;
-  // Seed each decode with a token; then feed back the sampled ones.
-  for (size_t i = 0; i < g.size(); ++i) {
-    g[i].tokens.push_back(static_cast<int32_t>(i) + 1);
-    e[i].tokens.push_back(static_cast<int32_t>(i) + 1);
-  }
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
-  for (int step = 0; step < 8; ++step) {
-    StepBuilder bg(16, &next[0]), be(16, &next[1]);
-    for (size_t i = 0; i < g.size(); ++i) {
-      bg.Add(g[i], 1, &greedy);
-      be.Add(e[i], 1, &greedy);
+// Greedy decoding of the same sequences on two backends of SmolLM2-135M's shape, random weights
+// from one seed: one replaying graphs (buckets 1, 2, 4, 8), one eager, `n` sequences prefilled in
+// both at the same blocks. Each sequence decodes from token i + 1, then from its sampled tokens.
+class GreedyPair {
+ public:
+  GreedyPair(uint64_t seed, int n)
+      : rng_(seed), graph_(Make(c_, seed, true)), eager_(Make(c_, seed, false)) {
+    if (!ready()) return;
+    g_ = Prefill({graph_.get(), eager_.get()}, c_, n, rng_, &next_);
+    e_ = g_;
+    for (size_t i = 0; i < g_.size(); ++i) {
+      g_[i].tokens.push_back(static_cast<int32_t>(i) + 1);
+      e_[i].tokens.push_back(static_cast<int32_t>(i) + 1);
     }
-    auto og = graph->Execute(bg.Build(true));
-    auto oe = eager->Execute(be.Build(true));
+  }
+
+  bool ready() const { return graph_ && eager_; }
+  const CudaBackend& graph() const { return *graph_; }
+
+  // One step of sequences [0, rows) on both backends: the eager backend never replays, the two
+  // sample the same tokens, and each is fed back. *out: the graph backend's output.
+  void Step(size_t rows, StepOutput* out) {
+    SamplingParams greedy;
+    greedy.temperature = 0.0f;
+    StepBuilder bg(16, &next_[0]), be(16, &next_[1]);
+    for (size_t i = 0; i < rows; ++i) {
+      bg.Add(g_[i], 1, &greedy);
+      be.Add(e_[i], 1, &greedy);
+    }
+    auto og = graph_->Execute(bg.Build(true));
+    auto oe = eager_->Execute(be.Build(true));
     ASSERT_TRUE(og.ok()) << og.status();
     ASSERT_TRUE(oe.ok()) << oe.status();
-    EXPECT_TRUE(og->graph_replayed);
-    EXPECT_EQ(og->graph_bucket, 4);
     EXPECT_FALSE(oe->graph_replayed);
-    ASSERT_EQ(og->sampled.size(), 3u);
-    for (size_t i = 0; i < g.size(); ++i) {
-      EXPECT_EQ(og->sampled[i].token_id, oe->sampled[i].token_id) << "step " << step << " seq " << i;
-      g[i].tokens.push_back(og->sampled[i].token_id);
-      g[i].output.push_back(og->sampled[i].token_id);
-      e[i].tokens.push_back(oe->sampled[i].token_id);
-      e[i].output.push_back(oe->sampled[i].token_id);
+    ASSERT_EQ(og->sampled.size(), rows);
+    ASSERT_EQ(oe->sampled.size(), rows);
+    for (size_t i = 0; i < rows; ++i) {
+      EXPECT_EQ(og->sampled[i].token_id, oe->sampled[i].token_id) << "seq " << i;
+      g_[i].tokens.push_back(og->sampled[i].token_id);
+      g_[i].output.push_back(og->sampled[i].token_id);
+      e_[i].tokens.push_back(oe->sampled[i].token_id);
+      e_[i].output.push_back(oe->sampled[i].token_id);
     }
+    *out = std::move(*og);
+  }
+
+ private:
+  const ModelConfig c_ = SmolLm2Config();
+  std::mt19937_64 rng_;
+  std::unique_ptr<CudaBackend> graph_, eager_;
+  std::vector<int32_t> next_ = {0, 0};
+  std::vector<TestSeq> g_, e_;  // the sequences as each backend has them
+};
+
+TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  GreedyPair pair(seed, 3);
+  ASSERT_TRUE(pair.ready());
+  for (int step = 0; step < 8; ++step) {
+    SCOPED_TRACE(step);
+    StepOutput out;
+    ASSERT_NO_FATAL_FAILURE(pair.Step(3, &out));
+    EXPECT_TRUE(out.graph_replayed);
+    EXPECT_EQ(out.graph_bucket, 4);
   }
 }
 
@@ -283,46 +311,18 @@ TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
 // rtgen_eager_steps_total{reason="decode"}) and its tokens are the eager backend's; the next step,
 // of 8 of those sequences, replays bucket 8's graph again.
 TEST(GraphRunnerTest, DecodePastTheLargestBucketRunsEagerly) {
-  const ModelConfig c = SmolLm2Config();
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
-  std::mt19937_64 rng(seed);
-  auto graph = Make(c, seed, true);
-  auto eager = Make(c, seed, false);
-  ASSERT_TRUE(graph && eager);
-  ASSERT_EQ(graph->graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
-  std::vector<int32_t> next = {0, 0};
-  std::vector<TestSeq> g = Prefill({graph.get(), eager.get()}, c, 10, rng, &next);
-  std::vector<TestSeq> e = g;
-  for (size_t i = 0; i < g.size(); ++i) {
-    g[i].tokens.push_back(static_cast<int32_t>(i) + 1);
-    e[i].tokens.push_back(static_cast<int32_t>(i) + 1);
-  }
-  SamplingParams greedy;
-  greedy.temperature = 0.0f;
+  GreedyPair pair(seed, 10);
+  ASSERT_TRUE(pair.ready());
+  ASSERT_EQ(pair.graph().graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
   for (const size_t rows : {10u, 10u, 8u}) {
     SCOPED_TRACE(rows);
-    StepBuilder bg(16, &next[0]), be(16, &next[1]);
-    for (size_t i = 0; i < rows; ++i) {
-      bg.Add(g[i], 1, &greedy);
-      be.Add(e[i], 1, &greedy);
-    }
-    auto og = graph->Execute(bg.Build(true));
-    auto oe = eager->Execute(be.Build(true));
-    ASSERT_TRUE(og.ok()) << og.status();
-    ASSERT_TRUE(oe.ok()) << oe.status();
-    EXPECT_EQ(og->graph_replayed, rows <= 8);
+    StepOutput out;
+    ASSERT_NO_FATAL_FAILURE(pair.Step(rows, &out));
+    EXPECT_EQ(out.graph_replayed, rows <= 8);
     if (rows <= 8) {
-      EXPECT_EQ(og->graph_bucket, 8);
-    }
-    ASSERT_EQ(og->sampled.size(), rows);
-    ASSERT_EQ(oe->sampled.size(), rows);
-    for (size_t i = 0; i < rows; ++i) {
-      EXPECT_EQ(og->sampled[i].token_id, oe->sampled[i].token_id) << "seq " << i;
-      g[i].tokens.push_back(og->sampled[i].token_id);
-      g[i].output.push_back(og->sampled[i].token_id);
-      e[i].tokens.push_back(oe->sampled[i].token_id);
-      e[i].output.push_back(oe->sampled[i].token_id);
+      EXPECT_EQ(out.graph_bucket, 8);
     }
   }
 }
