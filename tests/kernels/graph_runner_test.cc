@@ -1,6 +1,8 @@
 // Decode CUDA graphs: replay is bitwise equal to eager execution of the same batch, a padded
-// bucket yields the same greedy tokens as the exact batch, a batch past the largest bucket runs
-// eagerly, and seeded sampling reproduces.
+// bucket yields the same greedy tokens as the exact batch, every bucket replays without
+// allocating, a batch past the largest bucket runs eagerly, and seeded sampling reproduces.
+
+#include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
@@ -325,6 +327,41 @@ TEST(GraphRunnerTest, DecodePastTheLargestBucketRunsEagerly) {
       EXPECT_EQ(out.graph_bucket, 8);
     }
   }
+}
+
+// Start-up captures every bucket (its cost reported), and a decode step of any size up to the
+// largest bucket replays the smallest bucket that holds it without allocating device memory: a
+// second pass over the sizes, after one that warms both backends, leaves the device's free memory
+// as it was.
+TEST(GraphRunnerTest, EveryBucketReplaysAndReplaysAllocateNothing) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  GreedyPair pair(seed, 8);
+  ASSERT_TRUE(pair.ready());
+  const CudaBackend& graph = pair.graph();
+  ASSERT_EQ(graph.graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
+  EXPECT_GE(graph.graph_count(), 4u);
+  EXPECT_GT(graph.graph_capture_seconds(), 0.0);
+  EXPECT_GE(graph.graph_capture_bytes(), 0);
+  const std::vector<std::pair<size_t, int32_t>> sizes = {{1, 1}, {2, 2}, {3, 4}, {4, 4},
+                                                         {5, 8}, {7, 8}, {8, 8}};
+  size_t free_after_warm_up = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    if (pass == 1) {
+      size_t total = 0;
+      ASSERT_EQ(cudaMemGetInfo(&free_after_warm_up, &total), cudaSuccess);
+    }
+    for (const auto& [rows, bucket] : sizes) {
+      SCOPED_TRACE(::testing::Message() << "pass " << pass << ", " << rows << " rows");
+      StepOutput out;
+      ASSERT_NO_FATAL_FAILURE(pair.Step(rows, &out));
+      EXPECT_TRUE(out.graph_replayed);
+      EXPECT_EQ(out.graph_bucket, bucket);
+    }
+  }
+  size_t free_now = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_now, &total), cudaSuccess);
+  EXPECT_EQ(free_now, free_after_warm_up);
 }
 
 // Seeded sampling: two runs of the same requests give the same streams, graph or eager; a
