@@ -294,6 +294,18 @@ class GreedyPair {
   std::vector<TestSeq> g_, e_;  // the sequences as each backend has them
 };
 
+// One GreedyPair step of `rows` sequences whose graph backend replays `bucket`'s graph (0: none,
+// the step runs eagerly).
+void ExpectStepReplays(GreedyPair& pair, size_t rows, int32_t bucket) {
+  SCOPED_TRACE(::testing::Message() << rows << " rows");
+  StepOutput out;
+  ASSERT_NO_FATAL_FAILURE(pair.Step(rows, &out));
+  EXPECT_EQ(out.graph_replayed, bucket > 0);
+  if (bucket > 0) {
+    EXPECT_EQ(out.graph_bucket, bucket);
+  }
+}
+
 TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
@@ -301,10 +313,7 @@ TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
   ASSERT_TRUE(pair.ready());
   for (int step = 0; step < 8; ++step) {
     SCOPED_TRACE(step);
-    StepOutput out;
-    ASSERT_NO_FATAL_FAILURE(pair.Step(3, &out));
-    EXPECT_TRUE(out.graph_replayed);
-    EXPECT_EQ(out.graph_bucket, 4);
+    ASSERT_NO_FATAL_FAILURE(ExpectStepReplays(pair, 3, 4));
   }
 }
 
@@ -318,15 +327,9 @@ TEST(GraphRunnerTest, DecodePastTheLargestBucketRunsEagerly) {
   GreedyPair pair(seed, 10);
   ASSERT_TRUE(pair.ready());
   ASSERT_EQ(pair.graph().graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
-  for (const size_t rows : {10u, 10u, 8u}) {
-    SCOPED_TRACE(rows);
-    StepOutput out;
-    ASSERT_NO_FATAL_FAILURE(pair.Step(rows, &out));
-    EXPECT_EQ(out.graph_replayed, rows <= 8);
-    if (rows <= 8) {
-      EXPECT_EQ(out.graph_bucket, 8);
-    }
-  }
+  ASSERT_NO_FATAL_FAILURE(ExpectStepReplays(pair, 10, 0));
+  ASSERT_NO_FATAL_FAILURE(ExpectStepReplays(pair, 10, 0));
+  ASSERT_NO_FATAL_FAILURE(ExpectStepReplays(pair, 8, 8));
 }
 
 // Start-up captures every bucket (its cost reported), and a decode step of any size up to the
@@ -351,12 +354,9 @@ TEST(GraphRunnerTest, EveryBucketReplaysAndReplaysAllocateNothing) {
       size_t total = 0;
       ASSERT_EQ(cudaMemGetInfo(&free_after_warm_up, &total), cudaSuccess);
     }
+    SCOPED_TRACE(::testing::Message() << "pass " << pass);
     for (const auto& [rows, bucket] : sizes) {
-      SCOPED_TRACE(::testing::Message() << "pass " << pass << ", " << rows << " rows");
-      StepOutput out;
-      ASSERT_NO_FATAL_FAILURE(pair.Step(rows, &out));
-      EXPECT_TRUE(out.graph_replayed);
-      EXPECT_EQ(out.graph_bucket, bucket);
+      ASSERT_NO_FATAL_FAILURE(ExpectStepReplays(pair, rows, bucket));
     }
   }
   size_t free_now = 0, total = 0;
