@@ -25,19 +25,6 @@ DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t
   return plan;
 }
 
-std::vector<int32_t> DecodeContextBounds(int32_t num_seqs, int32_t num_kv_heads,
-                                         int32_t max_context, int32_t num_sms,
-                                         int32_t min_partition) {
-  // The plain plan alone: attention merges every step's partitions.
-  DecodeShape shape;
-  shape.num_seqs = num_seqs;
-  shape.num_kv_heads = num_kv_heads;
-  shape.num_sms = num_sms;
-  shape.min_partition = min_partition;
-  shape.merge = MergeInO::kNever;
-  return DecodeStepContextBounds(shape, max_context);
-}
-
 int32_t DecodeContextBoundFor(const std::vector<int32_t>& bounds, int32_t longest) {
   const auto it = std::lower_bound(bounds.begin(), bounds.end(), longest);
   return it == bounds.end() ? bounds.back() : *it;

@@ -22,22 +22,8 @@ constexpr int32_t kDefaultMinPartition = 256;
 DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t max_context,
                                  int32_t num_sms, int32_t min_partition = kDefaultMinPartition);
 
-// Context classes of decode steps of `num_seqs` sequences: increasing bounds, the last
-// max_context, one per distinct split plan, bound c standing for a longest context in
-// (previous bound, c] and planned as PlanDecodeSplits(num_seqs, num_kv_heads, c, ...). The
-// candidates are min_partition, 2 min_partition, 4 min_partition, ... below max_context, then
-// max_context; of consecutive candidates with the same plan the largest is kept. A step of short
-// contexts planned for max_context launches partitions that hold no keys; their blocks cost the
-// step time (decode graphs are captured per class: graph_runner.h). DecodeStepContextBounds of
-// a shape whose partitions attention merges (MergeInO::kNever).
-std::vector<int32_t> DecodeContextBounds(int32_t num_seqs, int32_t num_kv_heads,
-                                         int32_t max_context, int32_t num_sms,
-                                         int32_t min_partition = kDefaultMinPartition);
-// The first of `bounds` (increasing, not empty) that is >= longest; the last when none is.
-int32_t DecodeContextBoundFor(const std::vector<int32_t>& bounds, int32_t longest);
-
-// Who merges a one-sequence decode step's key partitions. kAuto: the o projection where the
-// rule below holds (kAutoMergeRule), else attention. kAlways: the o projection wherever the
+// Who merges a one-sequence decode step's key partitions. kAuto: the o projection where kAuto's
+// rule (below) holds, else attention. kAlways: the o projection wherever the
 // plain plan has 2..kMaxSplitsMergedInO partitions. kNever: attention (its last block).
 // RTGEN_DECODE_MERGE_IN_O: unset kAuto, "1" kAlways, "0" kNever (A/B).
 enum class MergeInO { kAuto, kAlways, kNever };
@@ -72,8 +58,16 @@ struct DecodeStepPlan {
 };
 // The plan of a step of `shape` whose longest context is at most context_bound.
 DecodeStepPlan PlanDecodeStep(const DecodeShape& shape, int32_t context_bound);
-// DecodeContextBounds for PlanDecodeStep: candidates from the smallest granule the shape can
-// take, one bound per distinct plan (partitions, granule and who merges).
+// Context classes of decode steps of `shape`: increasing bounds, the last max_context, bound c
+// standing for a longest context in (previous bound, c] and planned as PlanDecodeStep(shape, c).
+// The candidates are the smallest granule the shape can take (min_partition, or
+// kMergeInOPartition where kAuto's rule applies), twice that, four times, ... below max_context,
+// then max_context; of consecutive candidates with the same plan (partitions, granule and who
+// merges) the largest is kept. A step of short contexts planned for max_context launches
+// partitions that hold no keys; their blocks cost the step time (decode graphs are captured per
+// class: graph_runner.h).
 std::vector<int32_t> DecodeStepContextBounds(const DecodeShape& shape, int32_t max_context);
+// The first of `bounds` (increasing, not empty) that is >= longest; the last when none is.
+int32_t DecodeContextBoundFor(const std::vector<int32_t>& bounds, int32_t longest);
 
 }  // namespace rtgen::kernels

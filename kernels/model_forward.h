@@ -78,8 +78,8 @@ class ModelForward {
       int32_t max_context, int32_t num_sms, bool use_gemv, bool persistent_decode,
       int32_t max_link_rows);
 
-  // Context classes of decode steps of `rows` sequences (decode_attention.h
-  // DecodeContextBounds): the values ForwardShape::context_bound takes for them.
+  // Context classes of decode steps of `rows` sequences (decode_plan.h DecodeStepContextBounds):
+  // the values ForwardShape::context_bound takes for them.
   std::vector<int32_t> DecodeContextBounds(int32_t rows) const;
 
   // True when a decode step of one sequence runs as the persistent kernel.

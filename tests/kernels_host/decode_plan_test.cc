@@ -13,22 +13,30 @@
 namespace rtgen::kernels {
 namespace {
 
+// The context classes of `seqs` sequences over `kv_heads` kv heads on `sms` SMs whose partitions
+// attention merges (MergeInO::kNever): the plain split plan's classes.
+std::vector<int32_t> PlainContextBounds(int32_t seqs, int32_t kv_heads, int32_t max_context,
+                                        int32_t sms) {
+  return DecodeStepContextBounds(
+      {seqs, kv_heads, /*o_input=*/0, sms, kDefaultMinPartition, MergeInO::kNever}, max_context);
+}
+
 // Context classes: one bound per distinct split plan, each planned as PlanDecodeSplits at that
 // bound, the last the longest context; a step takes the first bound covering its longest
 // context.
 TEST(DecodeSplitPlanTest, ContextClassesOnePerPlan) {
   // SmolLM2-135M's 3 kv heads on 132 SMs, contexts up to 4096, 256-key granules.
-  EXPECT_EQ(DecodeContextBounds(1, 3, 4096, 132),
+  EXPECT_EQ(PlainContextBounds(1, 3, 4096, 132),
             (std::vector<int32_t>{256, 512, 1024, 2048, 4096}));
-  EXPECT_EQ(DecodeContextBounds(8, 3, 4096, 132),  // 5 partitions at most
+  EXPECT_EQ(PlainContextBounds(8, 3, 4096, 132),  // 5 partitions at most
             (std::vector<int32_t>{256, 512, 1024, 4096}));
-  EXPECT_EQ(DecodeContextBounds(16, 3, 4096, 132), (std::vector<int32_t>{256, 4096}));
-  EXPECT_EQ(DecodeContextBounds(64, 3, 4096, 132), (std::vector<int32_t>{4096}));
-  EXPECT_EQ(DecodeContextBounds(1, 8, 1000, 132),  // a longest context off the grid
+  EXPECT_EQ(PlainContextBounds(16, 3, 4096, 132), (std::vector<int32_t>{256, 4096}));
+  EXPECT_EQ(PlainContextBounds(64, 3, 4096, 132), (std::vector<int32_t>{4096}));
+  EXPECT_EQ(PlainContextBounds(1, 8, 1000, 132),  // a longest context off the grid
             (std::vector<int32_t>{256, 512, 1000}));
-  EXPECT_EQ(DecodeContextBounds(1, 3, 200, 132), (std::vector<int32_t>{200}));
+  EXPECT_EQ(PlainContextBounds(1, 3, 200, 132), (std::vector<int32_t>{200}));
   for (const int32_t seqs : {1, 2, 5, 8, 16, 33}) {
-    const std::vector<int32_t> bounds = DecodeContextBounds(seqs, 8, 8192, 132);
+    const std::vector<int32_t> bounds = PlainContextBounds(seqs, 8, 8192, 132);
     ASSERT_FALSE(bounds.empty());
     EXPECT_EQ(bounds.back(), 8192);
     for (size_t i = 1; i < bounds.size(); ++i) {
@@ -98,9 +106,9 @@ TEST(DecodeStepPlanTest, ContextClassesOnePerStepPlan) {
   EXPECT_EQ(DecodeStepContextBounds(Smol(1), 4096),
             (std::vector<int32_t>{64, 128, 256, 512, 1024, 2048, 4096}));
   EXPECT_EQ(DecodeStepContextBounds(Smol(1, MergeInO::kNever), 4096),
-            DecodeContextBounds(1, 3, 4096, 132));
-  EXPECT_EQ(DecodeStepContextBounds(Llama1B(1), 4096), DecodeContextBounds(1, 8, 4096, 132));
-  EXPECT_EQ(DecodeStepContextBounds(Smol(8), 4096), DecodeContextBounds(8, 3, 4096, 132));
+            (std::vector<int32_t>{256, 512, 1024, 2048, 4096}));
+  EXPECT_EQ(DecodeStepContextBounds(Llama1B(1), 4096), PlainContextBounds(1, 8, 4096, 132));
+  EXPECT_EQ(DecodeStepContextBounds(Smol(8), 4096), PlainContextBounds(8, 3, 4096, 132));
   // Within a class every context has its bound's plan; a merged plan has 2..8 partitions.
   for (const DecodeShape& shape : {Smol(1), Smol(1, MergeInO::kAlways), Llama1B(1)}) {
     const std::vector<int32_t> bounds = DecodeStepContextBounds(shape, 3000);
