@@ -11,50 +11,12 @@
 #include "kernels/kv_store.h"
 #include "kernels/rope.h"
 #include "tests/kernels/attention_reference.h"
+#include "tests/kernels/decode_launch.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/slow_kv_writer.h"
 
 namespace rtgen::testing_gpu {
 namespace {
-
-// The device side of a decode attention launch over cache c: query rows of q_stride elements,
-// output rows, the split plan and its partial buffers.
-struct DecodeBuffers {
-  const DeviceArray<uint16_t>& q;
-  int q_stride;
-  const DeviceArray<uint16_t>& k;
-  const DeviceArray<uint16_t>& v;
-  const DeviceArray<int32_t>& tables;
-  const DeviceArray<int32_t>& ctx;
-  const DeviceArray<uint16_t>& out;
-  const DeviceArray<float>& partial_out;
-  const DeviceArray<float>& partial_ml;
-};
-
-kernels::DecodeAttentionParams DecodeParams(const Cache& c, int seqs, int heads,
-                                            const kernels::DecodeSplitPlan& plan,
-                                            const DecodeBuffers& b) {
-  kernels::DecodeAttentionParams p;
-  p.q = b.q.bf16();
-  p.q_stride = b.q_stride;
-  p.k_cache = b.k.bf16();
-  p.v_cache = b.v.bf16();
-  p.block_tables = b.tables.get();
-  p.context_lens = b.ctx.get();
-  p.out = b.out.bf16();
-  p.num_seqs = seqs;
-  p.num_heads = heads;
-  p.num_kv_heads = c.kv_heads;
-  p.head_dim = c.hd;
-  p.block_size = c.block_size;
-  p.max_blocks_per_seq = c.max_blocks;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
-  p.num_splits = plan.num_splits;
-  p.partition_size = plan.partition_size;
-  p.partial_out = b.partial_out.get();
-  p.partial_ml = b.partial_ml.get();
-  return p;
-}
 
 struct AttnShape {
   int heads, kv_heads, hd, block_size;

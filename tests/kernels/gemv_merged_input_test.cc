@@ -13,6 +13,7 @@
 #include "kernels/decode_attention.h"
 #include "kernels/gemv.h"
 #include "tests/kernels/attention_reference.h"
+#include "tests/kernels/decode_launch.h"
 #include "tests/kernels/gpu_test_util.h"
 
 namespace rtgen::testing_gpu {
@@ -57,26 +58,11 @@ struct MergeInputs {
         d_counters(std::vector<int32_t>(mc.heads, 0)) {}
 
   // Attention over them with mc's plan, merging its own partitions (counters) into `out`.
-  kernels::DecodeAttentionParams Attention(const MergeCase& mc, __nv_bfloat16* out) const {
-    kernels::DecodeAttentionParams p;
-    p.q = d_q.bf16();
-    p.q_stride = (mc.heads + 2 * mc.kv_heads) * mc.hd;
-    p.k_cache = d_k.bf16();
-    p.v_cache = d_v.bf16();
-    p.block_tables = d_tables.get();
-    p.context_lens = d_ctx.get();
-    p.out = out;
-    p.num_seqs = 1;
-    p.num_heads = mc.heads;
-    p.num_kv_heads = mc.kv_heads;
-    p.head_dim = mc.hd;
-    p.block_size = cache.block_size;
-    p.max_blocks_per_seq = cache.max_blocks;
-    p.scale = 1.0f / std::sqrt(static_cast<float>(mc.hd));
-    p.num_splits = mc.splits;
-    p.partition_size = mc.granule;
-    p.partial_out = d_po.get();
-    p.partial_ml = d_ml.get();
+  kernels::DecodeAttentionParams Attention(const MergeCase& mc,
+                                           const DeviceArray<uint16_t>& out) const {
+    kernels::DecodeAttentionParams p = DecodeParams(
+        cache, 1, mc.heads, {mc.splits, mc.granule},
+        {d_q, (mc.heads + 2 * mc.kv_heads) * mc.hd, d_k, d_v, d_tables, d_ctx, out, d_po, d_ml});
     p.counters = d_counters.get();
     return p;
   }
@@ -113,7 +99,7 @@ TEST(GemvMergedInputTest, MatchesAttentionMergingItselfThenTheGemv) {
         SCOPED_TRACE(tensor_cores ? "tensor cores where they apply" : "CUDA cores");
         // Attention merging its own partitions: the plain GEMV's input.
         DeviceArray<uint16_t> d_x(k);
-        kernels::DecodeAttentionParams a = in.Attention(mc, d_x.bf16());
+        kernels::DecodeAttentionParams a = in.Attention(mc, d_x);
         a.tensor_cores = tensor_cores;
         GPU_CHECK(kernels::DecodeAttention(a, nullptr));
         // Partials only (`out` keeps its poison), launched right before each merged GEMV with
@@ -176,7 +162,7 @@ TEST(GemvMergedInputTest, NormProducerJoinsTheMergedRowsProducts) {
   const int k = mc.heads * mc.hd, n = mc.n;
   const MergeInputs in(mc, 192, rng);
   DeviceArray<uint16_t> d_x(k), d_unused(k);
-  kernels::DecodeAttentionParams a = in.Attention(mc, d_x.bf16());
+  kernels::DecodeAttentionParams a = in.Attention(mc, d_x);
   GPU_CHECK(kernels::DecodeAttention(a, nullptr));
   a.out = d_unused.bf16();
   a.counters = nullptr;
@@ -272,28 +258,10 @@ TEST(GemvMergedInputTest, RefusesWhatItCannotMerge) {
   p.y_f32 = false;
   EXPECT_EQ(kernels::GemvSiluMul(p, nullptr), cudaErrorInvalidValue) << "the SwiGLU epilogue";
   // Attention refuses to leave its partials and merge them itself.
-  kernels::DecodeAttentionParams a;
-  DeviceArray<uint16_t> d_cache(16 * 3 * 64);
-  DeviceArray<int32_t> d_tables(std::vector<int32_t>{0});
-  DeviceArray<int32_t> d_counters(std::vector<int32_t>(9, 0));
-  a.q = d_x.bf16();
-  a.q_stride = 15 * 64;
-  a.k_cache = d_cache.bf16();
-  a.v_cache = d_cache.bf16();
-  a.block_tables = d_tables.get();
-  a.context_lens = d_ctx.get();
-  a.out = d_x.bf16();
-  a.num_seqs = 1;
-  a.num_heads = 9;
-  a.num_kv_heads = 3;
-  a.head_dim = 64;
-  a.block_size = 16;
-  a.max_blocks_per_seq = 1;
-  a.num_splits = 4;
-  a.partition_size = 64;
-  a.partial_out = d_po.get();
-  a.partial_ml = d_ml.get();
-  a.counters = d_counters.get();
+  std::mt19937_64 rng(1);
+  const MergeInputs in(kCases[0], 100, rng);
+  DeviceArray<uint16_t> d_out(576);
+  kernels::DecodeAttentionParams a = in.Attention(kCases[0], d_out);
   a.merged_by_consumer = true;
   EXPECT_EQ(kernels::DecodeAttention(a, nullptr), cudaErrorInvalidValue);
 }
