@@ -19,7 +19,7 @@ cd "$build"
 status=0
 ctest --output-on-failure -j"$(nproc)" --timeout 600 "$@" || status=$?
 # ctest prints no output of a skipped test: say why the GPU tests did not run (gpu_test_main.cc,
-# or the placeholder of a build without nvcc).
+# or the ctest entry that stands in for gpu_tests in a build without nvcc: tests/CMakeLists.txt).
 reason=$(grep -m1 -E '^(no CUDA device|GPU tests not built)' Testing/Temporary/LastTest.log \
   2>/dev/null || true)
 if [ -n "$reason" ]; then
