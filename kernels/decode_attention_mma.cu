@@ -97,7 +97,7 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps <= 12 ? 12 / kWarps : 1)
 
   const int group = p.num_heads / p.num_kv_heads;
   const int head0 = kv_head * group;
-  const int64_t row = static_cast<int64_t>(p.num_kv_heads) * kD;  // elements per cache slot
+  const int row = p.num_kv_heads * kD;  // elements per cache slot
   const __nv_bfloat16* kbase = p.k_cache + static_cast<int64_t>(kv_head) * kD;
   const __nv_bfloat16* vbase = p.v_cache + static_cast<int64_t>(kv_head) * kD;
   const int tiles = end > begin ? (end - begin + kTileKeys - 1) / kTileKeys : 0;
@@ -108,9 +108,34 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps <= 12 ? 12 / kWarps : 1)
     const int st = tile % kStages;
     const int key = begin + tile * kTileKeys + r;
     const bool valid = key < end;
-    const int64_t slot = valid ? range.Slot(key, p.block_size, s_table) : 0;
-    CpAsync16(&sm.k[st][r][Swz(r, ch * 8)], kbase + slot * row + ch * 8, valid);
-    CpAsync16(&sm.v[st][r][Swz(r, ch * 8)], vbase + slot * row + ch * 8, valid);
+    const int64_t at = valid ? int64_t{range.Slot(key, p.block_size, s_table)} * row : 0;
+    CpAsync16(&sm.k[st][r][Swz(r, ch * 8)], kbase + at + ch * 8, valid);
+    CpAsync16(&sm.v[st][r][Swz(r, ch * 8)], vbase + at + ch * 8, valid);
+  };
+  // This thread's pieces of every tile: rows r0 + i kRowStep (i < kPieces), chunk ch0 (the
+  // pieces threadIdx.x + i kThreads of the tile's kTileKeys * kChunks, row-major), addressed
+  // once a row from kpiece / vpiece. Session 55 (H100): a division by the block size and 64-bit
+  // products per piece were a third of the 2-warp blocks' instructions at Llama-3-8B batch 64
+  // (6.02M -> 4.11M a launch; its time level), and SmolLM2-135M b1 went 0.418-0.422 -> 0.404-0.408.
+  constexpr int kRowStep = kThreads / kChunks;
+  constexpr int kPieces = kTileKeys / kRowStep;
+  static_assert(kThreads % kChunks == 0 && kTileKeys % kRowStep == 0);
+  const int r0 = threadIdx.x / kChunks, ch0 = threadIdx.x % kChunks;
+  const __nv_bfloat16* kpiece = kbase + ch0 * 8;
+  const __nv_bfloat16* vpiece = vbase + ch0 * 8;
+  // Copies this thread's pieces of tile `tile` but row skip_row's (-1: none).
+  const auto copy_rows = [&](int tile, int skip_row) {
+    const int st = tile % kStages;
+    const int key0 = begin + tile * kTileKeys + r0;
+#pragma unroll
+    for (int i = 0; i < kPieces; ++i) {
+      const int r = r0 + i * kRowStep, key = key0 + i * kRowStep;
+      if (r == skip_row) continue;
+      const bool valid = key < end;
+      const int64_t at = valid ? int64_t{range.Slot(key, p.block_size, s_table)} * row : 0;
+      CpAsync16(&sm.k[st][r][Swz(r, ch0 * 8)], kpiece + at, valid);
+      CpAsync16(&sm.v[st][r][Swz(r, ch0 * 8)], vpiece + at, valid);
+    }
   };
   // kRope: where the newest key is (-1: not in this partition) and, in threads 0 .. kUnits - 1,
   // its K unit (pairs 4 j .. 4 j + 3) and V chunk (16 bytes at 8 j), rotated (`rotated`) after the
@@ -127,10 +152,7 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps <= 12 ? 12 / kWarps : 1)
     *reinterpret_cast<uint4*>(&sm.v[st][r][Swz(r, 8 * j)]) = new_v;
   };
   const auto copy_tile = [&](int tile) {
-    for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
-      if (kRope && tile == rope_tile && c / kChunks == rope_row) continue;
-      copy_piece(tile, c / kChunks, c % kChunks);
-    }
+    copy_rows(tile, kRope && tile == rope_tile ? rope_row : -1);
     if constexpr (kRope) {
       if (rotated && tile == rope_tile && threadIdx.x < kUnits) put_newest();
     }
@@ -147,13 +169,7 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps <= 12 ? 12 / kWarps : 1)
       newest_row = (newest - begin) % kTileKeys;
     }
     for (int tile = 0; tile < kStages; ++tile) {
-      if (!role.skip && tile < tiles) {
-        for (int c = threadIdx.x; c < kTileKeys * kChunks; c += kThreads) {
-          if (tile != newest_tile || c / kChunks != newest_row) {
-            copy_piece(tile, c / kChunks, c % kChunks);
-          }
-        }
-      }
+      if (!role.skip && tile < tiles) copy_rows(tile, tile == newest_tile ? newest_row : -1);
       CpAsyncCommit();
     }
     PdlWait();  // launch.h: every thread waits, before any early return

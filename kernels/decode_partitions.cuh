@@ -44,13 +44,16 @@ struct PartitionRange {
   int end = 0;
   int first_block = 0;
   bool cached = false;
+  int shift = -1;  // log2(block_size) where it is a power of two (shifts), else -1 (divisions)
   const int32_t* table = nullptr;  // the sequence's block-table row
 
-  // The cache slot of key `key` (begin <= key < end).
-  __device__ __forceinline__ int64_t Slot(int key, int block_size, const int32_t* s_table) const {
-    const int32_t block =
-        cached ? s_table[key / block_size - first_block] : table[key / block_size];
-    return static_cast<int64_t>(block) * block_size + key % block_size;
+  // The cache slot of key `key` (begin <= key < end). Computed in 32 bits: a cache holds fewer
+  // than 2^31 slots (2^31 rows of even 128 bytes would be 256 GiB).
+  __device__ __forceinline__ int32_t Slot(int key, int block_size, const int32_t* s_table) const {
+    const int page = shift >= 0 ? key >> shift : key / block_size;
+    const int in_page = shift >= 0 ? key & (block_size - 1) : key % block_size;
+    const int32_t block = cached ? s_table[page - first_block] : table[page];
+    return block * block_size + in_page;
   }
 };
 
@@ -69,6 +72,7 @@ __device__ __forceinline__ PartitionRange LoadPartition(const DecodeAttentionPar
   r.end = min(r.ctx, r.begin + keys);
   r.table = p.block_tables + static_cast<int64_t>(seq) * p.max_blocks_per_seq;
   r.first_block = r.begin / p.block_size;
+  r.shift = (p.block_size & (p.block_size - 1)) == 0 ? __ffs(p.block_size) - 1 : -1;
   const int len = r.end > r.begin ? (r.end - 1) / p.block_size - r.first_block + 1 : 0;
   r.cached = len <= kPartitionTableCache;
   if (r.cached) {
