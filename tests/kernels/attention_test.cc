@@ -312,7 +312,11 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 8, 128, 16, SpreadContexts(64, 37, 300), 1},
                       AttnShape{32, 8, 128, 16, SpreadContexts(80, 37, 300), 1},
                       AttnShape{9, 3, 64, 16, SpreadContexts(400, 13, 260), 1},
-                      AttnShape{9, 3, 64, 16, SpreadContexts(100, 29, 700), 4}));
+                      AttnShape{9, 3, 64, 16, SpreadContexts(100, 29, 700), 4},
+                      // Block sizes that are not powers of two: slots by division, not shifts
+                      // (PartitionRange::Slot).
+                      AttnShape{32, 8, 128, 24, {700, 1, 129, 48}, 1},
+                      AttnShape{9, 3, 64, 12, {300, 13, 0}, 3}));
 
 }  // namespace
 }  // namespace rtgen::testing_gpu
