@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps <= 12 ? 12 / kWarps : 1)
     const int st = tile % kStages;
     const int key = begin + tile * kTileKeys + r;
     const bool valid = key < end;
-    const int64_t at = valid ? int64_t{range.Slot(key, p.block_size, s_table)} * row : 0;
+    const int64_t at = valid ? range.Slot(key, p.block_size, s_table) * row : 0;
     CpAsync16(&sm.k[st][r][Swz(r, ch * 8)], kbase + at + ch * 8, valid);
     CpAsync16(&sm.v[st][r][Swz(r, ch * 8)], vbase + at + ch * 8, valid);
   };
@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps <= 12 ? 12 / kWarps : 1)
       const int r = r0 + i * kRowStep, key = key0 + i * kRowStep;
       if (r == skip_row) continue;
       const bool valid = key < end;
-      const int64_t at = valid ? int64_t{range.Slot(key, p.block_size, s_table)} * row : 0;
+      const int64_t at = valid ? range.Slot(key, p.block_size, s_table) * row : 0;
       CpAsync16(&sm.k[st][r][Swz(r, ch0 * 8)], kpiece + at, valid);
       CpAsync16(&sm.v[st][r][Swz(r, ch0 * 8)], vpiece + at, valid);
     }

@@ -47,13 +47,12 @@ struct PartitionRange {
   int shift = -1;  // log2(block_size) where it is a power of two (shifts), else -1 (divisions)
   const int32_t* table = nullptr;  // the sequence's block-table row
 
-  // The cache slot of key `key` (begin <= key < end). Computed in 32 bits: a cache holds fewer
-  // than 2^31 slots (2^31 rows of even 128 bytes would be 256 GiB).
-  __device__ __forceinline__ int32_t Slot(int key, int block_size, const int32_t* s_table) const {
+  // The cache slot of key `key` (begin <= key < end).
+  __device__ __forceinline__ int64_t Slot(int key, int block_size, const int32_t* s_table) const {
     const int page = shift >= 0 ? key >> shift : key / block_size;
     const int in_page = shift >= 0 ? key & (block_size - 1) : key % block_size;
     const int32_t block = cached ? s_table[page - first_block] : table[page];
-    return block * block_size + in_page;
+    return static_cast<int64_t>(block) * block_size + in_page;
   }
 };
 
