@@ -15,13 +15,12 @@ StepBytes FloorBytes(const ModelConfig& c, int64_t weight_bytes, int64_t kv_byte
 }
 
 double FloorMs(const StepBytes& bytes, int32_t batch, double bandwidth) {
-  return (bytes.weights + batch * bytes.kv_per_seq) / bandwidth * 1e3;
+  return bytes.Of(batch) / bandwidth * 1e3;
 }
 
 Json GraphDecodeRow(int32_t batch, const DecodeResult& graph, const StepBytes& bytes,
                     double bandwidth) {
   const double floor_ms = FloorMs(bytes, batch, bandwidth);
-  const double step_bytes = bytes.weights + batch * bytes.kv_per_seq;
   return Json{{"batch", batch},
               {"tpot_ms", graph.tpot_ms},
               {"tpot_inputs_built_ms", graph.tpot_built_ms},
@@ -30,7 +29,7 @@ Json GraphDecodeRow(int32_t batch, const DecodeResult& graph, const StepBytes& b
               {"tok_s", batch / (graph.tpot_ms * 1e-3)},
               {"floor_ms", floor_ms},
               {"floor_fraction", floor_ms / graph.tpot_ms},
-              {"achieved_gbs", step_bytes / (graph.tpot_ms * 1e-3) / 1e9},
+              {"achieved_gbs", bytes.Of(batch) / (graph.tpot_ms * 1e-3) / 1e9},
               {"graph_replayed", graph.graph_replayed}};
 }
 

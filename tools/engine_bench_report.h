@@ -21,6 +21,8 @@ using Json = nlohmann::ordered_json;
 struct StepBytes {
   double weights = 0.0;
   double kv_per_seq = 0.0;
+  // The bytes of a `batch`-sequence step.
+  double Of(int32_t batch) const { return weights + batch * kv_per_seq; }
 };
 StepBytes FloorBytes(const ModelConfig& c, int64_t weight_bytes, int64_t kv_bytes_per_token,
                      int32_t prompt, int32_t steps);
