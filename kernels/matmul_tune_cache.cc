@@ -121,7 +121,15 @@ absl::Status MatmulTuneCache::Merge() {
     return absl::UnavailableError(
         absl::StrCat("matmul tune cache: cannot read ", path_, ": ", std::strerror(errno)));
   }
-  return ParseLines(in);
+  errno = 0;
+  RETURN_IF_ERROR(ParseLines(in));
+  // getline stops at a failed read as at the end of the file; a failed read (a directory, an I/O
+  // error) sets badbit, and is an error: an empty or partial cache would be written back by Put.
+  if (in.bad()) {
+    return absl::UnavailableError(absl::StrCat("matmul tune cache: cannot read ", path_, ": ",
+                                               errno != 0 ? std::strerror(errno) : "read error"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status MatmulTuneCache::ParseLines(std::istream& in) {

@@ -2,6 +2,9 @@
 // merge of two processes' entries, its refusals and its errors; read-only tables and the shipped
 // ones.
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 
@@ -90,6 +93,18 @@ TEST(MatmulTuneCacheFileTest, MalformedFileIsAnErrorNamingTheLine) {
   EXPECT_NE(bad.status().message().find("line 2"), std::string::npos) << bad.status();
   EXPECT_NE(bad.status().message().find(tmp.file()), std::string::npos) << bad.status();
   EXPECT_FALSE(MatmulTuneCache::Load("").ok());
+}
+
+// A path that opens but cannot be read (a directory: the first read fails with EISDIR) is an
+// error naming it, not an empty cache that a Put would then write over.
+TEST(MatmulTuneCacheFileTest, UnreadablePathIsAnErrorNamingIt) {
+  const std::string dir = testing::UniqueTempPath("tune_dir");
+  ASSERT_EQ(mkdir(dir.c_str(), 0700), 0) << dir;
+  const auto cache = MatmulTuneCache::Load(dir);
+  rmdir(dir.c_str());
+  ASSERT_FALSE(cache.ok());
+  EXPECT_EQ(cache.status().code(), absl::StatusCode::kUnavailable) << cache.status();
+  EXPECT_NE(cache.status().message().find(dir), std::string::npos) << cache.status();
 }
 
 TEST(MatmulTuneCacheFileTest, UnwritablePathIsAnErrorAndTheEntryStaysInMemory) {
