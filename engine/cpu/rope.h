@@ -6,12 +6,9 @@
 #include <vector>
 
 #include "engine/model/model_config.h"
+#include "engine/model/rope_inv_freq.h"  // ComputeRopeInvFreq: the inv_freq these functions take
 
 namespace rtgen {
-
-// inv_freq[i] = theta^(-2i/head_dim) for i < head_dim/2, then, when config.rope_scaling is set,
-// the Llama-3 frequency-dependent rescaling (as Hugging Face's _compute_llama3_parameters).
-std::vector<float> ComputeRopeInvFreq(const ModelConfig& config);
 
 // Fills cos_sin[0, half) with cos and cos_sin[half, 2*half) with sin of position * inv_freq.
 void RopeCosSin(const std::vector<float>& inv_freq, int32_t position, float* cos_sin);
