@@ -1,7 +1,11 @@
 #include "tools/engine_bench_options.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <set>
 #include <sstream>
+#include <system_error>
 #include <type_traits>
 
 #include "absl/status/status.h"
@@ -13,10 +17,12 @@
 namespace rtgen::tools {
 namespace {
 
-// "a,b,c": names, or positive integers; false for an empty item, a bad number or no item.
+// "a,b,c": names, or positive integers; false for an empty item (a trailing comma too), a bad
+// number or no item.
 template <typename T>
 bool ParseList(const std::string& text, std::vector<T>* out) {
   out->clear();
+  if (!text.empty() && text.back() == ',') return false;  // getline yields no last empty item
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -36,6 +42,7 @@ bool ParseList(const std::string& text, std::vector<T>* out) {
 // "D:P,D:P": decode rows and prompt tokens of each mixed step.
 bool ParseMixed(const std::string& text, std::vector<std::pair<int32_t, int32_t>>* out) {
   out->clear();
+  if (!text.empty() && text.back() == ',') return false;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -51,8 +58,37 @@ bool ParseMixed(const std::string& text, std::vector<std::pair<int32_t, int32_t>
   return !out->empty();
 }
 
+// An error naming `flag` and the first value it lists twice, or OK.
+template <typename T>
+absl::Status CheckDistinct(const char* flag, const std::vector<T>& values) {
+  std::set<T> seen;
+  for (const T& v : values) {
+    if (!seen.insert(v).second) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": ", v, " is given twice"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --json's file must be creatable: its directory exists (checked before any model is timed).
+absl::Status CheckJsonPath(const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--json: no directory '", dir.string(), "' for ", path));
+  }
+  return absl::OkStatus();
+}
+
 // The limits one flag's value cannot check alone.
 absl::Status CheckTogether(const EngineBenchOptions& o) {
+  // Rows are keyed by batch size, models by name and TTFT figures by prompt.
+  RETURN_IF_ERROR(CheckDistinct("--batches", o.batches));
+  RETURN_IF_ERROR(CheckDistinct("--models", o.models));
+  RETURN_IF_ERROR(CheckDistinct("--ttft-prompts", o.ttft_prompts));
+  RETURN_IF_ERROR(CheckJsonPath(o.json_path));
   if (o.prompt > kBenchMaxNumTokens || o.prompt + o.steps > o.max_model_len) {
     return absl::InvalidArgumentError(absl::StrCat("--prompt must be <= ", kBenchMaxNumTokens,
                                                    " and prompt + steps <= --max-model-len"));
@@ -67,6 +103,14 @@ absl::Status CheckTogether(const EngineBenchOptions& o) {
     if (b > kBenchMaxNumTokens) {
       return absl::InvalidArgumentError(
           absl::StrCat("--batches: ", b, " is above ", kBenchMaxNumTokens));
+    }
+    // Every sequence of the batch holds prompt + steps tokens in whole blocks; cache slots are
+    // int32 (the backends' slot mapping).
+    const int64_t blocks = (int64_t{o.prompt} + o.steps + kBenchBlockSize - 1) / kBenchBlockSize;
+    if (int64_t{b} * blocks * kBenchBlockSize > std::numeric_limits<int32_t>::max()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--batches ", b, " x (--prompt + --steps) needs ", int64_t{b} * blocks * kBenchBlockSize,
+          " KV cache slots, more than int32 holds"));
     }
   }
   for (const auto& [decode, prompt] : o.mixed) {

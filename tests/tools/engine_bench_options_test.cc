@@ -112,7 +112,21 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{{"--mixed", "100:4000"}, "--mixed: 100:4000"},
         BadFlag{{"--prompt", "4097"}, "--prompt must be <= 4096"},
         BadFlag{{"--max-model-len", "200"}, "prompt + steps <= --max-model-len"},
-        BadFlag{{"--ttft-prompts", "128,4096"}, "--ttft-prompts: 4096 must be"}));
+        BadFlag{{"--ttft-prompts", "128,4096"}, "--ttft-prompts: 4096 must be"},
+        // A trailing comma is an empty last item, as "1,,8" has one in the middle.
+        BadFlag{{"--batches", "1,8,"}, "bad value for --batches: '1,8,'"},
+        BadFlag{{"--models", "llama3-8b,"}, "bad value for --models"},
+        BadFlag{{"--mixed", "4:16,"}, "bad value for --mixed"},
+        // Rows are keyed by batch size, models by name, TTFT by prompt: one of each.
+        BadFlag{{"--batches", "8,1,8"}, "--batches: 8 is given twice"},
+        BadFlag{{"--models", "llama3-8b,llama3-8b"}, "--models: llama3-8b is given twice"},
+        BadFlag{{"--ttft-prompts", "128,128"}, "--ttft-prompts: 128 is given twice"},
+        // The largest batch's cache slots past int32 (4096 x 1,048,577 blocks of 16).
+        BadFlag{{"--batches", "4096", "--prompt", "16", "--steps", "16777216", "--max-model-len",
+                 "16777232"},
+                "KV cache slots"},
+        BadFlag{{"--json", "/no/such/rtgen/dir/out.json"},
+                "--json: no directory '/no/such/rtgen/dir'"}));
 
 TEST(EngineBenchShapeTest, NamesTheIssuesShapes) {
   absl::StatusOr<ModelConfig> smol = BenchShape("smollm2-135m");
