@@ -40,11 +40,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/cuda_check.h"
@@ -95,6 +97,11 @@ DecodeStepTrace KernelTimeline(const std::string& model, int32_t batch) {
 }
 
 // One model: a graph backend (decode at every batch, TTFT, start-up), then an eager one.
+// A figure with three decimals, or "-" for a run not made.
+std::string Figure(const std::optional<double>& v) {
+  return v ? absl::StrFormat("%.3f", *v) : "-";
+}
+
 absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, double bandwidth,
                                 GpuTelemetry* telemetry) {
   ASSIGN_OR_RETURN(ModelConfig config, BenchShape(name));
@@ -158,12 +165,12 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
       RETURN_IF_ERROR(timed.status());
       DecodeResult& r = *timed;
       const double floor_ms = FloorMs(bytes, bs, bandwidth);
-      std::printf("  %s bs %3d: tpot %.3f ms (inputs built in the loop %.3f, pipelined %.3f, "
-                  "tokens equal %.3f), floor %.3f ms%s%s\n",
-                  mode, bs, r.tpot_ms, r.tpot_built_ms, r.tpot_pipelined_ms,
-                  r.pipelined_tokens_equal, floor_ms,
-                  graphs && !r.graph_replayed ? "  [NOT all steps replayed a graph]" : "",
-                  pipelined && r.pipelined_tokens_equal != 1.0 ? "  [PIPELINED TOKENS DIFFER]"
+      std::printf("  %s bs %3d: tpot %.3f ms (inputs built in the loop %s, pipelined %s, "
+                  "tokens equal %s), floor %.3f ms%s%s\n",
+                  mode, bs, r.tpot_ms, Figure(r.tpot_built_ms).c_str(),
+                  Figure(r.tpot_pipelined_ms).c_str(), Figure(r.pipelined_tokens_equal).c_str(),
+                  floor_ms, graphs && !r.graph_replayed ? "  [NOT all steps replayed a graph]" : "",
+                  r.pipelined_tokens_equal.value_or(1.0) != 1.0 ? "  [PIPELINED TOKENS DIFFER]"
                                                                  : "");
       if (telemetry != nullptr) {
         std::printf("    gpu meanwhile: %s\n", FormatTelemetry(gpu).c_str());
@@ -195,6 +202,14 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
   }
   m["decode"] = std::move(decode);
   return m;
+}
+
+// The JSON file, whole; false where it could not be written.
+bool WriteJson(const std::string& path, const Json& json) {
+  std::ofstream f(path);
+  f << json.dump(1) << "\n";
+  f.close();
+  return !f.fail();
 }
 
 int Main(int argc, char** argv) {
@@ -264,7 +279,11 @@ int Main(int argc, char** argv) {
     } else {
       out["models"][name] = std::move(*m);
     }
-    if (!o->json_path.empty()) std::ofstream(o->json_path) << out.dump(1) << "\n";
+    // Written after every model, so a later failure keeps the earlier figures.
+    if (!o->json_path.empty() && !WriteJson(o->json_path, out)) {
+      std::fprintf(stderr, "rtgen-engine-bench: cannot write --json %s\n", o->json_path.c_str());
+      rc = 1;
+    }
   }
   PrintTable(out["models"]);
   return rc;

@@ -1,6 +1,10 @@
 #include "tools/engine_bench_report.h"
 
 #include <cstdio>
+#include <optional>
+#include <string>
+
+#include "absl/strings/str_format.h"
 
 namespace rtgen::tools {
 
@@ -18,14 +22,30 @@ double FloorMs(const StepBytes& bytes, int32_t batch, double bandwidth) {
   return bytes.Of(batch) / bandwidth * 1e3;
 }
 
+namespace {
+
+// A figure, or null for a run not made.
+Json OrNull(const std::optional<double>& figure) {
+  return figure ? Json(*figure) : Json(nullptr);
+}
+
+// Row field `key` with `decimals` decimals, or "-" where the row has none (null or absent).
+std::string Cell(const Json& row, const char* key, int decimals) {
+  const auto it = row.find(key);
+  if (it == row.end() || !it->is_number()) return "-";
+  return absl::StrFormat("%.*f", decimals, it->get<double>());
+}
+
+}  // namespace
+
 Json GraphDecodeRow(int32_t batch, const DecodeResult& graph, const StepBytes& bytes,
                     double bandwidth) {
   const double floor_ms = FloorMs(bytes, batch, bandwidth);
   return Json{{"batch", batch},
               {"tpot_ms", graph.tpot_ms},
-              {"tpot_inputs_built_ms", graph.tpot_built_ms},
-              {"tpot_pipelined_ms", graph.tpot_pipelined_ms},
-              {"pipelined_tokens_equal", graph.pipelined_tokens_equal},
+              {"tpot_inputs_built_ms", OrNull(graph.tpot_built_ms)},
+              {"tpot_pipelined_ms", OrNull(graph.tpot_pipelined_ms)},
+              {"pipelined_tokens_equal", OrNull(graph.pipelined_tokens_equal)},
               {"tok_s", batch / (graph.tpot_ms * 1e-3)},
               {"floor_ms", floor_ms},
               {"floor_fraction", floor_ms / graph.tpot_ms},
@@ -88,14 +108,14 @@ void PrintTable(const Json& models) {
   for (const auto& [name, m] : models.items()) {
     if (!m.contains("decode")) continue;
     for (const Json& r : m["decode"]) {
-      std::printf(
-          "%-14s %5d %10.3f %10.3f %8.3f %11.1f %9.3f %6.1f%% %7.0f %10.3f %7.2f %6.3f\n",
-          name.c_str(), r["batch"].get<int>(), r["tpot_ms"].get<double>(),
-          r["tpot_inputs_built_ms"].get<double>(), r.value("tpot_pipelined_ms", 0.0),
-          r["tok_s"].get<double>(), r["floor_ms"].get<double>(),
-          100.0 * r["floor_fraction"].get<double>(), r.value("achieved_gbs", 0.0),
-          r.value("eager_tpot_ms", 0.0), r.value("graph_speedup", 0.0),
-          r.value("greedy_tokens_equal_eager", 0.0));
+      std::printf("%-14s %5d %10.3f %10s %8s %11.1f %9.3f %6.1f%% %7.0f %10s %7s %6s\n",
+                  name.c_str(), r["batch"].get<int>(), r["tpot_ms"].get<double>(),
+                  Cell(r, "tpot_inputs_built_ms", 3).c_str(),
+                  Cell(r, "tpot_pipelined_ms", 3).c_str(), r["tok_s"].get<double>(),
+                  r["floor_ms"].get<double>(), 100.0 * r["floor_fraction"].get<double>(),
+                  r.value("achieved_gbs", 0.0), Cell(r, "eager_tpot_ms", 3).c_str(),
+                  Cell(r, "graph_speedup", 2).c_str(),
+                  Cell(r, "greedy_tokens_equal_eager", 3).c_str());
     }
     PrintTimings(name, m, "ttft_ms", "ttft_eager_ms", "TTFT batch 1", "prompt ");
     PrintTimings(name, m, "mixed_ms", "mixed_eager_ms", "mixed step (decode rows + prompt)", "");

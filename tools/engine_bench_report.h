@@ -31,8 +31,9 @@ StepBytes FloorBytes(const ModelConfig& c, int64_t weight_bytes, int64_t kv_byte
 // device-to-device copy rate).
 double FloorMs(const StepBytes& bytes, int32_t batch, double bandwidth);
 
-// A graph run's decode row: batch, the three TPOTs (ms), tokens/s, floor_ms, floor_fraction
-// (floor over TPOT), achieved_gbs (the step's bytes over TPOT, GB/s) and graph_replayed.
+// A graph run's decode row: batch, the three TPOTs (ms; a run not made is null, and so is its
+// pipelined_tokens_equal), tokens/s, floor_ms, floor_fraction (floor over TPOT), achieved_gbs
+// (the step's bytes over TPOT, GB/s) and graph_replayed.
 Json GraphDecodeRow(int32_t batch, const DecodeResult& graph, const StepBytes& bytes,
                     double bandwidth);
 

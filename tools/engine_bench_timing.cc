@@ -148,20 +148,23 @@ absl::StatusOr<DecodeResult> TimeDecode(Backend& backend, const ModelConfig& con
     RETURN_IF_ERROR(trace([&]() { return run(1, true, nullptr).status(); }));
   }
   r.tpot_ms = Median(prebuilt);
-  r.tpot_built_ms = Median(built);
-  r.tpot_pipelined_ms = Median(piped);
-  size_t same = 0;
-  for (size_t k = 0; k < piped_tokens.size() && k < r.tokens.size(); ++k) {
-    same += piped_tokens[k] == r.tokens[k];
+  if (!built.empty()) r.tpot_built_ms = Median(built);
+  if (pipelined) {
+    r.tpot_pipelined_ms = Median(piped);
+    size_t same = 0;
+    for (size_t k = 0; k < piped_tokens.size() && k < r.tokens.size(); ++k) {
+      same += piped_tokens[k] == r.tokens[k];
+    }
+    r.pipelined_tokens_equal =
+        r.tokens.empty() ? 0.0 : static_cast<double>(same) / static_cast<double>(r.tokens.size());
   }
-  r.pipelined_tokens_equal =
-      r.tokens.empty() ? 0.0 : static_cast<double>(same) / static_cast<double>(r.tokens.size());
   return r;
 }
 
 absl::StatusOr<double> TimeTtft(Backend& backend, const ModelConfig& config,
                                 const EngineBenchOptions& o, int32_t prompt) {
-  BenchBatch batch(1, TtftBlocks(prompt), o.seed + prompt);
+  BenchBatch batch(1, TtftBlocks(prompt), o.seed + prompt,
+                   BenchSampling(o.penalties, o.logprobs));
   std::vector<double> ms;
   for (int32_t rep = 0; rep <= o.ttft_repeats; ++rep) {
     const double t0 = Now();
@@ -177,7 +180,8 @@ absl::StatusOr<double> TimeTtft(Backend& backend, const ModelConfig& config,
 absl::StatusOr<double> TimeMixed(Backend& backend, const ModelConfig& config,
                                  const EngineBenchOptions& o, int32_t decode, int32_t prompt) {
   const int32_t vocab = config.vocab_size;
-  BenchBatch batch(decode + 1, MixedBlocksPerSeq(o), o.seed + 31 * decode + prompt);
+  BenchBatch batch(decode + 1, MixedBlocksPerSeq(o), o.seed + 31 * decode + prompt,
+                   BenchSampling(o.penalties, o.logprobs));
   RETURN_IF_ERROR(PrefillBatch(backend, batch, decode, o.prompt, vocab, nullptr));
   std::vector<double> ms;
   for (int32_t rep = 0; rep <= o.ttft_repeats; ++rep) {

@@ -7,6 +7,8 @@
 #include <functional>
 #include <vector>
 
+#include <optional>
+
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
@@ -18,9 +20,10 @@ namespace rtgen::tools {
 
 struct DecodeResult {
   double tpot_ms = 0.0;                 // inputs prebuilt
-  double tpot_built_ms = 0.0;           // inputs built inside the loop
-  double tpot_pipelined_ms = 0.0;       // inputs prebuilt, step i+1 launched before i collected
-  double pipelined_tokens_equal = 0.0;  // fraction of the pipelined run's tokens equal to serial
+  // The runs that were not asked for (no built repeats, no pipelined run) have no figure.
+  std::optional<double> tpot_built_ms;      // inputs built inside the loop
+  std::optional<double> tpot_pipelined_ms;  // inputs prebuilt, step i+1 launched before i collected
+  std::optional<double> pipelined_tokens_equal;  // share of the pipelined tokens equal to serial
   std::vector<int32_t> tokens;          // every sequence's tokens of the first timed run,
                                         // step-major
   bool graph_replayed = false;          // every step of every run replayed a graph

@@ -65,6 +65,18 @@ TEST(EngineBenchReportTest, GraphRowCarriesTokensPerSecondFloorShareAndAchievedB
   EXPECT_TRUE(row["graph_replayed"].get<bool>());
 }
 
+// Runs not made (no built repeats, no pipelined run) are null, not a 0 ms TPOT or a 0 share of
+// equal tokens.
+TEST(EngineBenchReportTest, GraphRowHasNullForRunsNotMade) {
+  DecodeResult graph;
+  graph.tpot_ms = 1.25;
+  const Json row = GraphDecodeRow(4, graph, StepBytes{1e9, 1e6}, 2e12);
+  EXPECT_TRUE(row["tpot_inputs_built_ms"].is_null()) << row.dump();
+  EXPECT_TRUE(row["tpot_pipelined_ms"].is_null()) << row.dump();
+  EXPECT_TRUE(row["pipelined_tokens_equal"].is_null()) << row.dump();
+  EXPECT_DOUBLE_EQ(row["tpot_ms"].get<double>(), 1.25);
+}
+
 TEST(EngineBenchReportTest, EagerFiguresAreTheSpeedUpAndTheTokensMatchedInPlace) {
   DecodeResult graph, eager;
   graph.tpot_ms = 0.5;
@@ -109,7 +121,8 @@ TEST(EngineBenchReportTest, TablePrintsEachDecodeRowAndTtftAndSkipsFailedModels)
   const std::string out = ::testing::internal::GetCapturedStdout();
   EXPECT_THAT(out, HasSubstr("GB/s"));
   // batch, TPOT, tokens/s, floor, floor share, GB/s, eager TPOT, speed-up, tokens matched.
-  EXPECT_THAT(out, HasSubstr("smollm2-135m       4      1.250"));
+  // No built or pipelined run: "-" in their columns.
+  EXPECT_THAT(out, HasSubstr("smollm2-135m       4      1.250          -        -"));
   EXPECT_THAT(out, HasSubstr("3200.0     0.502   40.2%     803      2.500    2.00  1.000"));
   EXPECT_THAT(out, HasSubstr("TTFT batch 1:  prompt 128 1.25 ms  prompt 2048 4.50 ms"));
   EXPECT_THAT(out, Not(HasSubstr("llama3-8b")));

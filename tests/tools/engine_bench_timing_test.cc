@@ -69,9 +69,11 @@ TEST_F(EngineBenchTimingTest, DecodeRunsGiveTheReferenceGreedyTokens) {
   absl::StatusOr<DecodeResult> r = TimeDecode(*backend_, config_, o_, kBatch, 1, false);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_GT(r->tpot_ms, 0.0);
-  EXPECT_GT(r->tpot_built_ms, 0.0);
-  EXPECT_EQ(r->tpot_pipelined_ms, 0.0);  // not run
-  EXPECT_FALSE(r->graph_replayed);       // the CPU backend has no graphs
+  ASSERT_TRUE(r->tpot_built_ms.has_value());
+  EXPECT_GT(*r->tpot_built_ms, 0.0);
+  EXPECT_FALSE(r->tpot_pipelined_ms.has_value());  // not run: no figure
+  EXPECT_FALSE(r->pipelined_tokens_equal.has_value());
+  EXPECT_FALSE(r->graph_replayed);  // the CPU backend has no graphs
   ASSERT_EQ(r->tokens.size(), static_cast<size_t>(kBatch * o_.steps));
   const BenchBatch prompts(kBatch, 1, o_.seed);  // the same seeded prompts
   for (int32_t s = 0; s < kBatch; ++s) {
@@ -149,8 +151,10 @@ TEST_F(EngineBenchTimingTest, PipelinedRunsGiveTheSerialRunsTokens) {
   ResolvingBackend backend(*backend_);
   absl::StatusOr<DecodeResult> r = TimeDecode(backend, config_, o_, 3, 0, true);
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_GT(r->tpot_pipelined_ms, 0.0);
+  ASSERT_TRUE(r->tpot_pipelined_ms.has_value());
+  EXPECT_GT(*r->tpot_pipelined_ms, 0.0);
   EXPECT_EQ(r->pipelined_tokens_equal, 1.0);
+  EXPECT_FALSE(r->tpot_built_ms.has_value());  // no built repeats asked for
   // A warm-up of o_.steps and o_.repeats timed runs, a launch a step.
   EXPECT_EQ(backend.launches(), (1 + o_.repeats) * o_.steps);
 }
@@ -169,6 +173,47 @@ TEST_F(EngineBenchTimingTest, TtftAndMixedStepsRun) {
   absl::StatusOr<double> mixed = TimeMixed(*backend_, config_, o_, 2, 9);
   ASSERT_TRUE(mixed.ok()) << mixed.status();
   EXPECT_GT(*mixed, 0.0);
+}
+
+// The CPU backend, recording what every executed step's samples ask for.
+class RecordingBackend : public Backend {
+ public:
+  explicit RecordingBackend(Backend& inner) : inner_(inner) {}
+  std::string name() const override { return "recording " + inner_.name(); }
+  absl::Status AllocateKvCache(const KvCacheShape& shape) override {
+    return inner_.AllocateKvCache(shape);
+  }
+  int64_t KvBytesPerBlock(int32_t block_size) const override {
+    return inner_.KvBytesPerBlock(block_size);
+  }
+  absl::StatusOr<StepOutput> Execute(const StepInput& input) override {
+    for (const SampleRequest& r : input.samples) asked_.push_back(*r.params);
+    return inner_.Execute(input);
+  }
+  absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput& input) override {
+    return inner_.ComputeLogits(input);
+  }
+  const std::vector<SamplingParams>& asked() const { return asked_; }
+
+ private:
+  Backend& inner_;
+  std::vector<SamplingParams> asked_;
+};
+
+// TTFT and mixed steps sample as the decode runs do: with --penalties and --logprobs, the
+// settings the JSON reports for the whole run.
+TEST_F(EngineBenchTimingTest, TtftAndMixedStepsSampleWithTheRunsSettings) {
+  RecordingBackend recording(*backend_);
+  o_.penalties = true;
+  o_.logprobs = 2;
+  o_.mixed = {{2, 9}};
+  ASSERT_TRUE(TimeTtft(recording, config_, o_, 40).ok());
+  ASSERT_TRUE(TimeMixed(recording, config_, o_, 2, 9).ok());
+  ASSERT_FALSE(recording.asked().empty());
+  for (const SamplingParams& p : recording.asked()) {
+    EXPECT_EQ(p.logprobs, 2);
+    EXPECT_GT(p.repetition_penalty, 1.0f);
+  }
 }
 
 }  // namespace
