@@ -63,7 +63,9 @@ out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def load(label, r):
     path = os.path.join(out, f"{label}_{r}.json")
     return json.load(open(path)) if os.path.exists(path) else None
-rows, clocks = {}, {}
+# rows[key][label][r]: round r's (graph, eager) TPOT; floors[key]: the floor; a round without a
+# figure (its run failed) prints "-" in its place, so the rounds stay in their columns.
+rows, floors, clocks = {}, {}, {}
 for label in labels:
     for r in range(1, rounds + 1):
         d = load(label, r)
@@ -72,23 +74,30 @@ for label in labels:
         for name, m in d["models"].items():
             for row in m.get("decode", []):
                 key = (name, row["batch"])
-                rows.setdefault(key, {"floor": row.get("floor_ms")})
+                floors.setdefault(key, row.get("floor_ms"))
                 cell = (row.get("tpot_ms"), row.get("eager_tpot_ms"))
-                rows[key].setdefault(label, []).append(cell)
+                rows.setdefault(key, {}).setdefault(label, {})[r] = cell
                 if row.get("gpu_samples"):
                     gpu = (row["gpu_sm_mhz_median"], row["gpu_power_capped_fraction"])
                     clocks.setdefault(key, {}).setdefault(label, {})[r] = gpu
 print("graph TPOT ms per round (eager in parentheses when timed;"
       " floor from the run's copy bandwidth)")
 print(f"{'model':<14} {'batch':>5} " + " ".join(f"{l:>16}" for l in labels) + "   floor")
-for (name, batch), cells in rows.items():
+def tpot(cell):
+    if cell is None or cell[0] is None:
+        return "-"
+    g, e = cell
+    return f"{g:.3f}" + (f" ({e:.3f})" if e is not None else "")
+for key, cells in rows.items():
+    name, batch = key
     text = []
     for l in labels:
-        v = cells.get(l, [])
-        cell = "/".join(f"{g if g is not None else float('nan'):.3f}"
-                        + (f" ({e:.3f})" if e is not None else "") for g, e in v)
+        by_round = cells.get(l, {})
+        cell = "/".join(tpot(by_round.get(r)) for r in range(1, rounds + 1))
         text.append(f"{cell:>16}")
-    print(f"{name:<14} {batch:>5} " + " ".join(text) + f"   {cells['floor'] or float('nan'):.3f}")
+    floor = floors.get(key)
+    print(f"{name:<14} {batch:>5} " + " ".join(text) + "   " +
+          (f"{floor:.3f}" if floor is not None else "-"))
 if clocks:  # the engine bench's GPU telemetry (tools/gpu_telemetry.h); "-": a round without it
     print("median SM clock MHz per round (share of samples power-capped)")
     print(f"{'model':<14} {'batch':>5} " + " ".join(f"{l:>16}" for l in labels))
@@ -100,4 +109,5 @@ if clocks:  # the engine bench's GPU telemetry (tools/gpu_telemetry.h); "-": a r
                                  if r in by_round else "-" for r in range(1, rounds + 1)))
         print(f"{name:<14} {batch:>5} " + " ".join(f"{t:>16}" for t in text))
 PY
-exit "${rc}"
+summary=$?  # a crash of the summary is a failure too
+exit $(( rc | summary ))

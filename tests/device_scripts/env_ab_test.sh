@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# scripts/device/env_ab.sh on this machine, against a stand-in rtgen-engine-bench that writes canned
+# JSON: its table keeps each round in its column when a run fails ("-" in that place), a variant
+# may be labelled like a column ("floor"), and a failed run makes the script exit non-zero.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "${work}"' EXIT
+mkdir -p "${work}/bundle/bin"
+# The stand-in: writes one decode row (TPOT FAKE_TPOT) to --json; with FAKE_FAIL_ONCE=FILE the
+# first call (FILE absent) fails without writing, as a crashed run does.
+cat > "${work}/bundle/bin/rtgen-engine-bench" <<'BENCH'
+#!/usr/bin/env bash
+json=""
+while (( $# > 0 )); do
+  [[ "$1" == --json ]] && { json="$2"; shift; }
+  shift
+done
+if [[ -n "${FAKE_FAIL_ONCE:-}" && ! -e "${FAKE_FAIL_ONCE}" ]]; then
+  touch "${FAKE_FAIL_ONCE}"
+  exit 1
+fi
+printf '{"models": {"llama3-8b": {"decode": [{"batch": 64, "tpot_ms": %s, "floor_ms": 3.9,
+  "tpot_pipelined_ms": null}]}}}\n' "${FAKE_TPOT}" > "${json}"
+BENCH
+chmod +x "${work}/bundle/bin/rtgen-engine-bench"
+
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+out=$(OUT="${work}/out" ROUNDS=2 "${root}/scripts/device/env_ab.sh" "${work}/bundle" \
+        base=FAKE_TPOT=5.1 floor=FAKE_TPOT=5.2,FAKE_FAIL_ONCE="${work}/failed" 2>&1)
+status=$?
+echo "${out}"
+[[ ${status} != 0 ]] || fail "a failed run, yet env_ab.sh exited 0"
+row=$(grep -E '^llama3-8b +64 ' <<< "${out}")
+[[ -n "${row}" ]] || fail "no table row for llama3-8b batch 64"
+# base: both rounds; floor: round 1 failed, so "-" then round 2's figure, then the floor column.
+[[ "${row}" =~ 5\.100/5\.100\ +-/5\.200\ +3\.900$ ]] ||
+  fail "rounds out of their columns: '${row}' (want 5.100/5.100, -/5.200, floor 3.900)"
+grep -q Traceback <<< "${out}" && fail "the summary crashed"
+
+out=$(OUT="${work}/out2" ROUNDS=1 "${root}/scripts/device/env_ab.sh" "${work}/bundle" \
+        base=FAKE_TPOT=5.1 2>&1)
+status=$?
+[[ ${status} == 0 ]] || fail "every run passed, yet env_ab.sh exited ${status}: ${out}"
+(( failures == 0 )) && echo "env_ab_test: passed"
+exit $(( failures > 0 ))
