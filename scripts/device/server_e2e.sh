@@ -144,6 +144,7 @@ cmp -s "${out}/penalty_device.txt" "${out}/penalty_none.txt" &&
   echo "device == host; the penalties changed the answer (it differs from the unpenalized one)"
 
 echo "== A/B: async scheduling off / on (server restarted for each), 1 and 16 streams"
+ab_failed=0  # rtgen-bench runs that failed: the script exits 1 at the end if any did
 for round in $(seq 1 "${AB_ROUNDS:-2}"); do
   for mode in false true; do
     kill -TERM "${server}" 2>/dev/null; wait "${server}" 2>/dev/null
@@ -154,10 +155,15 @@ for round in $(seq 1 "${AB_ROUNDS:-2}"); do
       "${bundle}/bin/rtgen-bench" --target "127.0.0.1:${port}" --concurrency "${c}" \
         --num-requests $((c == 1 ? 20 : 64)) --warmup 3 --input-len 128 --output-len 128 \
         --no-progress --output "${out}/e2e_${name}_${round}_c${c}.json" >/dev/null 2>&1 ||
-        echo "rtgen-bench failed (${name}, concurrency ${c})"
+        { echo "rtgen-bench failed (${name}, concurrency ${c})"; ab_failed=$((ab_failed + 1));
+          continue; }
       python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["tpot_ms"]
 print(f"{sys.argv[2]:5s} c={sys.argv[3]:>2s} TPOT p50 {t['"'"'p50'"'"']:.3f} mean {t['"'"'mean'"'"']:.3f} ms, {d['"'"'output_tokens_per_s'"'"']:.0f} tokens/s")' \
         "${out}/e2e_${name}_${round}_c${c}.json" "${name}" "${c}" || true
     done
   done
 done
+if (( ab_failed > 0 )); then
+  echo "server_e2e: ${ab_failed} rtgen-bench run(s) of the A/B failed"
+  exit 1
+fi
