@@ -48,4 +48,5 @@ for (name, batch), values in whole.items():
         cells.append(f"{per:>9.1f}")
     print(f"{name:<14} {batch:>5} {step:>8.3f} " + " ".join(cells))
 PY
-exit "${rc}"
+summary=$?  # a crash of the summary is a failure too
+exit $(( rc | summary ))
