@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <variant>
@@ -25,6 +26,9 @@ struct GgufValue {
   using Array = std::variant<std::vector<std::string>, std::vector<int64_t>, std::vector<double>,
                              std::vector<bool>>;
   std::variant<std::string, int64_t, double, bool, Array> value;
+  // The GGUF value type id as read from a file (an array's: its element type), so a copy writes
+  // the same type (GgufWriter::AddValue); unset for a value made in code.
+  std::optional<uint32_t> wire_type;
 };
 
 struct GgufTensorInfo {

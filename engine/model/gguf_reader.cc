@@ -87,6 +87,7 @@ absl::Status GgufReader::ReadString(std::string* s, const std::string& what) {
 }
 
 absl::Status GgufReader::ReadScalar(uint32_t type, GgufValue* value, const std::string& what) {
+  value->wire_type = type;
   auto need = [&](uint64_t n) { return Need(n, what); };
   const uint8_t* p = data_ + pos_;
   switch (static_cast<GgufValueType>(type)) {
@@ -233,6 +234,7 @@ absl::Status GgufReader::ReadArray(GgufValue* value, const std::string& key) {
       value->value = GgufValue::Array(std::move(ints));
       break;
   }
+  value->wire_type = elem_type;
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -30,6 +31,57 @@ uint32_t TypeId(GgufValueType t) { return static_cast<uint32_t>(t); }
 
 bool FitsInt32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
+
+// Appends `v` as GGUF type `t`; false where `t` is not a number type (nothing appended).
+bool PutNumber(std::string* out, uint32_t t, int64_t v) {
+  switch (static_cast<GgufValueType>(t)) {
+    case GgufValueType::kUint8: Put<uint8_t>(out, static_cast<uint8_t>(v)); return true;
+    case GgufValueType::kInt8: Put<int8_t>(out, static_cast<int8_t>(v)); return true;
+    case GgufValueType::kUint16: Put<uint16_t>(out, static_cast<uint16_t>(v)); return true;
+    case GgufValueType::kInt16: Put<int16_t>(out, static_cast<int16_t>(v)); return true;
+    case GgufValueType::kUint32: Put<uint32_t>(out, static_cast<uint32_t>(v)); return true;
+    case GgufValueType::kInt32: Put<int32_t>(out, static_cast<int32_t>(v)); return true;
+    case GgufValueType::kUint64: Put<uint64_t>(out, static_cast<uint64_t>(v)); return true;
+    case GgufValueType::kInt64: Put<int64_t>(out, v); return true;
+    default: return false;
+  }
+}
+bool PutNumber(std::string* out, uint32_t t, double v) {
+  switch (static_cast<GgufValueType>(t)) {
+    case GgufValueType::kFloat32: Put<float>(out, static_cast<float>(v)); return true;
+    case GgufValueType::kFloat64: Put<double>(out, v); return true;
+    default: return false;
+  }
+}
+
+// Numbers (or an array of them) encoded as `value.wire_type` (set): the type id to write and the
+// payload, or false where the value is not a number (array) of such a type.
+bool EncodeAsRead(const GgufValue& value, uint32_t* type, std::string* payload) {
+  const uint32_t t = *value.wire_type;
+  payload->clear();
+  if (const auto* i = std::get_if<int64_t>(&value.value)) {
+    *type = t;
+    return PutNumber(payload, t, *i);
+  }
+  if (const auto* d = std::get_if<double>(&value.value)) {
+    *type = t;
+    return PutNumber(payload, t, *d);
+  }
+  const auto* arr = std::get_if<GgufValue::Array>(&value.value);
+  if (arr == nullptr) return false;
+  *type = TypeId(GgufValueType::kArray);
+  const auto put_all = [&](const auto& elements) {
+    Put<uint32_t>(payload, t);
+    Put<uint64_t>(payload, elements.size());
+    for (const auto v : elements) {
+      if (!PutNumber(payload, t, v)) return false;
+    }
+    return true;
+  };
+  if (const auto* is = std::get_if<std::vector<int64_t>>(arr)) return put_all(*is);
+  if (const auto* ds = std::get_if<std::vector<double>>(arr)) return put_all(*ds);
+  return false;  // strings and bools have one encoding each
 }
 
 }  // namespace
@@ -112,6 +164,13 @@ void GgufWriter::AddFloat32Array(const std::string& key, const std::vector<float
 }
 
 void GgufWriter::AddValue(const std::string& key, const GgufValue& value) {
+  // A value read from a file keeps its type (llama.cpp refuses e.g. token ids not UINT32).
+  uint32_t type = 0;
+  std::string payload;
+  if (value.wire_type && EncodeAsRead(value, &type, &payload)) {
+    AddRawValue(key, type, payload);
+    return;
+  }
   if (const auto* s = std::get_if<std::string>(&value.value)) {
     AddString(key, *s);
   } else if (const auto* i = std::get_if<int64_t>(&value.value)) {

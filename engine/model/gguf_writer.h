@@ -33,7 +33,8 @@ class GgufWriter {
   void AddStringArray(const std::string& key, const std::vector<std::string>& values);
   void AddInt32Array(const std::string& key, const std::vector<int32_t>& values);
   void AddFloat32Array(const std::string& key, const std::vector<float>& values);
-  // A value read from another file: integers are written as int32 when they fit (int64
+  // A value read from another file, written with the type it was read with
+  // (GgufValue::wire_type); a value made in code: integers as int32 when they fit (int64
   // otherwise), floats as float32.
   void AddValue(const std::string& key, const GgufValue& value);
   // Escape hatch for tests: a key with an arbitrary value type id and raw payload bytes.
