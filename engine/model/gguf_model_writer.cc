@@ -25,6 +25,9 @@ void AddLlamaMetadata(const ModelConfig& c, GgufWriter* w) {
   w->AddFloat32("llama.attention.layer_norm_rms_epsilon", c.rms_norm_eps);
   w->AddUint32("llama.vocab_size", c.vocab_size);
   w->AddUint32("llama.rope.dimension_count", c.head_dim);
+  // llama.cpp takes a head's width from these (n_embd / n_head where they are absent).
+  w->AddUint32("llama.attention.key_length", c.head_dim);
+  w->AddUint32("llama.attention.value_length", c.head_dim);
 }
 
 int CopyTokenizerMetadata(const GgufFile& source, GgufWriter* w) {

@@ -131,6 +131,23 @@ TEST(ModelConfigTest, GgufMissingOrWrongKeysAreNamed) {
   EXPECT_EQ(ConfigOf(arch).status().code(), absl::StatusCode::kUnimplemented);
 }
 
+// A head_dim other than hidden / heads is written as llama.cpp reads it (attention.key_length and
+// value_length; it takes n_embd / n_head where they are absent), besides the rotation's width.
+TEST(ModelConfigTest, GgufWritesTheHeadDimAsKeyAndValueLength) {
+  ModelConfig want = SmallConfig();
+  want.head_dim = 32;  // hidden 64 over 4 heads would be 16
+  GgufWriter w;
+  AddLlamaMetadata(want, &w);
+  auto file = GgufFile::Open(WriteTempFile("head_dim.gguf", *w.Serialize()));
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(*(*file)->GetInt("llama.attention.key_length"), 32);
+  EXPECT_EQ(*(*file)->GetInt("llama.attention.value_length"), 32);
+  EXPECT_EQ(*(*file)->GetInt("llama.rope.dimension_count"), 32);
+  auto c = ModelConfig::FromGguf(**file);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->head_dim, 32);
+}
+
 TEST(ModelConfigTest, GgufLlama3RopeFreqsAreRecognised) {
   ModelConfig want = SmallConfig();
   want.rope_theta = 500000.0f;
