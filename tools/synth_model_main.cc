@@ -13,6 +13,7 @@
 #include "engine/model/gguf_file.h"
 #include "engine/model/gguf_writer.h"
 #include "engine/model/synthetic_model.h"
+#include "tools/synth_model_flags.h"
 
 ABSL_FLAG(std::string, out, "", "Output .gguf path (required)");
 ABSL_FLAG(std::string, shape, "tiny", "smollm2-135m | llama3.2-1b | llama3-8b | tiny");
@@ -21,14 +22,16 @@ ABSL_FLAG(std::string, dtype, "f32",
 ABSL_FLAG(uint64_t, seed, 1, "Random seed");
 ABSL_FLAG(std::string, tokenizer_from, "",
           "Copy tokenizer.* metadata from this GGUF; vocab becomes its size");
-ABSL_FLAG(int, hidden, 0, "Override hidden size");
-ABSL_FLAG(int, layers, 0, "Override layer count");
-ABSL_FLAG(int, heads, 0, "Override query head count");
-ABSL_FLAG(int, kv_heads, 0, "Override key/value head count");
-ABSL_FLAG(int, ffn, 0, "Override feed-forward width");
-ABSL_FLAG(int, vocab, 0, "Override vocabulary size (ignored with --tokenizer-from)");
-ABSL_FLAG(int, head_dim, 0, "Override head dim (default hidden / heads)");
-ABSL_FLAG(bool, tie, true, "Tie the LM head to the embedding (only when overriding the shape)");
+// Dimension overrides, as text: empty is not given (tools/synth_model_flags.h checks them).
+ABSL_FLAG(std::string, hidden, "", "Override hidden size");
+ABSL_FLAG(std::string, layers, "", "Override layer count");
+ABSL_FLAG(std::string, heads, "", "Override query head count");
+ABSL_FLAG(std::string, kv_heads, "", "Override key/value head count");
+ABSL_FLAG(std::string, ffn, "", "Override feed-forward width");
+ABSL_FLAG(std::string, vocab, "", "Override vocabulary size (ignored with --tokenizer-from)");
+ABSL_FLAG(std::string, head_dim, "", "Override head dim (default hidden / heads)");
+ABSL_FLAG(std::string, tie, "", "true | false: tie the LM head to the embedding (default: the "
+          "shape's own)");
 
 namespace {
 
@@ -44,7 +47,17 @@ int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return Fail("--out is required");
-  auto shape = rtgen::SyntheticShape(absl::GetFlag(FLAGS_shape));
+  rtgen::tools::SynthShapeFlags flags;
+  flags.shape = absl::GetFlag(FLAGS_shape);
+  flags.hidden = absl::GetFlag(FLAGS_hidden);
+  flags.layers = absl::GetFlag(FLAGS_layers);
+  flags.heads = absl::GetFlag(FLAGS_heads);
+  flags.kv_heads = absl::GetFlag(FLAGS_kv_heads);
+  flags.ffn = absl::GetFlag(FLAGS_ffn);
+  flags.vocab = absl::GetFlag(FLAGS_vocab);
+  flags.head_dim = absl::GetFlag(FLAGS_head_dim);
+  flags.tie = absl::GetFlag(FLAGS_tie);
+  auto shape = rtgen::tools::SynthShapeConfig(flags);
   if (!shape.ok()) return Fail(std::string(shape.status().message()));
   auto dtype = rtgen::ParseGgmlDtype(absl::GetFlag(FLAGS_dtype));
   if (!dtype.ok()) return Fail(std::string(dtype.status().message()));
@@ -53,26 +66,7 @@ int main(int argc, char** argv) {
   options.config = *shape;
   options.dtype = *dtype;
   options.seed = absl::GetFlag(FLAGS_seed);
-  rtgen::ModelConfig& c = options.config;
-  bool overridden = false;
-  auto apply = [&overridden](int flag, int* field) {
-    if (flag > 0) {
-      *field = flag;
-      overridden = true;
-    }
-  };
-  apply(absl::GetFlag(FLAGS_hidden), &c.hidden_size);
-  apply(absl::GetFlag(FLAGS_layers), &c.num_layers);
-  apply(absl::GetFlag(FLAGS_heads), &c.num_heads);
-  apply(absl::GetFlag(FLAGS_kv_heads), &c.num_kv_heads);
-  apply(absl::GetFlag(FLAGS_ffn), &c.intermediate_size);
-  apply(absl::GetFlag(FLAGS_vocab), &c.vocab_size);
-  if (overridden) {
-    c.head_dim = c.hidden_size / c.num_heads;
-    c.tie_word_embeddings = absl::GetFlag(FLAGS_tie);
-    c.name = "synthetic-custom";
-  }
-  if (absl::GetFlag(FLAGS_head_dim) > 0) c.head_dim = absl::GetFlag(FLAGS_head_dim);
+  const rtgen::ModelConfig& c = options.config;
 
   std::unique_ptr<rtgen::GgufFile> tokenizer;
   if (const std::string tok = absl::GetFlag(FLAGS_tokenizer_from); !tok.empty()) {
