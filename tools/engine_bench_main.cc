@@ -155,13 +155,26 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
       // Inputs built in the loop: timed with graphs only (eager is for the graph speed-up).
       // Rows sampled on the host do not chain: no pipelined run then.
       const bool pipelined = graphs && !PenaltiesOnHost(o);
-      if (telemetry != nullptr) telemetry->Start();
+      // The GPU's clocks over the timed runs only (not the batch's prefill or the warm-ups).
+      TelemetrySummary gpu;
+      bool sampling = false;
+      TimedWindow window;
+      if (telemetry != nullptr) {
+        window.start = [&] {
+          telemetry->Start();
+          sampling = true;
+        };
+        window.stop = [&] {
+          gpu = telemetry->Stop();
+          sampling = false;
+        };
+      }
       absl::StatusOr<DecodeResult> timed =
           TimeDecode(*backend, config, o, bs, graphs ? o.built_repeats : 0, pipelined,
                      o.kernel_trace && pipelined ? KernelTimeline(config.name, bs)
-                                                 : DecodeStepTrace());
-      const TelemetrySummary gpu =
-          telemetry != nullptr ? telemetry->Stop() : TelemetrySummary{};
+                                                 : DecodeStepTrace(),
+                     window);
+      if (sampling) gpu = telemetry->Stop();  // a run failed inside the window
       RETURN_IF_ERROR(timed.status());
       DecodeResult& r = *timed;
       const double floor_ms = FloorMs(bytes, bs, bandwidth);

@@ -41,7 +41,8 @@ absl::Status PrefillBatch(Backend& backend, BenchBatch& batch, int32_t count, in
 absl::StatusOr<DecodeResult> TimeDecode(Backend& backend, const ModelConfig& config,
                                         const EngineBenchOptions& o, int32_t batch_size,
                                         int32_t built_repeats, bool pipelined,
-                                        const DecodeStepTrace& trace) {
+                                        const DecodeStepTrace& trace,
+                                        const TimedWindow& window) {
   BenchBatch batch(batch_size, DecodeBlocksPerSeq(o), o.seed,
                    BenchSampling(o.penalties, o.logprobs));
   SeqTokens seq_tokens(batch, o.prompt, o.steps, config.vocab_size);
@@ -130,6 +131,7 @@ absl::StatusOr<DecodeResult> TimeDecode(Backend& backend, const ModelConfig& con
   if (pipelined) RETURN_IF_ERROR(run_pipelined(std::min(16, o.steps), nullptr).status());
   std::vector<double> prebuilt, built, piped;
   std::vector<int32_t> piped_tokens;
+  if (window.start) window.start();
   for (int32_t rep = 0; rep < std::max(o.repeats, built_repeats); ++rep) {
     if (rep < o.repeats) {
       ASSIGN_OR_RETURN(double a, run(o.steps, true, rep == 0 ? &r.tokens : nullptr));
@@ -144,6 +146,7 @@ absl::StatusOr<DecodeResult> TimeDecode(Backend& backend, const ModelConfig& con
       built.push_back(c);
     }
   }
+  if (window.stop) window.stop();
   if (trace) {
     RETURN_IF_ERROR(trace([&]() { return run(1, true, nullptr).status(); }));
   }

@@ -34,6 +34,13 @@ struct DecodeResult {
 using DecodeStepTrace =
     std::function<absl::Status(const std::function<absl::Status()>& one_step)>;
 
+// Called around the timed runs only (after the prefill and the warm-ups, before the trace's
+// step), e.g. to sample the GPU's clocks over what the TPOT figures time; either may be empty.
+struct TimedWindow {
+  std::function<void()> start;
+  std::function<void()> stop;
+};
+
 // Prefills the `prompt`-token prompts of the batch's sequences [0, count), as many whole prompts
 // a step as kBenchMaxNumTokens holds; their samples read `tokens`' prompts (penalties) when
 // given.
@@ -46,11 +53,13 @@ absl::Status PrefillBatch(Backend& backend, BenchBatch& batch, int32_t count, in
 // o.repeats pipelined runs (at most two steps in flight; step i's tokens are PendingToken
 // stand-ins for step i-1's samples: a backend that OverlapsSteps()). Each figure is the median
 // run's wall time over o.steps. A warm-up run of up to 16 steps comes first (and a pipelined one
-// when `pipelined`); `trace`, when set, gets one more step after the timed runs.
+// when `pipelined`); `trace`, when set, gets one more step after the timed runs; `window` is
+// called around the timed runs.
 absl::StatusOr<DecodeResult> TimeDecode(Backend& backend, const ModelConfig& config,
                                         const EngineBenchOptions& o, int32_t batch_size,
                                         int32_t built_repeats, bool pipelined,
-                                        const DecodeStepTrace& trace = nullptr);
+                                        const DecodeStepTrace& trace = nullptr,
+                                        const TimedWindow& window = {});
 
 // Batch-1 TTFT: one prefill step of `prompt` tokens that samples the first token; the median of
 // o.ttft_repeats after one warm-up.

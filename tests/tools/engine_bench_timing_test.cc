@@ -200,6 +200,25 @@ class RecordingBackend : public Backend {
   std::vector<SamplingParams> asked_;
 };
 
+// The window (the GPU's clocks in rtgen-engine-bench) covers the timed runs only: it opens after
+// the prefill step and the warm-up's steps, and closes before the trace's step.
+TEST_F(EngineBenchTimingTest, WindowCoversTheTimedRunsOnly) {
+  RecordingBackend recording(*backend_);
+  size_t at_start = 0, at_stop = 0;
+  TimedWindow window;
+  window.start = [&] { at_start = recording.asked().size(); };
+  window.stop = [&] { at_stop = recording.asked().size(); };
+  const DecodeStepTrace trace = [](const std::function<absl::Status()>& step) { return step(); };
+  constexpr int32_t kBatch = 3;
+  ASSERT_TRUE(TimeDecode(recording, config_, o_, kBatch, 1, false, trace, window).ok());
+  // Rows sampled: the prefill samples each sequence once, a decode step every sequence.
+  const size_t prefill = kBatch, warm_up = size_t{kBatch} * o_.steps;  // 5 steps < 16
+  const size_t timed = size_t{kBatch} * o_.steps * (o_.repeats + 1);   // + 1 built run
+  EXPECT_EQ(at_start, prefill + warm_up);
+  EXPECT_EQ(at_stop, prefill + warm_up + timed);
+  EXPECT_EQ(recording.asked().size(), at_stop + kBatch);  // the trace's step
+}
+
 // TTFT and mixed steps sample as the decode runs do: with --penalties and --logprobs, the
 // settings the JSON reports for the whole run.
 TEST_F(EngineBenchTimingTest, TtftAndMixedStepsSampleWithTheRunsSettings) {
