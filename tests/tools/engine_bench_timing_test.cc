@@ -99,14 +99,11 @@ TEST_F(EngineBenchTimingTest, TraceGetsOneMoreStep) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("trace failed"));
 }
 
-// The CPU backend behind a Launch that takes PendingToken stand-ins, as the CUDA backend does:
-// each names a sample of the step launched just before, whose tokens are known here (the CPU
-// backend runs a step inside Launch), and is replaced by it before the step runs (as the engine
-// tests' fake backend does: tests/engine/resolve_pending_tokens.h).
-class ResolvingBackend : public Backend {
+// A backend that hands every call to `inner`; the test backends below change one or two.
+class ForwardingBackend : public Backend {
  public:
-  explicit ResolvingBackend(Backend& inner) : inner_(inner) {}
-  std::string name() const override { return "resolving " + inner_.name(); }
+  explicit ForwardingBackend(Backend& inner) : inner_(inner) {}
+  std::string name() const override { return "forwarding to " + inner_.name(); }
   absl::Status AllocateKvCache(const KvCacheShape& shape) override {
     return inner_.AllocateKvCache(shape);
   }
@@ -119,6 +116,18 @@ class ResolvingBackend : public Backend {
   absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput& input) override {
     return inner_.ComputeLogits(input);
   }
+
+ protected:
+  Backend& inner_;
+};
+
+// The CPU backend behind a Launch that takes PendingToken stand-ins, as the CUDA backend does:
+// each names a sample of the step launched just before, whose tokens are known here (the CPU
+// backend runs a step inside Launch), and is replaced by it before the step runs (as the engine
+// tests' fake backend does: tests/engine/resolve_pending_tokens.h).
+class ResolvingBackend : public ForwardingBackend {
+ public:
+  using ForwardingBackend::ForwardingBackend;
   absl::Status Launch(const StepInput& input) override {
     StepInput resolved;
     std::vector<std::vector<int32_t>> outputs;  // what resolved's samples' outputs point to
@@ -141,7 +150,6 @@ class ResolvingBackend : public Backend {
   int launches() const { return launches_; }
 
  private:
-  Backend& inner_;
   std::vector<int32_t> previous_;  // the tokens the step launched last sampled
   std::deque<absl::StatusOr<StepOutput>> launched_;
   int launches_ = 0;
@@ -176,27 +184,16 @@ TEST_F(EngineBenchTimingTest, TtftAndMixedStepsRun) {
 }
 
 // The CPU backend, recording what every executed step's samples ask for.
-class RecordingBackend : public Backend {
+class RecordingBackend : public ForwardingBackend {
  public:
-  explicit RecordingBackend(Backend& inner) : inner_(inner) {}
-  std::string name() const override { return "recording " + inner_.name(); }
-  absl::Status AllocateKvCache(const KvCacheShape& shape) override {
-    return inner_.AllocateKvCache(shape);
-  }
-  int64_t KvBytesPerBlock(int32_t block_size) const override {
-    return inner_.KvBytesPerBlock(block_size);
-  }
+  using ForwardingBackend::ForwardingBackend;
   absl::StatusOr<StepOutput> Execute(const StepInput& input) override {
     for (const SampleRequest& r : input.samples) asked_.push_back(*r.params);
     return inner_.Execute(input);
   }
-  absl::StatusOr<std::vector<float>> ComputeLogits(const StepInput& input) override {
-    return inner_.ComputeLogits(input);
-  }
   const std::vector<SamplingParams>& asked() const { return asked_; }
 
  private:
-  Backend& inner_;
   std::vector<SamplingParams> asked_;
 };
 
