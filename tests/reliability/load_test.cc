@@ -144,10 +144,12 @@ TEST(LoadTest, ThousandConcurrentStreamsCompleteWithoutErrors) {
 TEST(LoadTest, RandomCancelsLeakNoRequestsBlocksOrMemory) {
   constexpr int kStreams = 300;
   constexpr int kMaxTokens = 12;
-  constexpr int kRounds = 3;
-  // Allowed RSS growth from the end of round 1 to the end of round 3, bytes. The KV pool is
-  // allocated up front, so growth can only come from leaked requests, reactors or buffers;
-  // the allocator and gRPC settle during round 1. Per-round figures: docs/reliability.md.
+  constexpr int kRounds = 4;
+  // Allowed RSS growth from the end of round 2 to the end of round 4, bytes. The KV pool is
+  // allocated up front, so growth can only come from leaked requests, reactors or buffers; the
+  // allocator and gRPC settle during the first two rounds (under a loaded ctest run the allocator
+  // grew 19 MiB from round 1 to round 2 and nothing after). A leak grows every round. Per-round
+  // figures: docs/reliability.md.
   constexpr int64_t kAllowedGrowth = 16 << 20;
   ServerConfig config = SmallServerConfig();
   config.engine.max_num_seqs = 128;
@@ -184,8 +186,8 @@ TEST(LoadTest, RandomCancelsLeakNoRequestsBlocksOrMemory) {
     EXPECT_EQ(idle.running(), 0);
     EXPECT_EQ(idle.kv_blocks_free(), idle.kv_blocks_total());
   }
-  EXPECT_LE(rss[kRounds - 1] - rss[0], kAllowedGrowth)
-      << "RSS grew from " << rss[0] << " to " << rss[kRounds - 1] << " bytes";
+  EXPECT_LE(rss[kRounds - 1] - rss[1], kAllowedGrowth)
+      << "RSS grew from " << rss[1] << " to " << rss[kRounds - 1] << " bytes";
   // Still serving.
   v1::GenerateRequest probe = StreamRequest(99999, 3);
   absl::StatusOr<GenerateResult> result = server.client->Generate(probe);
