@@ -168,11 +168,13 @@ absl::StatusOr<double> TimeTtft(Backend& backend, const ModelConfig& config,
                                 const EngineBenchOptions& o, int32_t prompt) {
   BenchBatch batch(1, TtftBlocks(prompt), o.seed + prompt,
                    BenchSampling(o.penalties, o.logprobs));
+  const SeqTokens tokens(batch, prompt, 0, config.vocab_size);  // penalties: over the prompt
   std::vector<double> ms;
   for (int32_t rep = 0; rep <= o.ttft_repeats; ++rep) {
+    StepInput in = batch.Step(0, 1, 0, prompt, config.vocab_size);  // built before the clock,
+    tokens.Name(in);                                                // as TimeMixed's
     const double t0 = Now();
-    ASSIGN_OR_RETURN(StepOutput out,
-                     backend.Execute(batch.Step(0, 1, 0, prompt, config.vocab_size)));
+    ASSIGN_OR_RETURN(StepOutput out, backend.Execute(in));
     const double t = (Now() - t0) * 1e3;
     RETURN_IF_ERROR(batch.Take(out, 0, config.vocab_size));
     if (rep > 0) ms.push_back(t);  // rep 0 warms up this prompt length
@@ -185,11 +187,21 @@ absl::StatusOr<double> TimeMixed(Backend& backend, const ModelConfig& config,
   const int32_t vocab = config.vocab_size;
   BenchBatch batch(decode + 1, MixedBlocksPerSeq(o), o.seed + 31 * decode + prompt,
                    BenchSampling(o.penalties, o.logprobs));
-  RETURN_IF_ERROR(PrefillBatch(backend, batch, decode, o.prompt, vocab, nullptr));
+  // Penalties read each sequence's tokens so far: a decode row's prompt and the token its prefill
+  // sampled, the prompt row's `prompt` tokens.
+  SeqTokens tokens(batch, o.prompt, 1, vocab);
+  tokens.prompts[decode].clear();
+  for (int32_t p = 0; p < prompt; ++p) {
+    tokens.prompts[decode].push_back(batch.PromptToken(decode, p, vocab));
+  }
+  RETURN_IF_ERROR(PrefillBatch(backend, batch, decode, o.prompt, vocab, &tokens));
+  tokens.Restart(batch.last());
+  tokens.outputs[decode].clear();
   std::vector<double> ms;
   for (int32_t rep = 0; rep <= o.ttft_repeats; ++rep) {
-    const StepInput in = JoinSteps(batch.Step(0, decode, o.prompt, 1, vocab),
-                                   batch.Step(decode, 1, 0, prompt, vocab));
+    StepInput in = JoinSteps(batch.Step(0, decode, o.prompt, 1, vocab),
+                             batch.Step(decode, 1, 0, prompt, vocab));
+    tokens.Name(in);
     const double t0 = Now();
     ASSIGN_OR_RETURN(StepOutput out, backend.Execute(in));
     const double t = (Now() - t0) * 1e3;

@@ -10,6 +10,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu/cpu_backend.h"
@@ -99,7 +100,8 @@ TEST_F(EngineBenchTimingTest, TraceGetsOneMoreStep) {
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("trace failed"));
 }
 
-// A backend that hands every call to `inner`; the test backends below change one or two.
+// A backend that hands the calls every backend has to `inner` (Launch, Collect and
+// OverlapsSteps stay Backend's own); the test backends below change one or two.
 class ForwardingBackend : public Backend {
  public:
   explicit ForwardingBackend(Backend& inner) : inner_(inner) {}
@@ -188,13 +190,19 @@ class RecordingBackend : public ForwardingBackend {
  public:
   using ForwardingBackend::ForwardingBackend;
   absl::StatusOr<StepOutput> Execute(const StepInput& input) override {
-    for (const SampleRequest& r : input.samples) asked_.push_back(*r.params);
+    for (const SampleRequest& r : input.samples) {
+      asked_.push_back(*r.params);
+      history_.emplace_back(r.prompt.size(), r.output.size());
+    }
     return inner_.Execute(input);
   }
   const std::vector<SamplingParams>& asked() const { return asked_; }
+  // Each sample's (prompt, output) token counts its penalties read, in order.
+  const std::vector<std::pair<size_t, size_t>>& history() const { return history_; }
 
  private:
   std::vector<SamplingParams> asked_;
+  std::vector<std::pair<size_t, size_t>> history_;
 };
 
 // The window (the GPU's clocks in rtgen-engine-bench) covers the timed runs only: it opens after
@@ -224,12 +232,23 @@ TEST_F(EngineBenchTimingTest, TtftAndMixedStepsSampleWithTheRunsSettings) {
   o_.logprobs = 2;
   o_.mixed = {{2, 9}};
   ASSERT_TRUE(TimeTtft(recording, config_, o_, 40).ok());
+  // The TTFT step's penalties read its prompt, as a request's first step.
+  ASSERT_FALSE(recording.history().empty());
+  EXPECT_EQ(recording.history().back(), (std::pair<size_t, size_t>{40, 0}));
+  const size_t before_mixed = recording.history().size();
   ASSERT_TRUE(TimeMixed(recording, config_, o_, 2, 9).ok());
   ASSERT_FALSE(recording.asked().empty());
   for (const SamplingParams& p : recording.asked()) {
     EXPECT_EQ(p.logprobs, 2);
     EXPECT_GT(p.repetition_penalty, 1.0f);
   }
+  // The last mixed step: two decode rows (prompt, and the token their prefill sampled), then the
+  // prompt row (its 9 tokens, nothing sampled yet).
+  const auto& h = recording.history();
+  ASSERT_GE(h.size(), before_mixed + 3);
+  EXPECT_EQ(h[h.size() - 3], (std::pair<size_t, size_t>{12, 1}));
+  EXPECT_EQ(h[h.size() - 2], (std::pair<size_t, size_t>{12, 1}));
+  EXPECT_EQ(h[h.size() - 1], (std::pair<size_t, size_t>{9, 0}));
 }
 
 }  // namespace
