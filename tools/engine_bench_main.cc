@@ -96,12 +96,12 @@ DecodeStepTrace KernelTimeline(const std::string& model, int32_t batch) {
   };
 }
 
-// One model: a graph backend (decode at every batch, TTFT, start-up), then an eager one.
 // A figure with three decimals, or "-" for a run not made.
 std::string Figure(const std::optional<double>& v) {
   return v ? absl::StrFormat("%.3f", *v) : "-";
 }
 
+// One model: a graph backend (decode at every batch, TTFT, start-up), then an eager one.
 absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, double bandwidth,
                                 GpuTelemetry* telemetry) {
   ASSIGN_OR_RETURN(ModelConfig config, BenchShape(name));

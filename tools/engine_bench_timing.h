@@ -5,9 +5,8 @@
 
 #include <cstdint>
 #include <functional>
-#include <vector>
-
 #include <optional>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"

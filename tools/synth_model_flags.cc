@@ -38,7 +38,7 @@ absl::StatusOr<ModelConfig> SynthShapeConfig(const SynthShapeFlags& f) {
   RETURN_IF_ERROR(Apply("ffn", f.ffn, 1 << 20, &c.intermediate_size, &dims));
   RETURN_IF_ERROR(Apply("vocab", f.vocab, 1 << 22, &c.vocab_size, &dims));
   RETURN_IF_ERROR(Apply("head-dim", f.head_dim, 1 << 10, &c.head_dim, &head_dim));
-  if (dims) c.name = "synthetic-custom";
+  if (dims || head_dim) c.name = "synthetic-custom";
   if (c.num_heads % c.num_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("--heads ", c.num_heads,
                                                    " is not a multiple of --kv-heads ",

@@ -30,8 +30,8 @@ ABSL_FLAG(std::string, kv_heads, "", "Override key/value head count");
 ABSL_FLAG(std::string, ffn, "", "Override feed-forward width");
 ABSL_FLAG(std::string, vocab, "", "Override vocabulary size (ignored with --tokenizer-from)");
 ABSL_FLAG(std::string, head_dim, "", "Override head dim (default hidden / heads)");
-ABSL_FLAG(std::string, tie, "", "true | false: tie the LM head to the embedding (default: the "
-          "shape's own)");
+ABSL_FLAG(std::string, tie, "", "--tie=true | --tie=false: tie the LM head to the embedding "
+          "(default: the shape's own)");
 
 namespace {
 

@@ -154,9 +154,11 @@ for round in $(seq 1 "${AB_ROUNDS:-2}"); do
     for c in 1 16; do
       "${bundle}/bin/rtgen-bench" --target "127.0.0.1:${port}" --concurrency "${c}" \
         --num-requests $((c == 1 ? 20 : 64)) --warmup 3 --input-len 128 --output-len 128 \
-        --no-progress --output "${out}/e2e_${name}_${round}_c${c}.json" >/dev/null 2>&1 ||
-        { echo "rtgen-bench failed (${name}, concurrency ${c})"; ab_failed=$((ab_failed + 1));
-          continue; }
+        --no-progress --output "${out}/e2e_${name}_${round}_c${c}.json" \
+        > "${out}/e2e_${name}_${round}_c${c}.log" 2>&1 ||
+        { echo "rtgen-bench failed (${name}, concurrency ${c}):"
+          tail -5 "${out}/e2e_${name}_${round}_c${c}.log"
+          ab_failed=$((ab_failed + 1)); continue; }
       python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["tpot_ms"]
 print(f"{sys.argv[2]:5s} c={sys.argv[3]:>2s} TPOT p50 {t['"'"'p50'"'"']:.3f} mean {t['"'"'mean'"'"']:.3f} ms, {d['"'"'output_tokens_per_s'"'"']:.0f} tokens/s")' \
         "${out}/e2e_${name}_${round}_c${c}.json" "${name}" "${c}" || true

@@ -1,6 +1,6 @@
 // rtgen-synth-model's shape flags (tools/synth_model_flags.h): a named shape as it is, its
-// dimensions replaced (the LM head keeps the shape's tie unless --tie is given), and every bad value
-// refused with an error naming its flag.
+// dimensions replaced (the LM head keeps the shape's tie unless --tie is given), and every bad
+// value refused with an error naming its flag.
 
 #include "tools/synth_model_flags.h"
 
@@ -16,11 +16,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The config the flags give; a refusal fails the test (and gives the shape's own).
+ModelConfig Config(const SynthShapeFlags& f) {
+  absl::StatusOr<ModelConfig> c = SynthShapeConfig(f);
+  EXPECT_TRUE(c.ok()) << c.status();
+  return c.ok() ? *c : ModelConfig{};
+}
+
 TEST(SynthShapeFlagsTest, NamedShapeAsItIs) {
   SynthShapeFlags f;
   f.shape = "llama3-8b";
   absl::StatusOr<ModelConfig> c = SynthShapeConfig(f);
   ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(SyntheticShape("llama3-8b").ok());
   const ModelConfig want = *SyntheticShape("llama3-8b");
   EXPECT_EQ(c->num_layers, want.num_layers);
   EXPECT_EQ(c->head_dim, want.head_dim);
@@ -40,13 +48,14 @@ TEST(SynthShapeFlagsTest, ReplacedDimensionsKeepTheShapesTie) {
   EXPECT_EQ(c->head_dim, 128);
   EXPECT_EQ(c->name, "synthetic-custom");
   f.tie = "true";
-  EXPECT_TRUE(SynthShapeConfig(f)->tie_word_embeddings);
+  EXPECT_TRUE(Config(f).tie_word_embeddings);
   // --tie alone applies too (it was read only with a dimension given).
   SynthShapeFlags untie;
   untie.shape = "smollm2-135m";
   untie.tie = "false";
+  ASSERT_TRUE(SyntheticShape("smollm2-135m").ok());
   ASSERT_TRUE(SyntheticShape("smollm2-135m")->tie_word_embeddings);
-  EXPECT_FALSE(SynthShapeConfig(untie)->tie_word_embeddings);
+  EXPECT_FALSE(Config(untie).tie_word_embeddings);
 }
 
 TEST(SynthShapeFlagsTest, HeadDimIsHiddenOverHeadsUnlessGiven) {
@@ -55,9 +64,13 @@ TEST(SynthShapeFlagsTest, HeadDimIsHiddenOverHeadsUnlessGiven) {
   f.hidden = "128";
   f.heads = "4";
   f.kv_heads = "2";
-  EXPECT_EQ(SynthShapeConfig(f)->head_dim, 32);
+  EXPECT_EQ(Config(f).head_dim, 32);
   f.head_dim = "16";
-  EXPECT_EQ(SynthShapeConfig(f)->head_dim, 16);
+  EXPECT_EQ(Config(f).head_dim, 16);
+  // --head-dim alone replaces a dimension too.
+  SynthShapeFlags only;
+  only.head_dim = "8";
+  EXPECT_EQ(Config(only).name, "synthetic-custom");
 }
 
 struct BadShape {
