@@ -89,19 +89,6 @@ absl::StatusOr<DeviceBuffer> UploadF32(const std::vector<float>& v) {
 
 }  // namespace
 
-absl::Status CheckDeviceConfig(const ModelConfig& c) {
-  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.intermediate_size <= 0 || c.num_layers <= 0 ||
-      c.num_heads <= 0 || c.num_kv_heads <= 0 || c.head_dim <= 0 || c.head_dim % 2 != 0 ||
-      c.head_dim > 256 || c.num_heads % c.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model config is not a Llama shape the CUDA backend supports (vocab ", c.vocab_size,
-        ", hidden ", c.hidden_size, ", ffn ", c.intermediate_size, ", layers ", c.num_layers,
-        ", heads ", c.num_heads, ", kv heads ", c.num_kv_heads, ", head_dim ", c.head_dim,
-        " (even, <= 256))"));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<DeviceWeights> UploadWeights(const ModelConfig& config, ModelWeights weights) {
   RETURN_IF_ERROR(CheckShapes(config, weights));
   DeviceWeights d;

@@ -10,6 +10,7 @@
 #include "engine/model/model_config.h"
 #include "engine/model/model_weights.h"
 #include "kernels/device_buffer.h"
+#include "kernels/device_config.h"  // CheckDeviceConfig
 
 namespace rtgen {
 
@@ -33,9 +34,6 @@ struct DeviceWeights {
   }
   int64_t bytes = 0;         // total device bytes
 };
-
-// Checks that `config` is a Llama shape the CUDA kernels support (names the bad field).
-absl::Status CheckDeviceConfig(const ModelConfig& config);
 
 // Checks every shape against `config` (naming the first bad tensor), converts to bf16 and
 // uploads; the fp32 host tensors are released as they go.
