@@ -228,9 +228,17 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   if (!impl.in_flight.empty()) {
     return absl::FailedPreconditionError("AllocateKvCache while steps are in flight");
   }
-  impl.graphs.reset();  // they point into the old pool
-  impl.prefill_graphs.reset();
-  impl.kv = KvPool();
+  // The graphs point into the old pool. Until this allocation succeeds the backend holds no
+  // cache, so CheckStep refuses every step: a failed reallocation must not leave the old step
+  // buffers over a new, empty pool.
+  const auto drop_cache = [&impl] {
+    impl.graphs.reset();
+    impl.prefill_graphs.reset();
+    impl.step.reset();
+    impl.penalties.reset();
+    impl.kv = KvPool();
+  };
+  drop_cache();
   impl.kv.num_blocks = shape.num_blocks;
   impl.kv.block_size = shape.block_size;
   impl.kv.layer_elems =
@@ -253,7 +261,12 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   impl.step.emplace(std::move(step));
   impl.penalties.emplace(config_.vocab_size);
   RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
-  if (options_.enable_cuda_graphs) RETURN_IF_ERROR(CaptureGraphs());
+  if (options_.enable_cuda_graphs) {
+    if (absl::Status captured = CaptureGraphs(); !captured.ok()) {
+      drop_cache();
+      return captured;
+    }
+  }
   return absl::OkStatus();
 }
 
