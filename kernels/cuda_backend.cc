@@ -228,33 +228,48 @@ absl::Status CudaBackend::AllocateKvCache(const KvCacheShape& shape) {
   if (!impl.in_flight.empty()) {
     return absl::FailedPreconditionError("AllocateKvCache while steps are in flight");
   }
-  impl.graphs.reset();  // they point into the old pool
-  impl.prefill_graphs.reset();
-  impl.kv = KvPool();
-  impl.kv.num_blocks = shape.num_blocks;
-  impl.kv.block_size = shape.block_size;
-  impl.kv.layer_elems =
-      int64_t{shape.num_blocks} * shape.block_size * config_.num_kv_heads * config_.head_dim;
-  const size_t bytes = static_cast<size_t>(impl.kv.layer_elems) * config_.num_layers *
-                       sizeof(__nv_bfloat16);
-  ASSIGN_OR_RETURN(impl.kv.k, DeviceBuffer::Allocate(bytes));
-  ASSIGN_OR_RETURN(impl.kv.v, DeviceBuffer::Allocate(bytes));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl.kv.k.get(), 0, bytes, impl.stream));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl.kv.v.get(), 0, bytes, impl.stream));
-  // The forward pass reads block tables with this row stride.
-  const int32_t width = impl.forward->BlockTableWidth(shape.block_size);
-  // Every row of a step may be penalized on the device, with as many entries as the tokens its
-  // penalties read (at most max_penalty_tokens) and no more than the vocabulary.
-  const int64_t entries = int64_t{options_.max_num_seqs} *
-                          std::min(options_.max_penalty_tokens, config_.vocab_size);
-  ASSIGN_OR_RETURN(StepBuffers step,
-                   StepBuffers::Create({options_.max_num_tokens, options_.max_num_seqs, width,
-                                        static_cast<int32_t>(entries)}));
-  impl.step.emplace(std::move(step));
-  impl.penalties.emplace(config_.vocab_size);
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
-  if (options_.enable_cuda_graphs) RETURN_IF_ERROR(CaptureGraphs());
-  return absl::OkStatus();
+  // The graphs point into the old pool. Until this allocation succeeds the backend holds no
+  // cache, so CheckStep refuses every step: a failed reallocation must not leave the old step
+  // buffers over a new, empty pool.
+  const auto drop_cache = [&impl] {
+    impl.graphs.reset();
+    impl.prefill_graphs.reset();
+    impl.step.reset();
+    impl.penalties.reset();
+    impl.kv = KvPool();
+  };
+  drop_cache();
+  const absl::Status allocated = [&]() -> absl::Status {
+    impl.kv.num_blocks = shape.num_blocks;
+    impl.kv.block_size = shape.block_size;
+    impl.kv.layer_elems =
+        int64_t{shape.num_blocks} * shape.block_size * config_.num_kv_heads * config_.head_dim;
+    const size_t bytes = static_cast<size_t>(impl.kv.layer_elems) * config_.num_layers *
+                         sizeof(__nv_bfloat16);
+    ASSIGN_OR_RETURN(impl.kv.k, DeviceBuffer::Allocate(bytes));
+    ASSIGN_OR_RETURN(impl.kv.v, DeviceBuffer::Allocate(bytes));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl.kv.k.get(), 0, bytes, impl.stream));
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(impl.kv.v.get(), 0, bytes, impl.stream));
+    // The forward pass reads block tables with this row stride.
+    const int32_t width = impl.forward->BlockTableWidth(shape.block_size);
+    // Every row of a step may be penalized on the device, with as many entries as the tokens its
+    // penalties read (at most max_penalty_tokens) and no more than the vocabulary.
+    const int64_t entries = int64_t{options_.max_num_seqs} *
+                            std::min(options_.max_penalty_tokens, config_.vocab_size);
+    ASSIGN_OR_RETURN(StepBuffers step,
+                     StepBuffers::Create({options_.max_num_tokens, options_.max_num_seqs, width,
+                                          static_cast<int32_t>(entries)}));
+    impl.step.emplace(std::move(step));
+    impl.penalties.emplace(config_.vocab_size);
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(impl.stream));
+    if (options_.enable_cuda_graphs) RETURN_IF_ERROR(CaptureGraphs());
+    return absl::OkStatus();
+  }();
+  if (!allocated.ok()) {
+    drop_cache();  // whatever part was made: steps are refused until an allocation succeeds
+    (void)cudaGetLastError();  // an out-of-memory error is not sticky: no later check reports it
+  }
+  return allocated;
 }
 
 absl::Status CudaBackend::CaptureGraphs() {

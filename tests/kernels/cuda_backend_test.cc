@@ -435,5 +435,26 @@ TEST(CudaBackendTest, RejectsBadSteps) {
   EXPECT_TRUE(gpu->ComputeLogits(in).ok());
 }
 
+// A reallocation that fails (a pool past any GPU's memory) leaves no cache: steps are refused
+// as before the first allocation, not run over the old step buffers and an empty pool; a good
+// reallocation brings the backend back.
+TEST(CudaBackendTest, FailedKvReallocationRefusesSteps) {
+  auto gpu = MakeCuda(TinyConfig(), 1, 8);
+  ASSERT_TRUE(gpu);
+  int32_t next = 0;
+  StepBuilder b(16, &next);
+  TestSeq s;
+  s.tokens = {1, 2, 3};
+  b.Add(s, 3, nullptr);
+  const StepInput in = b.Build(false);
+  ASSERT_TRUE(gpu->ComputeLogits(in).ok());
+  const absl::Status huge = gpu->AllocateKvCache({1 << 30, 1 << 10});
+  EXPECT_FALSE(huge.ok());
+  const absl::Status refused = gpu->ComputeLogits(in).status();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  ASSERT_TRUE(gpu->AllocateKvCache({8, kTestBlockSize}).ok());
+  EXPECT_TRUE(gpu->ComputeLogits(in).ok());
+}
+
 }  // namespace
 }  // namespace rtgen::testing_gpu
