@@ -37,12 +37,19 @@ absl::Status ModelForward::FoldNormsIfUseful() {
 absl::Status ModelForward::ProjectionBesideRowScales(const kernels::MatmulParams& proj,
                                                      int which, cudaStream_t stream) {
   RETURN_IF_ERROR(side_->Fork(stream));
-  RETURN_IF_ERROR(kernels::Matmul(*matmul_, proj, stream));
-  const kernels::RowInvRmsParams p{normed_.as<__nv_bfloat16>(),
-                                   norm_scales_.as<float>() + which * capacity_.max_tokens,
-                                   proj.m, config_.hidden_size, config_.rms_norm_eps};
-  RTGEN_CUDA_RETURN_IF_ERROR(kernels::RowInvRms(p, side_->stream()));
-  return side_->Join(stream);
+  // Joined on every path: a side stream left forked breaks the capture it belongs to (and a later
+  // one on that stream).
+  absl::Status done = kernels::Matmul(*matmul_, proj, stream);
+  if (done.ok()) {
+    const kernels::RowInvRmsParams p{normed_.as<__nv_bfloat16>(),
+                                     norm_scales_.as<float>() + which * capacity_.max_tokens,
+                                     proj.m, config_.hidden_size, config_.rms_norm_eps};
+    if (const cudaError_t err = kernels::RowInvRms(p, side_->stream()); err != cudaSuccess) {
+      done = cuda_internal::CudaError(err, "kernels::RowInvRms", __FILE__, __LINE__);
+    }
+  }
+  const absl::Status joined = side_->Join(stream);
+  return done.ok() ? joined : done;
 }
 
 // The residual stream is bf16 in normed_ (the embedding wrote it); each row's RMSNorm scale is

@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormVecKernel(RmsNormParams p) {
     if (c >= n4) continue;
     if (add) {
       v[j] = AddBf16x4(v[j], a[j]);
-      res[c] = v[j];
+      if (!p.row_index) res[c] = v[j];  // gathered rows may repeat: rms_norm.h
     }
     sum_sq += v[j].x * v[j].x + v[j].y * v[j].y + v[j].z * v[j].z + v[j].w * v[j].w;
   }
@@ -90,12 +90,18 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
   const __nv_bfloat16* res16 = p.residual16 ? p.residual16 + row : nullptr;
   const __nv_bfloat16* add = p.add ? p.add + row : nullptr;
   const auto value = [&](int j) { return res16 ? __bfloat162float(res16[j]) : res[j]; };
+  const bool write_back = add && !p.row_index;  // gathered rows may repeat: rms_norm.h
+  // Element j of the row after the add: read back where this thread wrote it, else formed again
+  // (the same float sum).
+  const auto summed = [&](int j) {
+    return write_back ? res[j] : add ? value(j) + __bfloat162float(add[j]) : value(j);
+  };
   float sum_sq = 0.0f;
   for (int j = threadIdx.x; j < p.hidden; j += kThreads) {
     float h = value(j);
     if (add) {
       h += __bfloat162float(add[j]);
-      res[j] = h;
+      if (write_back) res[j] = h;
     }
     sum_sq += h * h;
   }
@@ -104,7 +110,7 @@ __global__ void __launch_bounds__(kThreads) RmsNormKernel(RmsNormParams p) {
   __nv_bfloat16* out = p.out + static_cast<int64_t>(i) * p.hidden;
   // Each thread re-reads only the elements it wrote itself, so no barrier is needed.
   for (int j = threadIdx.x; j < p.hidden; j += kThreads) {
-    out[j] = __float2bfloat16(value(j) * inv_rms * p.weight[j]);
+    out[j] = __float2bfloat16(summed(j) * inv_rms * p.weight[j]);
   }
 }
 

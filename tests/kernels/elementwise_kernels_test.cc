@@ -1,5 +1,6 @@
 // Embedding, fused residual + RMSNorm, SwiGLU and KV store against CPU references.
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -87,22 +88,63 @@ TEST_P(RmsNormTest, MatchesReference) {
   for (int i = 0; i < out_rows; ++i) {
     const int r = rows[i];
     double ss = 0.0;
+    std::vector<double> h(s.hidden);
     for (int j = 0; j < s.hidden; ++j) {
-      double h = residual[size_t{1} * r * s.hidden + j];
-      if (s.add) h += FromBf16(add[size_t{1} * r * s.hidden + j]);
-      want_res[size_t{1} * r * s.hidden + j] = h;
-      ss += h * h;
+      h[j] = residual[size_t{1} * r * s.hidden + j];
+      if (s.add) h[j] += FromBf16(add[size_t{1} * r * s.hidden + j]);
+      // Written back only without row_index (rms_norm.h); gathered rows keep the residual.
+      if (!s.gather) want_res[size_t{1} * r * s.hidden + j] = h[j];
+      ss += h[j] * h[j];
     }
     const double inv = 1.0 / std::sqrt(ss / s.hidden + eps);
     for (int j = 0; j < s.hidden; ++j) {
-      want[size_t{1} * i * s.hidden + j] =
-          want_res[size_t{1} * r * s.hidden + j] * inv * weight[j];
+      want[size_t{1} * i * s.hidden + j] = h[j] * inv * weight[j];
       got_res.push_back(res_out[size_t{1} * r * s.hidden + j]);
       want_res_rows.push_back(want_res[size_t{1} * r * s.hidden + j]);
     }
   }
   EXPECT_LE(RelL2(out, want), kBf16Tol);
-  EXPECT_LE(RelL2(got_res, want_res_rows), 1e-6);  // fp32 residual update
+  EXPECT_LE(RelL2(got_res, want_res_rows), 1e-6);  // fp32 residual update (or none)
+}
+
+// The final norm of a prefill graph whose padding rows all read row 0 (step_fill.cc PadSeqs):
+// every output row is row 0 plus `add` once, however its blocks interleave, and the residual is
+// left as it was. Before, each block wrote the row back, and a block that read after another's
+// write added `add` twice.
+TEST(RmsNormGatherTest, RepeatedRowsAddOnce) {
+  for (const int hidden : {576, 1002}) {  // the vector and the scalar path
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    const int rows = 600;  // several waves of blocks on one row
+    const std::vector<float> residual = RandomNormal(hidden, 2.0f, rng);
+    const std::vector<uint16_t> add = ToBf16(RandomNormal(hidden, 1.0f, rng));
+    const std::vector<float> weight = RandomUniform(hidden, 0.5f, 1.5f, rng);
+    DeviceArray<float> d_res(residual);
+    DeviceArray<uint16_t> d_add(add);
+    DeviceArray<float> d_w(weight);
+    DeviceArray<int32_t> d_rows(std::vector<int32_t>(rows, 0));
+    DeviceArray<uint16_t> d_out(size_t{1} * rows * hidden);
+    const float eps = 1e-5f;
+    GPU_CHECK(kernels::RmsNorm(
+        {d_res.get(), d_add.bf16(), d_rows.get(), d_w.get(), d_out.bf16(), rows, hidden, eps},
+        nullptr));
+    const std::vector<uint16_t> out = d_out.ToHost();
+    std::vector<double> h(hidden), want(hidden);
+    double ss = 0.0;
+    for (int j = 0; j < hidden; ++j) {
+      h[j] = residual[j] + FromBf16(add[j]);
+      ss += h[j] * h[j];
+    }
+    for (int j = 0; j < hidden; ++j) want[j] = h[j] / std::sqrt(ss / hidden + eps) * weight[j];
+    for (int i = 0; i < rows; ++i) {
+      const std::vector<uint16_t> row(out.begin() + size_t{1} * i * hidden,
+                                      out.begin() + size_t{1} * (i + 1) * hidden);
+      ASSERT_LE(RelL2(FromBf16(row), want), kBf16Tol) << "hidden " << hidden << " row " << i;
+      ASSERT_TRUE(std::equal(row.begin(), row.end(), out.begin())) << "row " << i;
+    }
+    EXPECT_EQ(d_res.ToHost(), residual);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormTest,
