@@ -381,15 +381,20 @@ TEST(CudaBackendTest, Llama3RopeScalingLogitsMatchCpu) {
   RunScenario(c);
 }
 
+// A step of one new sequence's 3-token prompt, nothing sampled, its block from b's counter.
+StepInput ThreeTokenPrompt(StepBuilder& b) {
+  TestSeq s;
+  s.tokens = {1, 2, 3};
+  b.Add(s, 3, nullptr);
+  return b.Build(false);
+}
+
 TEST(CudaBackendTest, RejectsBadSteps) {
   auto gpu = MakeCuda(TinyConfig(), 1, 8);
   ASSERT_TRUE(gpu);
   int32_t next = 0;
   StepBuilder b(16, &next);
-  TestSeq s;
-  s.tokens = {1, 2, 3};
-  b.Add(s, 3, nullptr);
-  StepInput in = b.Build(false);
+  StepInput in = ThreeTokenPrompt(b);
   in.slot_mapping[1] = 8 * 16;  // past the pool
   EXPECT_FALSE(gpu->ComputeLogits(in).ok());
   // A sample for a sequence with no tokens in the step (its logits row would be -1).
@@ -443,10 +448,7 @@ TEST(CudaBackendTest, FailedKvReallocationRefusesSteps) {
   ASSERT_TRUE(gpu);
   int32_t next = 0;
   StepBuilder b(16, &next);
-  TestSeq s;
-  s.tokens = {1, 2, 3};
-  b.Add(s, 3, nullptr);
-  const StepInput in = b.Build(false);
+  const StepInput in = ThreeTokenPrompt(b);
   ASSERT_TRUE(gpu->ComputeLogits(in).ok());
   const absl::Status huge = gpu->AllocateKvCache({1 << 30, 1 << 10});
   EXPECT_FALSE(huge.ok());

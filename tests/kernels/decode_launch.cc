@@ -1,7 +1,5 @@
 #include "tests/kernels/decode_launch.h"
 
-#include <cmath>
-
 namespace rtgen::testing_gpu {
 
 kernels::DecodeAttentionParams DecodeParams(const Cache& c, int seqs, int heads,
@@ -16,12 +14,7 @@ kernels::DecodeAttentionParams DecodeParams(const Cache& c, int seqs, int heads,
   p.context_lens = b.ctx.get();
   p.out = b.out.bf16();
   p.num_seqs = seqs;
-  p.num_heads = heads;
-  p.num_kv_heads = c.kv_heads;
-  p.head_dim = c.hd;
-  p.block_size = c.block_size;
-  p.max_blocks_per_seq = c.max_blocks;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  SetCacheShape(c, heads, &p);
   p.num_splits = plan.num_splits;
   p.partition_size = plan.partition_size;
   p.partial_out = b.partial_out.get();

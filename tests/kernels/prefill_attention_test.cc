@@ -84,12 +84,7 @@ kernels::PrefillAttentionParams StepParams(const DeviceStep& d, const Cache& c, 
   p.context_lens = d.ctx.get();
   p.out = d.out.bf16();
   p.num_tokens = tokens;
-  p.num_heads = heads;
-  p.num_kv_heads = c.kv_heads;
-  p.head_dim = c.hd;
-  p.block_size = c.block_size;
-  p.max_blocks_per_seq = c.max_blocks;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  SetCacheShape(c, heads, &p);
   p.num_seqs = num_seqs;
   return p;
 }
