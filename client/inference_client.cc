@@ -145,6 +145,13 @@ absl::StatusOr<GenerateResult> InferenceClient::Generate(const v1::GenerateReque
   }
   const grpc::Status status = reader->Finish();
   if (!status.ok()) return ToAbslStatus(status);
+  // The protocol's last message carries the finish reason; a stream that ends OK without one
+  // (a proxy, another server) lost it, and its usage with it.
+  if (result.finish_reason == v1::FINISH_REASON_UNSPECIFIED) {
+    return absl::DataLossError(absl::StrCat("Generate: the stream ended after ",
+                                            result.num_messages,
+                                            " message(s) without a finish_reason"));
+  }
   return result;
 }
 
