@@ -109,23 +109,27 @@ std::optional<CliArgs> ParseCliArgs(int argc, const char* const* argv, std::stri
       return std::nullopt;
     }
   }
-  // gRPC's resolver takes a numeric port modulo 65536: localhost:99999 dialled port 34463.
   if (auto target = args.Get("target")) {
-    if (target->empty()) {
-      *error = "--target must be HOST:PORT, got ''";
-      return std::nullopt;
-    }
-    const size_t colon = target->rfind(':');
-    const std::string port = colon == std::string::npos ? "" : target->substr(colon + 1);
-    int64_t value = 0;
-    if (!absl::StartsWith(*target, "unix:") && !port.empty() &&
-        port.find_first_not_of("0123456789") == std::string::npos &&
-        (!absl::SimpleAtoi(port, &value) || value < 1 || value > 65535)) {
-      *error = absl::StrCat("--target port must be within [1, 65535], got '", *target, "'");
+    if (std::string target_error = TargetError(*target); !target_error.empty()) {
+      *error = std::move(target_error);
       return std::nullopt;
     }
   }
   return args;
+}
+
+std::string TargetError(const std::string& target) {
+  if (target.empty()) return "--target must be HOST:PORT, got ''";
+  // gRPC's resolver takes a numeric port modulo 65536: localhost:99999 dialled port 34463.
+  const size_t colon = target.rfind(':');
+  const std::string port = colon == std::string::npos ? "" : target.substr(colon + 1);
+  int64_t value = 0;
+  if (!absl::StartsWith(target, "unix:") && !port.empty() &&
+      port.find_first_not_of("0123456789") == std::string::npos &&
+      (!absl::SimpleAtoi(port, &value) || value < 1 || value > 65535)) {
+    return absl::StrCat("--target port must be within [1, 65535], got '", target, "'");
+  }
+  return "";
 }
 
 }  // namespace rtgen

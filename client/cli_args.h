@@ -27,4 +27,8 @@ struct CliArgs {
 // --target's numeric port is outside [1, 65535].
 std::optional<CliArgs> ParseCliArgs(int argc, const char* const* argv, std::string* error);
 
+// What is wrong with a --target value ("" when nothing): empty, or a numeric port outside
+// [1, 65535] (unix: paths and named ports pass). rtgen-client and rtgen-bench both check it.
+std::string TargetError(const std::string& target);
+
 }  // namespace rtgen

@@ -13,8 +13,10 @@
 // none was measured or the server is unreachable, 2 on bad usage.
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +36,7 @@
 #include "client/bench/load_runner.h"
 #include "client/bench/prompt_source.h"
 #include "client/bench/report_format.h"
+#include "client/cli_args.h"
 #include "client/inference_client.h"
 
 namespace rtgen::bench {
@@ -116,6 +119,7 @@ absl::Status NumberFlag(const Flags& flags, const std::string& name, T* out) {
 absl::Status WriteFile(const std::string& path, const std::string& text, const char* flag) {
   std::ofstream out(path);
   out << text;
+  out.close();  // a short file is written only here: its failure shows after the close
   if (!out) return absl::InternalError(absl::StrCat("--", flag, ": cannot write ", path));
   return absl::OkStatus();
 }
@@ -186,6 +190,32 @@ int Run(int argc, char** argv) {
   }
   if (flags.Get("plot") && sweep.empty()) {
     status.Update(absl::InvalidArgumentError("--plot needs --sweep-concurrency"));
+  }
+  if (flags.Get("csv") && sweep.empty()) {
+    status.Update(absl::InvalidArgumentError("--csv needs --sweep-concurrency"));
+  }
+  // NaN would wait forever (absl::Seconds(NaN) is infinite), a negative value not at all.
+  if (!(wait_ready_s >= 0) || std::isinf(wait_ready_s)) {
+    status.Update(absl::InvalidArgumentError("--wait-ready: must be a number of seconds >= 0"));
+  }
+  if (flags.Get("requests-per-level")) {
+    if (sweep.empty()) {
+      status.Update(absl::InvalidArgumentError("--requests-per-level needs --sweep-concurrency"));
+    } else if (requests_per_level < 1) {
+      status.Update(absl::InvalidArgumentError("--requests-per-level: must be at least 1"));
+    }
+    for (int level : sweep) {  // each level's request count must fit num_requests (an int)
+      if (requests_per_level >= 1 &&
+          int64_t{requests_per_level} * level > std::numeric_limits<int>::max()) {
+        status.Update(absl::InvalidArgumentError(absl::StrCat(
+            "--requests-per-level: ", requests_per_level, " x concurrency ", level,
+            " requests is past ", std::numeric_limits<int>::max())));
+        break;
+      }
+    }
+  }
+  if (std::string error = TargetError(target); !error.empty()) {
+    status.Update(absl::InvalidArgumentError(error));
   }
   if (!status.ok()) {
     std::fprintf(stderr, "rtgen-bench: %s\n%s", std::string(status.message()).c_str(), kUsage);

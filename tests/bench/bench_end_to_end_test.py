@@ -82,6 +82,32 @@ def main():
         f.check(too_long.returncode == 2 and "past the server's context of 256" in too_long.stderr,
                 f"a request longer than the context is a usage error (status "
                 f"{too_long.returncode}; {too_long.stderr.strip()[-160:]!r})")
+        # A short CSV is written at the file's close: a failure there is an error, exit 1.
+        full = subprocess.run(
+            [args.bench, f"--target=127.0.0.1:{port}", "--sweep-concurrency=1",
+             "--num-requests=2", "--input-len=8", "--output-len=4", "--csv=/dev/full",
+             "--no-progress"],
+            capture_output=True, text=True, timeout=60)
+        f.check(full.returncode == 1 and "--csv: cannot write /dev/full" in full.stderr,
+                f"a CSV that cannot be written fails the run (status {full.returncode}; "
+                f"{full.stderr.strip()[-160:]!r})")
+        # Flags refused before any request, each naming itself (usage error, exit 2).
+        target = f"--target=127.0.0.1:{port}"
+        for flags, message in [
+                (["--target=localhost:99999"], "--target port must be within [1, 65535]"),
+                ([target, "--wait-ready=nan"], "--wait-ready: must be a number of seconds"),
+                ([target, "--wait-ready=-1"], "--wait-ready: must be a number of seconds"),
+                ([target, "--requests-per-level=3"], "--requests-per-level needs --sweep"),
+                ([target, "--sweep-concurrency=1", "--requests-per-level=0"],
+                 "--requests-per-level: must be at least 1"),
+                ([target, "--sweep-concurrency=1,4096", "--requests-per-level=600000"],
+                 "x concurrency 4096 requests is past 2147483647"),
+                ([target, "--csv=x.csv"], "--csv needs --sweep-concurrency")]:
+            bad = subprocess.run([args.bench, *flags, "--no-progress"], capture_output=True,
+                                 text=True, timeout=60)
+            f.check(bad.returncode == 2 and message in bad.stderr,
+                    f"{flags} is refused with {message!r} (status {bad.returncode}; "
+                    f"{bad.stderr.strip()[:160]!r})")
     if f.items:
         ops_harness.dump_log(server)
     return f.report()  # the server is killed at exit (ops_harness)
