@@ -141,6 +141,10 @@ absl::StatusOr<TokenizedPrompt> TokenizeMessages(const v1::ChatMessages& message
       limits.tokenizer->Encode(out.rendered_prompt, /*parse_special=*/true);
   if (!ids.ok()) return WithPrefix(ids.status(), "messages: ");
   out.token_ids = *std::move(ids);
+  // The Llama 2 format renders a lone system message as nothing (it has no user turn).
+  if (out.token_ids.empty()) {
+    return Invalid("messages", "the chat template rendered no tokens (it needs a user message)");
+  }
   return out;
 }
 

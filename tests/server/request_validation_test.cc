@@ -62,6 +62,28 @@ TEST(RequestValidationTest, InvalidUtf8MessageNamesTheMessage) {
   ExpectInvalid(ToEngineRequest(request, limits).status(), "messages[0].content");
 }
 
+// The Llama 2 format renders a lone system message as "": Generate and Tokenize refuse it by
+// naming `messages` (Generate was refused later as an empty "prompt", Tokenize answered OK).
+TEST(RequestValidationTest, MessagesRenderingNoTokensNameTheMessages) {
+  ByteTokenizer tokenizer(false);
+  absl::StatusOr<ChatTemplate> chat =
+      ChatTemplate::FromJinja("{{ '[INST] <<SYS>>' + content + ' [/INST]' }}", "");
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  ASSERT_EQ(chat->format(), ChatTemplate::Format::kLlama2);
+  ValidationLimits limits = Limits(&tokenizer);
+  limits.chat_template = &*chat;
+  v1::GenerateRequest request;
+  auto* m = request.mutable_messages()->add_messages();
+  m->set_role("system");
+  m->set_content("be brief");
+  ExpectInvalid(ToEngineRequest(request, limits).status(), "messages");
+  v1::TokenizeRequest tokenize;
+  *tokenize.mutable_messages() = request.messages();
+  ExpectInvalid(TokenizeRequestInput(tokenize, limits).status(), "messages");
+  m->set_role("user");
+  EXPECT_TRUE(ToEngineRequest(request, limits).ok());
+}
+
 TEST(RequestValidationTest, MessagesWithoutAChatTemplateAreRefused) {
   ByteTokenizer tokenizer(false);
   v1::GenerateRequest request;
