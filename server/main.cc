@@ -147,12 +147,12 @@ int main(int argc, char** argv) {
     config.latency_buckets = *std::move(parsed);
   }
 
+  rtgen::WatchTerminationSignals();  // a signal while loading exits at once
   absl::StatusOr<std::unique_ptr<rtgen::Server>> server = rtgen::Server::Start(config);
   if (!server.ok()) return Fail(server.status());
 
-  const int signal_number = rtgen::WaitForTerminationSignal();
+  const int signal_number = rtgen::WaitForDrainSignal();
   spdlog::info("signal {}: shutting down (another one exits at once)", signal_number);
-  rtgen::ExitOnNextTerminationSignal();
   (*server)->Shutdown(absl::Seconds(absl::GetFlag(FLAGS_drain_timeout_s)));
   return 0;
 }

@@ -7,8 +7,11 @@ connection to A is refused or reads NOT_SERVING; an open health Watch on A ends 
 holding the exit; A exits 0 soon after its last stream, well within --drain-timeout-s. Then a
 second Ctrl-C during B's drain ends B at once."""
 
+import os
 import signal
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -158,8 +161,46 @@ def check_second_signal(f, pb2, pb2_grpc, proc_b, port_b):
         t.join(timeout=30)
 
 
+def signals_blocked(pid):
+    """True once the process's main thread blocks SIGINT and SIGTERM (its first step)."""
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("SigBlk:"):
+                mask = int(line.split()[1], 16)
+                return all(mask & (1 << (s - 1)) for s in (signal.SIGINT, signal.SIGTERM))
+    return False
+
+
+def check_signal_while_loading(f, server):
+    """A FIFO as the model keeps the server in its load (open blocks until a writer comes): a
+    signal then ends it at once, 128 + the signal, with nothing to drain."""
+    with tempfile.TemporaryDirectory() as tmp:
+        fifo = os.path.join(tmp, "model.gguf")
+        os.mkfifo(fifo)
+        proc = h.spawn([server, f"--model={fifo}", "--backend=cpu", "--host=127.0.0.1",
+                        f"--port={h.free_port()}", "--metrics-port=-1"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not signals_blocked(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)  # well into the load: the model's open blocks on the FIFO
+        sent_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            rc = proc.wait()
+        took = time.monotonic() - sent_at
+        err = proc.stderr.read()
+        f.check(rc == 128 + signal.SIGTERM and took < 3 and "before serving" in err,
+                f"SIGTERM while loading exits at once (status {rc}, {took:.1f} s; "
+                f"stderr {err.strip()[-160:]!r})")
+
+
 def main():
     args, pb2, pb2_grpc, f = h.begin_test()
+    check_signal_while_loading(f, args.server)
     proc_a, port_a, _ = h.start_server(args.server, [f"--drain-timeout-s={DRAIN_TIMEOUT_S}"])
     proc_b, port_b, _ = h.start_server(args.server, [f"--drain-timeout-s={DRAIN_TIMEOUT_S}"])
     check_drain(f, args, pb2, pb2_grpc, proc_a, port_a, port_b)
