@@ -57,6 +57,20 @@ absl::Status CheckServerConfig(const ServerConfig& config) {
         "unhealthy_after_failed_steps = ", config.engine_health.max_failed_steps,
         " must be at least 1"));
   }
+  if (config.max_message_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max-message-bytes: must be positive, got ", config.max_message_bytes));
+  }
+  // The resolver takes a numeric port modulo 65536 (htons), so 70000 would quietly serve 4464.
+  if (config.port < 0 || config.port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("port: must be within [0, 65535] (0: any free port), got ", config.port));
+  }
+  if (config.metrics_port > 65535) {  // negative: no /metrics
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metrics-port: must be within [0, 65535] (0: any free port, -1: none), got ",
+        config.metrics_port));
+  }
   if (config.engine_health.max_stall <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "unhealthy_after_stall_s = ", absl::ToInt64Seconds(config.engine_health.max_stall),
@@ -145,15 +159,10 @@ absl::Status Server::StartServing(const ServerConfig& config) {
   }
   ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
                    MakeServerCredentials(config.tls));
-  if (config.max_message_bytes <= 0) {
-    return absl::InvalidArgumentError("max-message-bytes: must be positive");
+  // /metrics first: a port it cannot bind fails start-up before gRPC listens and says SERVING.
+  if (config.metrics_port >= 0) {
+    RETURN_IF_ERROR(metrics_->StartExposer(config.metrics_host, config.metrics_port));
   }
-  // The resolver takes a numeric port modulo 65536 (htons), so 70000 would quietly serve 4464.
-  if (config.port < 0 || config.port > 65535) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("port: must be within [0, 65535] (0: any free port), got ", config.port));
-  }
-
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
@@ -203,9 +212,6 @@ absl::Status Server::StartServing(const ServerConfig& config) {
         }
       }
     });
-  }
-  if (config.metrics_port >= 0) {
-    RETURN_IF_ERROR(metrics_->StartExposer(config.metrics_host, config.metrics_port));
   }
   spdlog::info("serving {} on {}:{} (backend {}, {}{}), metrics {}", kServiceName,
                config.host, port_, backend_name_,

@@ -1,6 +1,7 @@
 // Server settings refused at start-up, naming their flag: CPU threads past any machine's cores,
-// negative connection ages, infinite latency buckets, and a KV pool larger than the memory the
-// machine has (it was zero-filled, so it crashed with bad_alloc or brought in the OOM killer).
+// negative connection ages, ports past 65535 (before the model loads), infinite latency
+// buckets, and a KV pool larger than the memory the machine has (it was zero-filled, so it
+// crashed with bad_alloc or brought in the OOM killer).
 
 #include <string>
 
@@ -34,6 +35,25 @@ TEST(ServerConfigTest, OutOfRangeSettingsAreRefusedNamingTheFlag) {
   ExpectRefused(grace, "max-connection-age-grace-s");
   grace.max_connection_age_grace_s = -1;  // the documented "the age"
   EXPECT_TRUE(CheckServerConfig(grace).ok());
+  for (const int port : {-1, 65536, 70000}) {
+    ServerConfig c = config;
+    c.port = port;
+    ExpectRefused(c, "port");
+  }
+  ServerConfig metrics = config;
+  metrics.metrics_port = 90900;
+  ExpectRefused(metrics, "metrics-port");
+  metrics.metrics_port = -1;  // no /metrics
+  EXPECT_TRUE(CheckServerConfig(metrics).ok());
+  ServerConfig message = config;
+  message.max_message_bytes = 0;
+  ExpectRefused(message, "max-message-bytes");
+  // Before the model loads: the port, not the missing model file, is what Start reports.
+  ServerConfig early = config;
+  early.model_path = "/nonexistent/model.gguf";
+  early.port = 70000;
+  const absl::Status early_status = Server::Start(early).status();
+  EXPECT_NE(early_status.message().find("port:"), absl::string_view::npos) << early_status;
   // Start refuses them too, before loading the model.
   ServerConfig bad = config;
   bad.backend.threads = 5000;
