@@ -81,6 +81,12 @@ absl::Status CheckServerConfig(const ServerConfig& config) {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   RETURN_IF_ERROR(CheckServerConfig(config));
+  // The auth-token and TLS files read once here, before the load (which can take minutes), for
+  // their errors; StartServing reads them again for use.
+  if (!config.auth_token_file.empty()) {
+    RETURN_IF_ERROR(TokenAuthenticator::FromFile(config.auth_token_file).status());
+  }
+  RETURN_IF_ERROR(MakeServerCredentials(config.tls).status());
   ASSIGN_OR_RETURN(const std::string backend_kind, ResolveBackendKind(config.backend.kind));
   const absl::Time load_start = absl::Now();
   absl::StatusOr<LoadedModel> model = LoadModel(config.model_path);

@@ -54,6 +54,15 @@ TEST(ServerConfigTest, OutOfRangeSettingsAreRefusedNamingTheFlag) {
   early.port = 70000;
   const absl::Status early_status = Server::Start(early).status();
   EXPECT_NE(early_status.message().find("port:"), absl::string_view::npos) << early_status;
+  early.port = 0;
+  early.auth_token_file = "/nonexistent/tokens";
+  const absl::Status auth_status = Server::Start(early).status();
+  EXPECT_NE(auth_status.message().find("auth-token-file:"), absl::string_view::npos)
+      << auth_status;
+  early.auth_token_file = "";
+  early.tls.cert_path = "/nonexistent/cert.pem";  // without --tls-key
+  const absl::Status tls_status = Server::Start(early).status();
+  EXPECT_NE(tls_status.message().find("tls-cert"), absl::string_view::npos) << tls_status;
   // Start refuses them too, before loading the model.
   ServerConfig bad = config;
   bad.backend.threads = 5000;
