@@ -81,12 +81,7 @@ absl::Status CheckServerConfig(const ServerConfig& config) {
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config) {
   RETURN_IF_ERROR(CheckServerConfig(config));
-  // The auth-token and TLS files read once here, before the load (which can take minutes), for
-  // their errors; StartServing reads them again for use.
-  if (!config.auth_token_file.empty()) {
-    RETURN_IF_ERROR(TokenAuthenticator::FromFile(config.auth_token_file).status());
-  }
-  RETURN_IF_ERROR(MakeServerCredentials(config.tls).status());
+  ASSIGN_OR_RETURN(Security security, ReadSecurity(config));  // before the load (minutes)
   ASSIGN_OR_RETURN(const std::string backend_kind, ResolveBackendKind(config.backend.kind));
   const absl::Time load_start = absl::Now();
   absl::StatusOr<LoadedModel> model = LoadModel(config.model_path);
@@ -118,7 +113,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(const ServerConfig& config
     return Engine::Create(config.engine, std::move(*shared_backend), tokenizer, observer);
   };
   ASSIGN_OR_RETURN(std::unique_ptr<Server> server,
-                   Assemble(config, *std::move(model), backend_name, make_engine));
+                   Assemble(config, std::move(security), *std::move(model), backend_name,
+                            make_engine));
   // Known label values exist from the start, at zero (dashboards and alerts see the series).
   server->metrics().PreRegisterGraphBuckets(GraphBuckets(*backend_view),
                                             PrefillGraphTokens(*backend_view));
@@ -133,11 +129,23 @@ absl::StatusOr<std::unique_ptr<Server>> Server::StartWithEngine(const ServerConf
                                                                 std::string backend_name,
                                                                 const EngineFactory& make_engine) {
   RETURN_IF_ERROR(CheckServerConfig(config));
-  return Assemble(config, std::move(model), std::move(backend_name), make_engine);
+  ASSIGN_OR_RETURN(Security security, ReadSecurity(config));
+  return Assemble(config, std::move(security), std::move(model), std::move(backend_name),
+                  make_engine);
+}
+
+absl::StatusOr<Server::Security> Server::ReadSecurity(const ServerConfig& config) {
+  Security security;
+  if (!config.auth_token_file.empty()) {
+    ASSIGN_OR_RETURN(TokenAuthenticator auth, TokenAuthenticator::FromFile(config.auth_token_file));
+    security.auth = std::make_unique<TokenAuthenticator>(std::move(auth));
+  }
+  ASSIGN_OR_RETURN(security.credentials, MakeServerCredentials(config.tls));
+  return security;
 }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Assemble(const ServerConfig& config,
-                                                         LoadedModel model,
+                                                         Security security, LoadedModel model,
                                                          std::string backend_name,
                                                          const EngineFactory& make_engine) {
   if (model.tokenizer == nullptr) return absl::InvalidArgumentError("model: no tokenizer");
@@ -147,24 +155,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Assemble(const ServerConfig& con
   server->metrics_ = std::make_unique<Metrics>(config.latency_buckets);
   ASSIGN_OR_RETURN(server->engine_,
                    make_engine(server->model_.tokenizer.get(), server->metrics_.get()));
-  RETURN_IF_ERROR(server->StartServing(config));
+  server->auth_ = std::move(security.auth);
+  RETURN_IF_ERROR(server->StartServing(config, std::move(security.credentials)));
   return server;
 }
 
-absl::Status Server::StartServing(const ServerConfig& config) {
+absl::Status Server::StartServing(const ServerConfig& config,
+                                  std::shared_ptr<grpc::ServerCredentials> credentials) {
   ServedModel served;
   served.config = model_.config;
   served.backend_name = backend_name_;
   served.tokenizer = model_.tokenizer.get();
   served.chat_template = model_.chat_template.has_value() ? &*model_.chat_template : nullptr;
   service_ = std::make_unique<InferenceService>(engine_.get(), std::move(served), metrics_.get());
-  if (!config.auth_token_file.empty()) {
-    ASSIGN_OR_RETURN(TokenAuthenticator auth, TokenAuthenticator::FromFile(config.auth_token_file));
-    auth_ = std::make_unique<TokenAuthenticator>(std::move(auth));
-    service_->set_authenticator(auth_.get());
-  }
-  ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
-                   MakeServerCredentials(config.tls));
+  if (auth_ != nullptr) service_->set_authenticator(auth_.get());
   // /metrics first: a port it cannot bind fails start-up before gRPC listens and says SERVING.
   if (config.metrics_port >= 0) {
     RETURN_IF_ERROR(metrics_->StartExposer(config.metrics_host, config.metrics_port));

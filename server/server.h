@@ -82,12 +82,21 @@ class Server {
 
  private:
   Server() = default;
-  // StartWithEngine after CheckServerConfig (Start runs it before loading the model).
+  // What the auth-token and TLS files give, read once, before the model loads (their errors
+  // then cost no load).
+  struct Security {
+    std::unique_ptr<TokenAuthenticator> auth;  // null: no authentication
+    std::shared_ptr<grpc::ServerCredentials> credentials;
+  };
+  static absl::StatusOr<Security> ReadSecurity(const ServerConfig& config);
+  // StartWithEngine after CheckServerConfig and ReadSecurity (Start runs both before loading the
+  // model).
   static absl::StatusOr<std::unique_ptr<Server>> Assemble(const ServerConfig& config,
-                                                          LoadedModel model,
+                                                          Security security, LoadedModel model,
                                                           std::string backend_name,
                                                           const EngineFactory& make_engine);
-  absl::Status StartServing(const ServerConfig& config);
+  absl::Status StartServing(const ServerConfig& config,
+                            std::shared_ptr<grpc::ServerCredentials> credentials);
 
   LoadedModel model_;                // tokenizer and chat template the service points into
   std::string backend_name_;
