@@ -12,6 +12,7 @@
 // Exit status: 0 when every measured request succeeded (and there was one), 1 when some failed,
 // none was measured or the server is unreachable, 2 on bad usage.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -204,14 +205,13 @@ int Run(int argc, char** argv) {
     } else if (requests_per_level < 1) {
       status.Update(absl::InvalidArgumentError("--requests-per-level: must be at least 1"));
     }
-    for (int level : sweep) {  // each level's request count must fit num_requests (an int)
-      if (requests_per_level >= 1 &&
-          int64_t{requests_per_level} * level > std::numeric_limits<int>::max()) {
-        status.Update(absl::InvalidArgumentError(absl::StrCat(
-            "--requests-per-level: ", requests_per_level, " x concurrency ", level,
-            " requests is past ", std::numeric_limits<int>::max())));
-        break;
-      }
+    // The largest level's request count must fit num_requests (an int).
+    const int level = sweep.empty() ? 1 : *std::max_element(sweep.begin(), sweep.end());
+    if (requests_per_level >= 1 &&
+        int64_t{requests_per_level} * level > std::numeric_limits<int>::max()) {
+      status.Update(absl::InvalidArgumentError(absl::StrCat(
+          "--requests-per-level: ", requests_per_level, " x concurrency ", level,
+          " requests is past ", std::numeric_limits<int>::max())));
     }
   }
   if (std::string error = TargetError(target); !error.empty()) {
