@@ -11,6 +11,7 @@
 #include "engine/scheduler.h"
 #include "engine/step_input_builder.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "tools/target_verdict.h"
 
 namespace rtgen {
 namespace {
@@ -99,46 +100,37 @@ BENCHMARK(BM_StepWithStopStrings)->Unit(benchmark::kMicrosecond);
 
 constexpr double kTargetMicros = 50.0;
 
-// The console table, plus each run's per-step CPU time kept for the verdict against the target.
+// The console table, plus each run handed to the verdict against the target.
 class TargetReporter : public benchmark::ConsoleReporter {
  public:
   void ReportRuns(const std::vector<Run>& runs) override {
     ConsoleReporter::ReportRuns(runs);
     for (const Run& run : runs) {
-      if (run.error_occurred) continue;
-      // Repetitions: judge on the median when there is one, else on the single run.
-      const bool aggregate = run.run_type == Run::RT_Aggregate;
-      if (aggregate && run.aggregate_name != "median") continue;
-      const double cpu_us =
-          run.GetAdjustedCPUTime() * MicrosPerUnit(run.time_unit);
-      const double real_us =
-          run.GetAdjustedRealTime() * MicrosPerUnit(run.time_unit);
-      results_.push_back({run.run_name.function_name, cpu_us, real_us});
+      tools::BenchRunRecord record;
+      record.name = run.run_name.function_name;
+      record.aggregate = run.run_type == Run::RT_Aggregate;
+      record.aggregate_name = run.aggregate_name;
+      record.repetitions = run.repetitions;
+      record.error = run.error_occurred;
+      record.error_message = run.error_message;
+      record.cpu_us = run.GetAdjustedCPUTime() * MicrosPerUnit(run.time_unit);
+      record.real_us = run.GetAdjustedRealTime() * MicrosPerUnit(run.time_unit);
+      verdict_.Add(record);
     }
   }
 
-  // Prints one line per benchmark against the target; false when the headline step misses it.
+  // Prints one line per benchmark against the target; false when the headline step misses it
+  // or failed.
   bool PrintVerdict() const {
-    bool ok = true;
-    std::printf("\nper-step cost at %d running decodes (target <= %.0f us CPU):\n", kNumSeqs,
-                kTargetMicros);
-    for (const Result& r : results_) {
-      const bool headline = r.name == "BM_ScheduleAndPostprocess";
-      const bool meets = r.cpu_us <= kTargetMicros;
-      if (headline && !meets) ok = false;
-      std::printf("  %-28s %8.1f us CPU  %8.1f us wall  %s%s\n", r.name.c_str(), r.cpu_us,
-                  r.real_us, meets ? "MEETS" : "MISSES", headline ? "  (scheduler + block manager step)" : "");
-    }
-    std::printf("  (wall time includes waiting for a CPU on a shared machine; CPU time is the step's cost)\n");
-    return ok;
+    std::printf("\nper-step cost at %d running decodes (target <= %.0f us CPU; headline: the "
+                "scheduler + block manager step):\n%s",
+                kNumSeqs, kTargetMicros, verdict_.Report().c_str());
+    std::printf("  (wall time includes waiting for a CPU on a shared machine; CPU time is the "
+                "step's cost)\n");
+    return verdict_.Passes();
   }
 
  private:
-  struct Result {
-    std::string name;
-    double cpu_us;
-    double real_us;
-  };
   static double MicrosPerUnit(benchmark::TimeUnit unit) {
     switch (unit) {
       case benchmark::kNanosecond: return 1e-3;
@@ -148,7 +140,7 @@ class TargetReporter : public benchmark::ConsoleReporter {
     }
     return 1.0;
   }
-  std::vector<Result> results_;
+  tools::TargetVerdict verdict_{"BM_ScheduleAndPostprocess", kTargetMicros};
 };
 
 }  // namespace
