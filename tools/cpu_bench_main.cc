@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/huge_page_allocator.h"
 #include "engine/cpu/thread_pool.h"
@@ -135,6 +136,22 @@ absl::StatusOr<RunTimes> RunOnce(CpuBackend& backend, const Options& o, int32_t 
   return times;
 }
 
+// Largest --prompt-tokens / --decode-tokens: their sum and its KV block count stay in int32_t.
+constexpr int kMaxTokensFlag = 1 << 20;
+
+// Parses `v` as a whole integer in [min, max] into `out`; otherwise prints an error naming the
+// flag and returns false.
+bool ParseCount(const std::string& flag, const char* v, int min, int max, int& out) {
+  int parsed = 0;
+  if (!absl::SimpleAtoi(v, &parsed) || parsed < min || parsed > max) {
+    std::fprintf(stderr, "rtgen-cpu-bench: %s must be an integer in [%d, %d] (got '%s')\n",
+                 flag.c_str(), min, max, v);
+    return false;
+  }
+  out = parsed;
+  return true;
+}
+
 bool ParseArgs(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -145,18 +162,18 @@ bool ParseArgs(int argc, char** argv, Options& o) {
     } else if (a == "--model" && (v = value())) {
       o.model = v;
     } else if (a == "--threads" && (v = value())) {
-      o.threads = std::atoi(v);
+      if (!ParseCount(a, v, 0, 4096, o.threads)) return false;  // 0: every hardware thread
     } else if (a == "--dtype" && (v = value()) &&
                (!std::strcmp(v, "native") || !std::strcmp(v, "bf16") || !std::strcmp(v, "f32"))) {
       o.dtype = !std::strcmp(v, "f32")    ? WeightDtype::kF32
                 : !std::strcmp(v, "bf16") ? WeightDtype::kBf16
                                           : WeightDtype::kNative;
     } else if (a == "--prompt-tokens" && (v = value())) {
-      o.prompt_tokens = std::max(1, std::atoi(v));
+      if (!ParseCount(a, v, 1, kMaxTokensFlag, o.prompt_tokens)) return false;
     } else if (a == "--decode-tokens" && (v = value())) {
-      o.decode_tokens = std::max(1, std::atoi(v));
+      if (!ParseCount(a, v, 1, kMaxTokensFlag, o.decode_tokens)) return false;
     } else if (a == "--runs" && (v = value())) {
-      o.runs = std::max(1, std::atoi(v));
+      if (!ParseCount(a, v, 1, 1000, o.runs)) return false;
     } else {
       std::fprintf(stderr,
                    "usage: rtgen-cpu-bench [--model PATH] [--threads N] [--dtype native|bf16|f32] "
@@ -175,6 +192,14 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "rtgen-cpu-bench: loading %s: %s\n", o.model.c_str(),
                  model.status().ToString().c_str());
     return 1;
+  }
+  const int context = model->config.max_position_embeddings;
+  if (context > 0 && o.prompt_tokens + o.decode_tokens > context) {
+    std::fprintf(stderr,
+                 "rtgen-cpu-bench: --prompt-tokens + --decode-tokens (%d) exceeds the model's "
+                 "context length %d\n",
+                 o.prompt_tokens + o.decode_tokens, context);
+    return 2;
   }
   const std::string model_name = model->config.name;
   absl::StatusOr<std::unique_ptr<CpuBackend>> backend =

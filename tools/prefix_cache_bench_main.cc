@@ -82,7 +82,28 @@ absl::StatusOr<Timing> RunOne(Engine& engine, const std::string& id, std::vector
                 usage.prompt_tokens};
 }
 
+// Every count flag at least its minimum, checked before the model loads: a zero would leave the
+// cold or warm median empty and the summary's ratio meaningless.
+absl::Status CheckFlags() {
+  const struct {
+    const char* name;
+    int32_t value;
+    int32_t min;
+  } counts[] = {{"--rounds", absl::GetFlag(FLAGS_rounds), 1},
+                {"--warm", absl::GetFlag(FLAGS_warm), 1},
+                {"--max_tokens", absl::GetFlag(FLAGS_max_tokens), 1},
+                {"--threads", absl::GetFlag(FLAGS_threads), 0}};
+  for (const auto& c : counts) {
+    if (c.value < c.min) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(c.name, " must be at least ", c.min, " (got ", c.value, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Run() {
+  RETURN_IF_ERROR(CheckFlags());
   ASSIGN_OR_RETURN(LoadedModel model, LoadModel(absl::GetFlag(FLAGS_model)));
   const Tokenizer& tok = *model.tokenizer;
   CpuBackendOptions options;
@@ -118,10 +139,12 @@ absl::Status Run() {
     system_tokens = static_cast<int32_t>(sys_ids.size());
     for (int32_t i = 0; i <= absl::GetFlag(FLAGS_warm); ++i) {
       const char* msg = kPlayerMessages[static_cast<size_t>(n++) % std::size(kPlayerMessages)];
-      ASSIGN_OR_RETURN(std::vector<int32_t> user, tok.Encode(absl::StrCat("\nPlayer: ", msg, "\nBrannoc:"), false));
+      ASSIGN_OR_RETURN(std::vector<int32_t> user,
+                       tok.Encode(absl::StrCat("\nPlayer: ", msg, "\nBrannoc:"), false));
       std::vector<int32_t> prompt = sys_ids;
       prompt.insert(prompt.end(), user.begin(), user.end());
-      ASSIGN_OR_RETURN(Timing t, RunOne(*engine, absl::StrCat("r", round, "-", i), prompt, max_tokens));
+      ASSIGN_OR_RETURN(Timing t,
+                       RunOne(*engine, absl::StrCat("r", round, "-", i), prompt, max_tokens));
       std::printf("round %d request %d: prompt %d tokens, cached %d, TTFT %.1f ms\n", round, i,
                   t.prompt, t.cached, t.ttft_ms);
       if (i == 0) {
@@ -139,7 +162,8 @@ absl::Status Run() {
               warm_cached);
   std::printf("TTFT cold (median of %zu): %.1f ms\n", cold_ms.size(), cold);
   std::printf("TTFT warm (median of %zu): %.1f ms\n", warm_ms.size(), warm);
-  std::printf("cold / warm: %.1fx %s\n", cold / warm, warm < cold ? "(prefix cache lowers TTFT)" : "(NO GAIN)");
+  std::printf("cold / warm: %.1fx %s\n", cold / warm,
+              warm < cold ? "(prefix cache lowers TTFT)" : "(NO GAIN)");
   return absl::OkStatus();
 }
 
