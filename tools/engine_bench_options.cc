@@ -70,11 +70,17 @@ absl::Status CheckDistinct(const char* flag, const std::vector<T>& values) {
   return absl::OkStatus();
 }
 
-// --json's file must be creatable: its directory exists (checked before any model is timed).
+// --json's file must be creatable: it names a file, not a directory, and its directory exists
+// (checked before any model is timed).
 absl::Status CheckJsonPath(const std::string& path) {
   if (path.empty()) return absl::OkStatus();
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  const std::filesystem::path file(path);
   std::error_code ec;
+  if (!file.has_filename() || std::filesystem::is_directory(file, ec)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--json: '", path, "' is a directory, not a file"));
+  }
+  const std::filesystem::path dir = file.parent_path();
   if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--json: no directory '", dir.string(), "' for ", path));

@@ -126,7 +126,10 @@ INSTANTIATE_TEST_SUITE_P(
                  "16777232"},
                 "KV cache slots"},
         BadFlag{{"--json", "/no/such/rtgen/dir/out.json"},
-                "--json: no directory '/no/such/rtgen/dir'"}));
+                "--json: no directory '/no/such/rtgen/dir'"},
+        // A directory, existing or named with a trailing slash, is no file to write.
+        BadFlag{{"--json", "/tmp"}, "--json: '/tmp' is a directory, not a file"},
+        BadFlag{{"--json", "/tmp/"}, "--json: '/tmp/' is a directory, not a file"}));
 
 TEST(EngineBenchShapeTest, NamesTheIssuesShapes) {
   absl::StatusOr<ModelConfig> smol = BenchShape("smollm2-135m");
