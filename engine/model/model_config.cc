@@ -1,5 +1,8 @@
 #include "engine/model/model_config.h"
 
+#include <cmath>
+#include <limits>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -12,7 +15,24 @@ absl::Status NotPositive(const char* field, double value) {
       absl::StrCat("model config: ", field, " must be positive, got ", value));
 }
 
+// A real parameter must be finite and positive: +inf passes `> 0` (an infinite rope_theta turns
+// RoPE off past the first pair of dimensions; an infinite rms_norm_eps zeroes every norm).
+bool FinitePositive(float value) { return std::isfinite(value) && value > 0.0f; }
+
+absl::Status NotFinite(const char* field, double value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("model config: ", field, " must be finite and positive, got ", value));
+}
+
 }  // namespace
+
+absl::StatusOr<float> NarrowToFloat(double value, const std::string& field) {
+  if (!std::isfinite(value) || std::fabs(value) > std::numeric_limits<float>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, " = ", value, " is not a finite 32-bit float"));
+  }
+  return static_cast<float>(value);
+}
 
 absl::Status ModelConfig::Validate() const {
   const std::pair<const char*, int> ints[] = {
@@ -28,8 +48,8 @@ absl::Status ModelConfig::Validate() const {
   for (const auto& [field, value] : ints) {
     if (value <= 0) return NotPositive(field, value);
   }
-  if (!(rms_norm_eps > 0.0f)) return NotPositive("rms_norm_eps", rms_norm_eps);
-  if (!(rope_theta > 0.0f)) return NotPositive("rope_theta", rope_theta);
+  if (!FinitePositive(rms_norm_eps)) return NotFinite("rms_norm_eps", rms_norm_eps);
+  if (!FinitePositive(rope_theta)) return NotFinite("rope_theta", rope_theta);
   if (num_heads % num_kv_heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("model config: num_heads ", num_heads,
                                                    " is not a multiple of num_kv_heads ",
@@ -41,13 +61,14 @@ absl::Status ModelConfig::Validate() const {
   }
   if (rope_scaling.has_value()) {
     const Llama3RopeScaling& s = *rope_scaling;
-    if (!(s.factor > 0.0f)) return NotPositive("rope_scaling.factor", s.factor);
-    if (!(s.low_freq_factor > 0.0f)) {
-      return NotPositive("rope_scaling.low_freq_factor", s.low_freq_factor);
+    if (!FinitePositive(s.factor)) return NotFinite("rope_scaling.factor", s.factor);
+    if (!FinitePositive(s.low_freq_factor)) {
+      return NotFinite("rope_scaling.low_freq_factor", s.low_freq_factor);
     }
-    if (!(s.high_freq_factor > s.low_freq_factor)) {
+    if (!FinitePositive(s.high_freq_factor) || !(s.high_freq_factor > s.low_freq_factor)) {
       return absl::InvalidArgumentError(
-          "model config: rope_scaling.high_freq_factor must exceed low_freq_factor");
+          "model config: rope_scaling.high_freq_factor must be finite and exceed "
+          "low_freq_factor");
     }
     if (s.original_max_position_embeddings <= 0) {
       return NotPositive("rope_scaling.original_max_position_embeddings",

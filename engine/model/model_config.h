@@ -44,4 +44,8 @@ struct ModelConfig {
   static absl::StatusOr<ModelConfig> FromHfConfigJson(const std::string& json_text);
 };
 
+// `value` as a float, or an error naming `field` when it is NaN, infinite or past float's range
+// (a double past float's range converted by a cast is undefined behaviour).
+absl::StatusOr<float> NarrowToFloat(double value, const std::string& field);
+
 }  // namespace rtgen

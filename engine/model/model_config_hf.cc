@@ -47,7 +47,7 @@ absl::StatusOr<float> GetFloat(const Json& obj, const std::string& key,
     return absl::InvalidArgumentError(
         absl::StrCat("config.json: '", prefix, key, "' must be a number"));
   }
-  return it->get<float>();
+  return NarrowToFloat(it->get<double>(), absl::StrCat("config.json: '", prefix, key, "'"));
 }
 
 absl::Status ReadRopeScaling(const Json& root, ModelConfig* c) {

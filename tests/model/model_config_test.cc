@@ -1,6 +1,7 @@
 #include "engine/model/model_config.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -47,6 +48,28 @@ TEST(ModelConfigTest, ValidateNamesTheBadField) {
   c = SmallConfig();
   c.rope_scaling = Llama3RopeScaling{8.0f, 4.0f, 1.0f, 8192};
   EXPECT_TRUE(absl::StrContains(c.Validate().message(), "high_freq_factor"));
+}
+
+// +inf passes a `> 0` check: an infinite rope_theta would turn RoPE off past the first pair of
+// dimensions and an infinite rms_norm_eps would zero every norm.
+TEST(ModelConfigTest, ValidateRefusesInfiniteReals) {
+  const float inf = std::numeric_limits<float>::infinity();
+  ModelConfig c = SmallConfig();
+  c.rope_theta = inf;
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "rope_theta must be finite")) <<
+      c.Validate();
+  c = SmallConfig();
+  c.rms_norm_eps = inf;
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "rms_norm_eps must be finite"));
+  c = SmallConfig();
+  c.rope_scaling = Llama3RopeScaling{inf, 1.0f, 4.0f, 8192};
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "rope_scaling.factor"));
+  c = SmallConfig();
+  c.rope_scaling = Llama3RopeScaling{8.0f, 1.0f, inf, 8192};
+  EXPECT_TRUE(absl::StrContains(c.Validate().message(), "high_freq_factor"));
+  c = SmallConfig();
+  c.rope_theta = std::nanf("");
+  EXPECT_FALSE(c.Validate().ok());
 }
 
 TEST(ModelConfigTest, RealSmolLm2FromGguf) {
@@ -172,6 +195,71 @@ TEST(ModelConfigTest, GgufLlama3RopeFreqsAreRecognised) {
   EXPECT_EQ(ConfigOf(bad).status().code(), absl::StatusCode::kUnimplemented);
 }
 
+// Reals past float's range, infinite or NaN are refused naming the key (a cast would be
+// undefined behaviour and give inf).
+TEST(ModelConfigTest, GgufRealsMustBeFiniteFloats) {
+  for (double bad : {1e39, std::numeric_limits<double>::infinity()}) {
+    GgufWriter theta = LlamaMetadata();
+    theta.AddUint32("llama.vocab_size", 10);
+    theta.AddFloat64("llama.rope.freq_base", bad);
+    auto c = ConfigOf(theta);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_TRUE(absl::StrContains(c.status().message(), "'llama.rope.freq_base'")) << c.status();
+  }
+  GgufWriter eps = LlamaMetadata("llama.attention.layer_norm_rms_epsilon");
+  eps.AddUint32("llama.vocab_size", 10);
+  eps.AddFloat32("llama.attention.layer_norm_rms_epsilon",
+                 std::numeric_limits<float>::infinity());
+  auto c = ConfigOf(eps);
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "layer_norm_rms_epsilon")) << c.status();
+}
+
+// Linear scaling (a factor with no scaling type, as older converters wrote it) is refused naming
+// the key, not run unscaled; a factor of 1 is no scaling.
+TEST(ModelConfigTest, GgufLinearRopeScalingIsRefusedByName) {
+  for (const std::string key : {"llama.rope.scale_linear", "llama.rope.scaling.factor"}) {
+    GgufWriter w = LlamaMetadata();
+    w.AddUint32("llama.vocab_size", 10);
+    w.AddFloat32(key, 4.0f);
+    auto c = ConfigOf(w);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kUnimplemented) << key;
+    EXPECT_TRUE(absl::StrContains(c.status().message(), key)) << c.status();
+    GgufWriter one = LlamaMetadata();
+    one.AddUint32("llama.vocab_size", 10);
+    one.AddFloat32(key, 1.0f);
+    EXPECT_TRUE(ConfigOf(one).ok()) << key;
+  }
+}
+
+// Partial rotary embeddings or a value width apart from the key width are refused naming the
+// keys, not read as a different head_dim (which failed later on a tensor's shape).
+TEST(ModelConfigTest, GgufWidthsOtherThanTheHeadDimAreRefusedByName) {
+  for (const std::string key : {"llama.rope.dimension_count", "llama.attention.value_length"}) {
+    GgufWriter w = LlamaMetadata();
+    w.AddUint32("llama.vocab_size", 10);
+    w.AddUint32("llama.attention.key_length", 16);
+    w.AddUint32(key, 8);
+    auto c = ConfigOf(w);
+    EXPECT_EQ(c.status().code(), absl::StatusCode::kUnimplemented) << key;
+    EXPECT_TRUE(absl::StrContains(c.status().message(), key + " = 8 differs from the head "
+                                                         "dimension 16"))
+        << c.status();
+  }
+}
+
+// rope_freqs.weight's shape is checked before its values are read.
+TEST(ModelConfigTest, GgufRopeFreqsOfTheWrongShapeAreRefused) {
+  ModelConfig want = SmallConfig();
+  GgufWriter w;
+  AddLlamaMetadata(want, &w);
+  ASSERT_TRUE(w.AddTensor("rope_freqs.weight", {4, 2}, GgmlType::kF32,
+                          std::vector<float>(8, 1.0f)).ok());
+  auto c = ConfigOf(w);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(c.status().message(), "rope_freqs.weight has dims [4, 2]"))
+      << c.status();
+}
+
 constexpr const char* kLlama32Json = R"({
   "architectures": ["LlamaForCausalLM"],
   "model_type": "llama",
@@ -262,6 +350,10 @@ TEST(ModelConfigTest, HfConfigJsonErrorsNameTheKey) {
            "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
            "vocab_size": 10, "sliding_window": 32})",
        "'sliding_window' 32 is not supported"},
+      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
+           "rope_theta": 1e39})",
+       "'rope_theta' = 1e+39 is not a finite 32-bit float"},
       {R"({"model_type": "gpt2"})", "gpt2"},
       {R"([1, 2])", "object"},
       {R"({"hidden_size": )", "JSON"},
