@@ -8,6 +8,7 @@
 #include "engine/model/gguf_file.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/rope_permute.h"
+#include "engine/model/tensor_names.h"
 
 namespace rtgen {
 
@@ -77,6 +78,7 @@ absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& file, const ModelCo
       return absl::UnimplementedError(absl::StrCat(
           "gguf: tensor '", t.name, "': bias weights are not supported (no bias terms)"));
     }
+    RETURN_IF_ERROR(CheckTensorIsUsed(GgufLlamaTensorNames(), config.num_layers, t.name));
   }
   const int64_t hidden = config.hidden_size;
   const int64_t q_dim = static_cast<int64_t>(config.num_heads) * config.head_dim;

@@ -6,10 +6,12 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/safetensors_file.h"
+#include "engine/model/tensor_names.h"
 
 namespace rtgen {
 
@@ -49,6 +51,19 @@ class ShardSet {
                                                      "]"));
     }
     return file->ReadF32(*t);
+  }
+
+  // OK when every tensor is one a Llama model of `num_layers` layers reads (tensor_names.h).
+  absl::Status CheckEveryTensorIsUsed(int num_layers) const {
+    for (const auto& entry : index_) {
+      const std::string& name = entry.first;
+      if (absl::EndsWith(name, ".bias")) {
+        return absl::UnimplementedError(absl::StrCat(
+            "safetensors: tensor '", name, "': bias weights are not supported (no bias terms)"));
+      }
+      RETURN_IF_ERROR(CheckTensorIsUsed(SafetensorsLlamaTensorNames(), num_layers, name));
+    }
+    return absl::OkStatus();
   }
 
   absl::StatusOr<Matrix> ReadMatrix(const std::string& name, int64_t rows, int64_t cols) const {
@@ -96,6 +111,7 @@ absl::StatusOr<ModelWeights> LoadSafetensorsWeights(const std::string& dir,
     ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(path));
     RETURN_IF_ERROR(shards.Add(std::move(file)));
   }
+  RETURN_IF_ERROR(shards.CheckEveryTensorIsUsed(config.num_layers));
   const int64_t hidden = config.hidden_size;
   const int64_t q_dim = static_cast<int64_t>(config.num_heads) * config.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(config.num_kv_heads) * config.head_dim;

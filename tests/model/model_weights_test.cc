@@ -227,6 +227,31 @@ TEST(ModelWeightsTest, GgufBiasTensorsAreRefusedByName) {
   EXPECT_TRUE(absl::StrContains(r.status().message(), "blk.0.attn_q.bias")) << r.status();
 }
 
+// A file with tensors the model does not read is refused naming one, not loaded without it:
+// layers past the layer count (a wrong llama.block_count), a tensor of another architecture, a
+// layer index written with a leading zero.
+TEST(ModelWeightsTest, GgufTensorsTheModelDoesNotReadAreRefusedByName) {
+  const ModelConfig c = TinyConfig(true);
+  auto file = GgufFile::Open(WriteTempFile("w.gguf", TinyModelGguf(c)));
+  ASSERT_TRUE(file.ok());
+  ModelConfig fewer_layers = c;
+  fewer_layers.num_layers = 1;
+  auto r = LoadGgufWeights(**file, fewer_layers);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "tensor 'blk.1.")) << r.status();
+  EXPECT_TRUE(absl::StrContains(r.status().message(), "1-layer Llama model")) << r.status();
+  for (const std::string name : {"blk.0.ffn_gate_inp.weight", "blk.00.attn_q.weight",
+                                 "pos_embd.weight"}) {
+    auto extra = GgufFile::Open(WriteTempFile("extra.gguf", TinyModelGguf(c, [&](GgufWriter& w) {
+      EXPECT_TRUE(w.AddTensor(name, {4}, GgmlType::kF32, std::vector<float>(4, 0.5f)).ok());
+    })));
+    ASSERT_TRUE(extra.ok()) << extra.status();
+    r = LoadGgufWeights(**extra, c);
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_TRUE(absl::StrContains(r.status().message(), "'" + name + "'")) << r.status();
+  }
+}
+
 // Un-permuted q/k of the real file equal what transformers' GGUF loader produces; these
 // values were read from transformers (AutoModelForCausalLM.from_pretrained(gguf_file=...))
 // model.layers[0].self_attn.{q,k}_proj.weight, rows 1/32/97 (q) and 33/190 (k), columns 0..2.

@@ -197,6 +197,56 @@ TEST(SafetensorsTest, ShardedDirectoryLoadsHfNames) {
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "model.layers.2.")) << bad.status();
   EXPECT_EQ(LoadSafetensorsWeights(UniqueTempPath("missing"), c).status().code(),
             absl::StatusCode::kNotFound);
+
+  // Tensors the model does not read are refused naming one: layers past num_hidden_layers.
+  ModelConfig shallower = c;
+  shallower.num_layers = 1;
+  bad = LoadSafetensorsWeights(dir, shallower);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "tensor 'model.layers.1.")) << bad.status();
+}
+
+// One more tensor beside a whole tiny model in a single file: refused by name unless the model
+// reads it or it is one a checkpoint may keep (rotary inverse frequencies; lm_head beside tied
+// embeddings).
+absl::Status LoadWithExtraTensor(const std::string& name, bool tied) {
+  ModelConfig c = TinyConfig();
+  c.num_layers = 1;
+  c.tie_word_embeddings = tied;
+  const std::string dir = UniqueTempPath("extra");
+  std::filesystem::create_directories(dir);
+  SafetensorsBuilder s;
+  s.Add("model.embed_tokens.weight", "F32", {10, 8}, Tagged(1, 80));
+  s.Add("model.norm.weight", "F32", {8}, Tagged(0, 8));
+  if (!tied) s.Add("lm_head.weight", "F32", {10, 8}, Tagged(2, 80));
+  const std::string p = "model.layers.0.";
+  s.Add(p + "input_layernorm.weight", "F32", {8}, Tagged(3, 8));
+  s.Add(p + "self_attn.q_proj.weight", "F32", {8, 8}, Tagged(4, 64));
+  s.Add(p + "self_attn.k_proj.weight", "F32", {4, 8}, Tagged(5, 32));
+  s.Add(p + "self_attn.v_proj.weight", "F32", {4, 8}, Tagged(6, 32));
+  s.Add(p + "self_attn.o_proj.weight", "F32", {8, 8}, Tagged(7, 64));
+  s.Add(p + "post_attention_layernorm.weight", "F32", {8}, Tagged(8, 8));
+  s.Add(p + "mlp.gate_proj.weight", "F32", {12, 8}, Tagged(9, 96));
+  s.Add(p + "mlp.up_proj.weight", "F32", {12, 8}, Tagged(10, 96));
+  s.Add(p + "mlp.down_proj.weight", "F32", {8, 12}, Tagged(11, 96));
+  if (!name.empty()) s.Add(name, "F32", {8}, Tagged(12, 8));
+  std::ofstream(dir + "/model.safetensors", std::ios::binary) << s.Bytes();
+  return LoadSafetensorsWeights(dir, c).status();
+}
+
+TEST(SafetensorsTest, TensorsTheModelDoesNotReadAreRefusedByName) {
+  EXPECT_TRUE(LoadWithExtraTensor("", false).ok());
+  EXPECT_TRUE(LoadWithExtraTensor("model.layers.0.self_attn.rotary_emb.inv_freq", false).ok());
+  EXPECT_TRUE(LoadWithExtraTensor("lm_head.weight", true).ok());
+  const absl::Status bias = LoadWithExtraTensor("model.layers.0.self_attn.q_proj.bias", false);
+  EXPECT_EQ(bias.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(absl::StrContains(bias.message(), "model.layers.0.self_attn.q_proj.bias")) << bias;
+  for (const std::string name : {"model.layers.0.mlp.experts.0.weight", "model.layers.1.x",
+                                 "transformer.wte.weight"}) {
+    const absl::Status s = LoadWithExtraTensor(name, false);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name;
+    EXPECT_TRUE(absl::StrContains(s.message(), "tensor '" + name + "'")) << s;
+  }
 }
 
 }  // namespace
