@@ -10,6 +10,7 @@
 #include <cstring>
 #include <limits>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -130,9 +131,21 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
   f->data_offset_ = 8 + header_len;
   const uint64_t data_size = f->size_ - f->data_offset_;
   const char* h = reinterpret_cast<const char*>(f->map_ + 8);
-  Json header = Json::parse(h, h + header_len, nullptr, /*allow_exceptions=*/false);
+  // A repeated top-level key would be overwritten by the parser (the last entry wins, the first
+  // one's bytes left unchecked): seen here, where the keys still arrive one by one.
+  absl::flat_hash_set<std::string> keys;
+  std::string duplicate;
+  auto note_keys = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::key && depth == 1 && parsed.is_string() &&
+        !keys.insert(parsed.get<std::string>()).second && duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
+  Json header = Json::parse(h, h + header_len, note_keys, /*allow_exceptions=*/false);
   if (header.is_discarded()) return Bad(path, "header is not valid JSON");
   if (!header.is_object()) return Bad(path, "header is not a JSON object");
+  if (!duplicate.empty()) return Bad(path, absl::StrCat("duplicate tensor '", duplicate, "'"));
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
     ASSIGN_OR_RETURN(SafetensorsTensor t, ParseEntry(path, name, entry, data_size));

@@ -107,6 +107,14 @@ TEST(SafetensorsTest, CorruptHeaders) {
     EXPECT_TRUE(absl::StrContains(s.message(), c.expect)) << c.what << ": " << s;
     EXPECT_TRUE(absl::StrContains(s.message(), "'y'")) << c.what << ": " << s;
   }
+  // A repeated name: the JSON parser keeps the last entry, so the check sees the raw keys.
+  const std::string entry = R"({"dtype":"F32","shape":[2],"data_offsets":)";
+  const std::string twice =
+      "{\"w\":" + entry + "[0,8]},\"w\":" + entry + "[8,16]}}";
+  const uint64_t twice_len = twice.size();
+  const absl::Status dup = open(std::string(reinterpret_cast<const char*>(&twice_len), 8) +
+                                twice + std::string(16, '\0'));
+  EXPECT_TRUE(absl::StrContains(dup.message(), "duplicate tensor 'w'")) << dup;
   SafetensorsBuilder overlap;
   overlap.Add("x", "F32", {2}, {1, 2});
   overlap.header()["y"] = {{"dtype", "F32"}, {"shape", {1}}, {"data_offsets", {4, 8}}};
