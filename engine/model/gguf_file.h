@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 
 namespace rtgen {
@@ -69,6 +70,7 @@ class GgufFile {
   uint32_t version_ = 0;
   std::map<std::string, GgufValue> metadata_;
   std::vector<GgufTensorInfo> tensors_;
+  absl::flat_hash_map<std::string, size_t> tensor_index_;  // name -> index in tensors_
   const uint8_t* data_ = nullptr;  // mapped file
   uint64_t size_ = 0;              // bytes mapped
   uint64_t data_offset_ = 0;       // start of the tensor data section (aligned)
