@@ -36,20 +36,58 @@ std::vector<Json> Parts(const Json& node, const char* list_key) {
   return {node};
 }
 
+// The Split regexes pre_tokenizer.cc implements, exactly as tokenizer.json writes them.
+constexpr char kGpt2Regex[] =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+constexpr char kLlama3Regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
+    "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+absl::Status UnsupportedPreTokenizer(const Json& part, const std::string& why) {
+  return absl::UnimplementedError(absl::StrCat("tokenizer.json pre_tokenizer ", part.dump(),
+                                               ": ", why, " is not supported"));
+}
+
+// Which pre_tokenizer.cc splitter a byte-level pre-tokenizer is. Every member and option must be
+// one rtgen implements (a look-alike regex or an ignored option would split text differently
+// from Hugging Face without an error): Split with the GPT-2 or Llama 3 regex (Isolated, not
+// inverted), ByteLevel without a prefix space (Hugging Face's default adds one), Digits with
+// individual digits.
 absl::StatusOr<PreTokenizerKind> ByteLevelPreTokenizer(const Json& pre) {
   bool digits = false, llama3 = false, byte_level_regex = false, gpt2_split = false;
   for (const Json& p : Parts(pre, "pretokenizers")) {
     const std::string type = p.value("type", "");
-    if (type == "Digits" && p.value("individual_digits", false)) digits = true;
-    if (type == "ByteLevel" && p.value("use_regex", true)) byte_level_regex = true;
-    if (type == "Split" && p.contains("pattern") && p["pattern"].contains("Regex")) {
-      const std::string regex = p["pattern"]["Regex"].get<std::string>();
-      if (regex.find("\\p{N}{1,3}") != std::string::npos) llama3 = true;
-      if (regex.find(" ?\\p{L}+| ?\\p{N}+") != std::string::npos) gpt2_split = true;
+    if (type == "Digits") {
+      if (!p.value("individual_digits", false)) {
+        return UnsupportedPreTokenizer(p, "Digits without individual_digits");
+      }
+      digits = true;
+    } else if (type == "ByteLevel") {
+      if (p.value("add_prefix_space", true)) {
+        return UnsupportedPreTokenizer(p, "ByteLevel add_prefix_space (absent means true)");
+      }
+      byte_level_regex |= p.value("use_regex", true);
+    } else if (type == "Split") {
+      const Json pattern = p.value("pattern", Json());
+      const std::string regex = pattern.is_object() && pattern.contains("Regex")
+                                    ? pattern["Regex"].get<std::string>()
+                                    : "";
+      if (p.value("behavior", "") != "Isolated" || p.value("invert", false)) {
+        return UnsupportedPreTokenizer(p, "Split other than Isolated and not inverted");
+      }
+      if (regex == kLlama3Regex) {
+        llama3 = true;
+      } else if (regex == kGpt2Regex) {
+        gpt2_split = true;
+      } else {
+        return UnsupportedPreTokenizer(p, "a Split pattern other than GPT-2's or Llama 3's");
+      }
+    } else {
+      return UnsupportedPreTokenizer(p, absl::StrCat("type \"", type, "\""));
     }
   }
-  if (llama3) return PreTokenizerKind::kLlama3;
-  if (byte_level_regex || gpt2_split) {
+  if (llama3 && !digits && !gpt2_split && !byte_level_regex) return PreTokenizerKind::kLlama3;
+  if ((byte_level_regex || gpt2_split) && !llama3) {
     return digits ? PreTokenizerKind::kGpt2IndividualDigits : PreTokenizerKind::kGpt2;
   }
   return absl::UnimplementedError(absl::StrCat("tokenizer.json pre_tokenizer ", pre.dump(),

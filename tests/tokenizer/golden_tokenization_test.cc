@@ -80,7 +80,7 @@ TEST(GoldenTokenizationTest, Llama3PipelineMatchesHuggingFace) {
       "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   using Json = nlohmann::json;
   Json split = {{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", "Isolated"}};
-  Json byte_level = {{"type", "ByteLevel"}, {"use_regex", false}};
+  Json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
   root["pre_tokenizer"] = {{"type", "Sequence"},
                            {"pretokenizers", Json::array({split, byte_level})}};
   root["model"]["ignore_merges"] = true;
