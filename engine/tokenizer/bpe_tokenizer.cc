@@ -37,7 +37,7 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpeTokenizer>> ByteLevelBpeTokenizer::Cr
   for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
     const auto& [left, right] = spec.merges[rank];
     auto l = tok->Find(left), r = tok->Find(right), m = tok->Find(left + right);
-    if (!l || !r || !m) continue;  // a merge whose pieces are not tokens can never apply
+    if (!l || !r || !m) continue;  // unreachable: Init refused merges of unknown pieces
     tok->merges_.emplace(PairKey(*l, *r), Merge{static_cast<int32_t>(rank), *m});
   }
   return tok;

@@ -1,5 +1,6 @@
 // LoadTokenizerFromGguf: the tokenizer.ggml.* metadata keys (as llama.cpp writes them).
 
+#include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -83,7 +84,15 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile&
     spec.add_bos = add_bos.value_or(true);
     spec.add_space_prefix = add_space_prefix.value_or(true);
     ASSIGN_OR_RETURN(std::vector<double> scores, file.GetFloatArray("tokenizer.ggml.scores"));
-    spec.scores.assign(scores.begin(), scores.end());
+    for (size_t i = 0; i < scores.size(); ++i) {
+      // Narrowed to float: NaN, infinities and doubles past float's range are refused.
+      if (!std::isfinite(scores[i]) ||
+          std::fabs(scores[i]) > std::numeric_limits<float>::max()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tokenizer.ggml.scores[", i, "] = ", scores[i], " is not a finite 32-bit float"));
+      }
+      spec.scores.push_back(static_cast<float>(scores[i]));
+    }
     return CreateSpmTokenizer(std::move(spec));
   }
   return absl::UnimplementedError(

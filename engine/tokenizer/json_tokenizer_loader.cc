@@ -136,7 +136,10 @@ std::string TemplateLeadingToken(const Json& post) {
   return "";
 }
 
-absl::Status ParseModel(const Json& model, VocabSpec* spec) {
+// `max_id`: the largest id the file may give. Ids may leave holes, but no more holes than the
+// file has entries (plus a little), so a file of a few bytes cannot size the vocabulary at
+// millions of empty pieces.
+absl::Status ParseModel(const Json& model, int64_t max_id, VocabSpec* spec) {
   if (model.value("type", "") != "BPE") {
     return absl::UnimplementedError(absl::StrCat(
         "tokenizer.json model.type \"", model.value("type", ""), "\" is not supported (BPE)"));
@@ -145,9 +148,10 @@ absl::Status ParseModel(const Json& model, VocabSpec* spec) {
     return absl::InvalidArgumentError("tokenizer.json model.vocab is missing or not an object");
   }
   for (const auto& [piece, id] : model["vocab"].items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > (1 << 24)) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > max_id) {
       return absl::InvalidArgumentError(
-          absl::StrCat("tokenizer.json model.vocab[\"", piece, "\"] is not a valid id"));
+          absl::StrCat("tokenizer.json model.vocab[\"", piece, "\"] = ", id.dump(),
+                       " is not an id from 0 to ", max_id));
     }
     const auto i = id.get<size_t>();
     if (i >= spec->pieces.size()) spec->pieces.resize(i + 1);
@@ -179,18 +183,37 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadOrThrow(const std::string& path) 
     return absl::InvalidArgumentError(absl::StrCat(path, " has no \"model\""));
   }
   VocabSpec spec;
-  RETURN_IF_ERROR(ParseModel(root["model"], &spec));
+  const Json added_tokens = root.value("added_tokens", Json::array());
+  const Json& vocab = root["model"].value("vocab", Json());
+  const int64_t entries =
+      static_cast<int64_t>((vocab.is_object() ? vocab.size() : 0) + added_tokens.size());
+  const int64_t max_id = 2 * entries + 1024;
+  RETURN_IF_ERROR(ParseModel(root["model"], max_id, &spec));
   spec.types.assign(spec.pieces.size(), TokenType::kNormal);
-  for (const Json& added : root.value("added_tokens", Json::array())) {
+  for (size_t i = 0; i < added_tokens.size(); ++i) {
+    const Json& added = added_tokens[i];
+    const std::string field = absl::StrCat(path, ": added_tokens[", i, "]");
     const auto id = added.value("id", int64_t{-1});
-    if (id < 0 || id > (1 << 24)) {
-      return absl::InvalidArgumentError(absl::StrCat(path, ": added_tokens entry has a bad id"));
+    if (id < 0 || id > max_id) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, ".id ", id, " is not an id from 0 to ", max_id));
+    }
+    const std::string content = added.value("content", "");
+    if (content.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, ".content is missing or empty"));
     }
     if (static_cast<size_t>(id) >= spec.pieces.size()) {
       spec.pieces.resize(id + 1);
       spec.types.resize(id + 1, TokenType::kNormal);
     }
-    spec.pieces[id] = added.value("content", "");
+    // An added token usually repeats its vocab entry; one that replaces another piece would
+    // make that piece unreachable.
+    if (!spec.pieces[id].empty() && spec.pieces[id] != content) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " \"", content, "\" takes id ", id,
+                                                     " of vocab piece \"", spec.pieces[id],
+                                                     "\""));
+    }
+    spec.pieces[id] = content;
     spec.types[id] = added.value("special", false) ? TokenType::kControl : TokenType::kUserDefined;
   }
   auto id_of = [&](const std::string& piece) -> std::optional<int32_t> {
@@ -208,8 +231,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadOrThrow(const std::string& path) 
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   bool add_bos_given = false;
   if (auto config = ReadJson(dir + "/tokenizer_config.json"); config.ok() && config->is_object()) {
-    spec.bos_id = id_of(JsonTokenText(config->value("bos_token", Json())));
-    spec.eos_id = id_of(JsonTokenText(config->value("eos_token", Json())));
+    // A named bos/eos token must be in the vocabulary: without it prompts would go out with no
+    // BOS, or generation would not stop at the EOS, without a word.
+    for (const auto& [key, id] :
+         {std::pair{"bos_token", &spec.bos_id}, {"eos_token", &spec.eos_id}}) {
+      const std::string text = JsonTokenText(config->value(key, Json()));
+      *id = id_of(text);
+      if (!text.empty() && !id->has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat(dir, "/tokenizer_config.json: ", key,
+                                                       " \"", text,
+                                                       "\" is not in the vocabulary"));
+      }
+    }
     const Json add_bos = config->value("add_bos_token", Json());
     add_bos_given = add_bos.is_boolean();
     if (add_bos_given) spec.add_bos = add_bos.get<bool>();

@@ -1,7 +1,5 @@
 #include "engine/tokenizer/spm_tokenizer.h"
 
-#include <cstdio>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/tokenizer/bpe_merge.h"
@@ -12,14 +10,18 @@ namespace {
 
 constexpr std::string_view kSpaceMark = "\xE2\x96\x81";  // U+2581 "▁"
 
-// "<0x41>" → 0x41.
+// "<0x41>" → 0x41: exactly two upper-case hex digits, as SentencePiece writes byte pieces
+// ("<0x+A>" or "<0x-1>" are ordinary pieces, not bytes).
 std::optional<unsigned char> ParseBytePiece(std::string_view piece) {
-  unsigned int value = 0;
   if (piece.size() != 6 || piece.substr(0, 3) != "<0x" || piece[5] != '>') return std::nullopt;
-  if (std::sscanf(std::string(piece.substr(3, 2)).c_str(), "%2X", &value) != 1) {
-    return std::nullopt;
-  }
-  return static_cast<unsigned char>(value);
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  const int high = digit(piece[3]), low = digit(piece[4]);
+  if (high < 0 || low < 0) return std::nullopt;
+  return static_cast<unsigned char>(high * 16 + low);
 }
 
 std::string ReplaceAll(std::string_view s, std::string_view from, std::string_view to) {

@@ -1,6 +1,7 @@
 #include "engine/tokenizer/vocab_tokenizer.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/utf8.h"
@@ -32,6 +33,19 @@ absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("scores has ", spec.scores.size(), " entries, tokens has ", n));
   }
+  for (size_t i = 0; i < spec.scores.size(); ++i) {
+    // The merge queue orders by score: a NaN would make that order inconsistent.
+    if (!std::isfinite(spec.scores[i])) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("scores[", i, "] = ", spec.scores[i], " is not finite"));
+    }
+  }
+  if (spec.add_bos && !spec.bos_id.has_value()) {
+    // Prompts would go out without their BOS (GGUF's llama tokenizer adds one by default).
+    return absl::InvalidArgumentError(
+        "add_bos_token is true but the tokenizer names no BOS token (tokenizer_config.json's "
+        "bos_token, GGUF's tokenizer.ggml.bos_token_id)");
+  }
   if (auto s = CheckId(spec.bos_id, n, "bos_token_id"); !s.ok()) return s;
   if (auto s = CheckId(spec.eos_id, n, "eos_token_id"); !s.ok()) return s;
   if (auto s = CheckId(spec.unk_id, n, "unknown_token_id"); !s.ok()) return s;
@@ -52,6 +66,18 @@ absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
       if (!pieces_[id].empty()) {
         matchable_.push_back({pieces_[id], static_cast<int32_t>(id), control});
         first_byte_[static_cast<unsigned char>(pieces_[id][0])] = true;
+      }
+    }
+  }
+  // A merge naming a piece that is no token (merges written in another byte alphabet, a
+  // vocabulary cut short) is refused, as Hugging Face refuses it: skipped, every such merge would
+  // leave text encoded a byte a token without a word.
+  for (size_t rank = 0; rank < spec.merges.size(); ++rank) {
+    const auto& [left, right] = spec.merges[rank];
+    for (const std::string& piece : {left, right, left + right}) {
+      if (piece_to_id_.count(piece) == 0) {
+        return absl::InvalidArgumentError(absl::StrCat("merges[", rank, "] \"", left, " ", right,
+                                                       "\": \"", piece, "\" is not a token"));
       }
     }
   }
