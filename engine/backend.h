@@ -4,7 +4,8 @@
 //
 // A step is a flat list of tokens from several sequences (prefill chunks and single decode
 // tokens), described CSR-style: sequence s owns tokens [query_start[s], query_start[s+1]).
-// KV for token t is written to slot slot_mapping[t] = block * block_size + offset (-1: skip, for
+// KV for token t is written to slot slot_mapping[t] = block * block_size + offset, the slot of
+// its position through its sequence's block table (the CUDA backend also takes -1: skip, for
 // padded rows). Attention for sequence s reads its first context_lens[s] positions through its
 // block table row, causally (a token at position p sees positions <= p).
 //

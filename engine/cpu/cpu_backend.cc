@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <exception>
 #include <fstream>
+#include <limits>
 #include <new>
 #include <string>
 #include <utility>
@@ -77,31 +78,41 @@ absl::Status CpuBackend::AllocateKvCache(const KvCacheShape& shape) {
                                                    shape.num_blocks, " blocks of ",
                                                    shape.block_size, " tokens"));
   }
-  kv_layout_ = {shape.num_blocks, shape.block_size, config_.num_kv_heads, config_.head_dim};
-  const size_t n = static_cast<size_t>(shape.num_blocks) * shape.block_size *
-                   kv_layout_.slot_stride();
+  // The layout is the backend's only once its buffers exist: a refused call leaves the cache it
+  // had (the checks of later steps go by kv_layout_).
+  const PagedKvLayout layout = {shape.num_blocks, shape.block_size, config_.num_kv_heads,
+                           config_.head_dim};
   // K and V, every layer, fp32. Refused before touching it when the machine lacks the memory:
-  // the buffers are zero-filled, so an overcommitted pool would bring in the OOM killer.
-  const double bytes = 2.0 * config_.num_layers * static_cast<double>(n) * sizeof(float);
+  // the buffers are zero-filled, so an overcommitted pool would bring in the OOM killer. The
+  // size in doubles first: in size_t it could wrap to a small buffer that passed the check.
+  const double floats = static_cast<double>(shape.num_blocks) * shape.block_size *
+                        static_cast<double>(layout.slot_stride());
+  const double bytes = 2.0 * config_.num_layers * floats * sizeof(float);
   const auto too_large = [&](const std::string& why) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "num_kv_blocks: %d blocks of %d tokens need %.2f GiB of KV cache, %s; lower "
         "--num-kv-blocks (or --max-num-seqs / --max-model-len when it is 0)",
         shape.num_blocks, shape.block_size, bytes / (1 << 30), why));
   };
+  if (bytes > static_cast<double>(std::numeric_limits<int64_t>::max())) {
+    return too_large("more than 64-bit sizes can address");
+  }
   if (const int64_t available = AvailableMemoryBytes();
       available >= 0 && bytes > static_cast<double>(available)) {
     return too_large(absl::StrFormat("more than the %.2f GiB available",
                                      static_cast<double>(available) / (1 << 30)));
   }
+  const size_t n = static_cast<size_t>(shape.num_blocks) * shape.block_size *
+                   layout.slot_stride();  // fits: bytes above is at most 2^63
   try {
     k_cache_.assign(config_.num_layers, KvBuffer(n, 0.0f));
     v_cache_.assign(config_.num_layers, KvBuffer(n, 0.0f));
   } catch (const std::bad_alloc&) {
-    k_cache_.clear();
+    k_cache_.clear();  // half-replaced: no cache at all, which every later step refuses
     v_cache_.clear();
     return too_large("which could not be allocated");
   }
+  kv_layout_ = layout;
   return absl::OkStatus();
 }
 

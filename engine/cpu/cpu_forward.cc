@@ -59,6 +59,18 @@ absl::Status CpuBackend::CheckStep(const StepInput& in) const {
                                                        in.positions[i], " outside [0, ", len,
                                                        ") of its sequence"));
       }
+      // Attention reads position p through the block table, so its K/V must be stored exactly
+      // there: any other slot (or none, -1) would leave stale values in its place, and a slot
+      // of another sequence's block would overwrite that sequence's cache.
+      const int32_t pos = in.positions[i], bs = kv_layout_.block_size;
+      const int64_t slot =
+          int64_t{in.block_tables[static_cast<size_t>(seq) * in.max_blocks_per_seq + pos / bs]} *
+              bs + pos % bs;
+      if (in.slot_mapping[i] != slot) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "step slot_mapping[", i, "] = ", in.slot_mapping[i], " is not the slot of position ",
+            pos, " through its block table (", slot, ")"));
+      }
       if (in.token_ids[i] < 0 || in.token_ids[i] >= config_.vocab_size) {
         return absl::InvalidArgumentError(
             absl::StrCat("step token_ids[", i, "] = ", in.token_ids[i], " is outside the vocab"));

@@ -241,5 +241,46 @@ TEST(CpuBackendTest, RejectsBadSteps) {
   EXPECT_NE(r.status().message().find("layers[1].w_up"), std::string::npos) << r.status();
 }
 
+// Attention reads each position through the block table, so a token's K/V must be stored in
+// that very slot: a slot past the pool, none (-1) or a slot of another sequence's block is
+// refused naming the entry (the last would overwrite the other sequence's cache).
+TEST(CpuBackendTest, RejectsSlotsThatAreNotTheirPositionsSlot) {
+  const ModelConfig c = TinyConfig();
+  auto b = MakeBackend(c, TinyWeights(c, 9), WeightDtype::kF32, 2, /*num_blocks=*/8);
+  const StepInput good = MakeStep({{Prompt(5, 1), 0, {0, 1}}}, kBlockSize, nullptr);
+  ASSERT_TRUE(b->ComputeLogits(good).ok());
+  for (int64_t bad : {int64_t{1000000}, int64_t{-7}, int64_t{-1}, int64_t{7 * kBlockSize}}) {
+    StepInput in = good;
+    in.slot_mapping[4] = bad;
+    const absl::Status s = b->ComputeLogits(in).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("slot_mapping[4] = " + std::to_string(bad) +
+                               " is not the slot of position 4 through its block table (4)"),
+              std::string::npos)
+        << s;
+  }
+}
+
+// A pool whose size wraps 64 bits is refused, and a refused re-allocation keeps the cache (and
+// layout) the backend had: the steps after it are checked against the pool that exists.
+TEST(CpuBackendTest, RefusedKvAllocationsLeaveTheCacheAsItWas) {
+  const ModelConfig c = TinyConfig();
+  auto b = CpuBackend::Create(c, TinyWeights(c, 9), {1, WeightDtype::kF32});
+  ASSERT_TRUE(b.ok());
+  // 2^30 blocks of 2^29 tokens of one slot stride: 2^59 x stride floats, past 2^64 bytes.
+  EXPECT_EQ((*b)->AllocateKvCache({1 << 30, 1 << 29}).code(),
+            absl::StatusCode::kResourceExhausted);
+  StepInput far = MakeStep({{{1}, 0, {5}}}, kBlockSize, nullptr);
+  EXPECT_EQ((*b)->ComputeLogits(far).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE((*b)->AllocateKvCache({4, kBlockSize}).ok());
+  EXPECT_EQ((*b)->AllocateKvCache({1 << 30, 1 << 10}).code(),
+            absl::StatusCode::kResourceExhausted);
+  const absl::Status s = (*b)->ComputeLogits(far).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("block_tables[0][0] = 5 is outside the pool"), std::string::npos)
+      << s;
+  EXPECT_TRUE((*b)->ComputeLogits(MakeStep({{{1}, 0, {3}}}, kBlockSize, nullptr)).ok());
+}
+
 }  // namespace
 }  // namespace rtgen
