@@ -49,7 +49,8 @@ for target in "${targets[@]}"; do
   after=$(find "$build/artifacts" -maxdepth 1 -name "$target-*" | wc -l)
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n1 | cut -d' ' -f2)
+  # No "cov:" line when the fuzzer failed before its first report: not a reason to stop here.
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -n1 | cut -d' ' -f2 || true)
   corpus=$(find "$work" -type f | wc -l)
   findings=$((after - before))
   if [ $rc -ne 0 ]; then

@@ -29,7 +29,8 @@ case "$mode" in
     export ASAN_OPTIONS="detect_leaks=1:strict_string_checks=1:abort_on_error=0:${ASAN_OPTIONS:-}"
     export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:${UBSAN_OPTIONS:-}"
     # Leaks inside uninstrumented third-party libraries (gRPC's static state) are not ours.
-    export LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp:${LSAN_OPTIONS:-}"
+    # The path quoted: the sanitizers' option parser splits values at spaces and colons.
+    export LSAN_OPTIONS="suppressions='$root/tests/sanitizers/lsan.supp':${LSAN_OPTIONS:-}"
     ;;
   tsan)
     build="$root/build-tsan"
@@ -38,7 +39,8 @@ case "$mode" in
     extra_targets=()
     # The Python client test starts a separate rtgen-server; server_tests cover it in-process.
     exclude="python_example_client"
-    export TSAN_OPTIONS="suppressions=$root/tests/sanitizers/tsan.supp:halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
+    tsan_supp="suppressions='$root/tests/sanitizers/tsan.supp'"  # quoted: see LSAN_OPTIONS
+    export TSAN_OPTIONS="$tsan_supp:halt_on_error=1:second_deadlock_stack=1:${TSAN_OPTIONS:-}"
     ;;
   *)
     echo "usage: $0 asan|tsan [ctest args]" >&2
@@ -47,6 +49,13 @@ case "$mode" in
 esac
 
 RTGEN_SKIP_BUILD=1 "$root/scripts/setup.sh"  # packages and the model, when missing
+# shellcheck source=scripts/lib/deps.sh
+source "$root/scripts/lib/deps.sh"
+# The tests' Python (a venv where python3 is externally managed) with their packages, as
+# test.sh configures build/: the Python client tests import grpc.
+mkdir -p "$build"
+python=$(rtgen_test_python "$build")
+rtgen_pip_install_missing "$python"
 
 # Each test area (tests/<area>/) is one binary <area>_tests whose tests carry the label <area>.
 targets=()
@@ -56,7 +65,7 @@ labels="^($(echo "$areas" | tr ' ' '|'))$"
 
 start=$(date +%s)
 cmake -S "$root" -B "$build" -G Ninja -DRTGEN_CUDA=OFF -DRTGEN_SANITIZE="$sanitize" \
-  -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython3_EXECUTABLE="$python" >/dev/null
 cmake --build "$build" --target "${targets[@]}" -j"$jobs"
 built=$(date +%s)
 

