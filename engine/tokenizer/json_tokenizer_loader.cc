@@ -4,6 +4,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -193,6 +194,19 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadOrThrow(const std::string& path) 
   for (size_t i = 0; i < added_tokens.size(); ++i) {
     const Json& added = added_tokens[i];
     const std::string field = absl::StrCat(path, ": added_tokens[", i, "]");
+    // Members of the wrong type named here (the JSON library's own error names no member).
+    if (!added.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat(field, " is not an object"));
+    }
+    for (const auto& [member, is_type, type] :
+         {std::tuple{"id", &Json::is_number_integer, "an integer"},
+          {"content", &Json::is_string, "a string"},
+          {"special", &Json::is_boolean, "true or false"}}) {
+      if (added.contains(member) && !(added[member].*is_type)()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".", member, " = ", added[member].dump(), " is not ", type));
+      }
+    }
     const auto id = added.value("id", int64_t{-1});
     if (id < 0 || id > max_id) {
       return absl::InvalidArgumentError(

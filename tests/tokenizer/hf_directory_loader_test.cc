@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -79,6 +80,20 @@ TEST(HfDirectoryLoaderTest, MembersOfTheWrongTypeAreAnErrorNotAnAbort) {
     const auto tok = LoadTokenizerFromJson(dir + "/tokenizer.json");
     EXPECT_EQ(tok.status().code(), absl::StatusCode::kInvalidArgument) << tok.status();
     EXPECT_TRUE(absl::StrContains(tok.status().message(), "tokenizer.json")) << tok.status();
+  }
+  // An added token's members are named with their entry.
+  const std::tuple<const char*, nlohmann::json, const char*> members[] = {
+      {"id", "3", "added_tokens[0].id = \"3\" is not an integer"},
+      {"content", 7, "added_tokens[0].content = 7 is not a string"},
+      {"special", 1, "added_tokens[0].special = 1 is not true or false"}};
+  for (const auto& [member, value, error] : members) {
+    nlohmann::json json = good;
+    json["added_tokens"][0][member] = value;
+    const std::string dir = testing::UniqueTempPath("bad_added_token");
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/tokenizer.json") << json.dump();
+    const auto tok = LoadTokenizerFromJson(dir + "/tokenizer.json");
+    EXPECT_TRUE(absl::StrContains(tok.status().message(), error)) << tok.status();
   }
   const std::string dir = testing::UniqueTempPath("good_tokenizer");
   std::filesystem::create_directories(dir);
