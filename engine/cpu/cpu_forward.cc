@@ -1,6 +1,7 @@
 // CpuBackend's forward pass: step validation and ComputeLogits.
 
 #include <algorithm>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -77,6 +78,9 @@ absl::Status CpuBackend::CheckStep(const StepInput& in) const {
       }
     }
   }
+  // One sample a sequence, as the CUDA backend checks it: a sequence takes one next token a
+  // step (a second sample of its last row would be a second token for the same position).
+  std::vector<int32_t> sampled_by(static_cast<size_t>(s), -1);  // the first sample naming it
   for (size_t i = 0; i < in.samples.size(); ++i) {
     const SampleRequest& r = in.samples[i];
     if (r.seq_index < 0 || r.seq_index >= s ||
@@ -85,6 +89,13 @@ absl::Status CpuBackend::CheckStep(const StepInput& in) const {
           "step samples[", i, "].seq_index = ", r.seq_index,
           " is not a sequence with tokens in this step"));
     }
+    int32_t& first = sampled_by[static_cast<size_t>(r.seq_index)];
+    if (first >= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("step samples[", i, "] names sequence ",
+                                                     r.seq_index, ", as samples[", first,
+                                                     "] does: one sample a sequence"));
+    }
+    first = static_cast<int32_t>(i);
   }
   return absl::OkStatus();
 }

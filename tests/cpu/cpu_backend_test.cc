@@ -261,6 +261,21 @@ TEST(CpuBackendTest, RejectsSlotsThatAreNotTheirPositionsSlot) {
   }
 }
 
+// One sample a sequence, as the CUDA backend requires: a second sample of the same sequence
+// would be a second token for one position.
+TEST(CpuBackendTest, RejectsTwoSamplesOfOneSequence) {
+  const ModelConfig c = TinyConfig();
+  auto b = MakeBackend(c, TinyWeights(c, 9), WeightDtype::kF32, 2, /*num_blocks=*/8);
+  StepInput in = MakeStep({{Prompt(3, 1), 0, {0}}, {Prompt(2, 2), 0, {1}}}, kBlockSize, nullptr);
+  ASSERT_TRUE(b->ComputeLogits(in).ok());
+  in.samples.push_back(in.samples[0]);
+  const absl::Status s = b->ComputeLogits(in).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("samples[2] names sequence 0, as samples[0] does"),
+            std::string::npos)
+      << s;
+}
+
 // A pool whose size wraps 64 bits is refused, and a refused re-allocation keeps the cache (and
 // layout) the backend had: the steps after it are checked against the pool that exists.
 TEST(CpuBackendTest, RefusedKvAllocationsLeaveTheCacheAsItWas) {
