@@ -48,7 +48,14 @@ TEST(ServiceTest, TokenizeChatRendersTheTemplate) {
   EXPECT_NE(joined.find("<|im_start|>"), std::string::npos);  // one special token, not text
   int im_start_tokens = 0;
   for (const std::string& piece : response->pieces()) im_start_tokens += piece == "<|im_start|>";
-  EXPECT_GE(im_start_tokens, 2);  // system (default) + user + assistant prompt
+  EXPECT_EQ(im_start_tokens, 3);  // system (default) + user + assistant prompt
+  // The generation prompt: the model is asked for the assistant's turn.
+  const std::string& rendered = response->rendered_prompt();
+  const std::string assistant = "<|im_start|>assistant\n";
+  EXPECT_TRUE(rendered.size() >= assistant.size() &&
+              rendered.compare(rendered.size() - assistant.size(), assistant.size(), assistant) ==
+                  0)
+      << rendered;
 }
 
 TEST(ServiceTest, TokenizePromptWithoutSpecialTokens) {

@@ -43,8 +43,11 @@ TEST(GpuTelemetryTest, EmptyRunHasNoSamples) {
 TEST(GpuTelemetryTest, RefusesADeviceNvmlDoesNotHave) {
   const auto telemetry = GpuTelemetry::Open("ffff:ff:1f.7", std::chrono::milliseconds(10));
   ASSERT_FALSE(telemetry.ok());
-  EXPECT_TRUE(absl::IsUnavailable(telemetry.status()) || absl::IsNotFound(telemetry.status()))
-      << telemetry.status();
+  // Without NVML (no NVIDIA driver) the device lookup is never reached: skipped, not passed.
+  if (absl::IsUnavailable(telemetry.status())) {
+    GTEST_SKIP() << "NVML is not loadable here: " << telemetry.status();
+  }
+  EXPECT_TRUE(absl::IsNotFound(telemetry.status())) << telemetry.status();
 }
 
 }  // namespace
