@@ -384,8 +384,8 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps <= 12 ? 12 / kWarps : 1)
 // 8 at 128); 0 when unset.
 int ForcedWarps() {
   static const int forced = [] {
-    const int w = std::atoi(EnvValue("RTGEN_DECODE_MMA_WARPS"));
-    return w == 2 || w == 4 || w == 8 || w == 16 ? w : 0;
+    const long long w = EnvInt("RTGEN_DECODE_MMA_WARPS", 0);
+    return w == 2 || w == 4 || w == 8 || w == 16 ? static_cast<int>(w) : 0;
   }();
   return forced;
 }

@@ -17,8 +17,14 @@
 // function (those on a per-launch path keep the value in a static; those read at start-up read
 // it when called); these helpers are how every one of them is read.
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <mutex>
+#include <set>
+#include <string>
 
 namespace rtgen::kernels {
 
@@ -33,10 +39,49 @@ inline bool EnvIs(const char* name, const char* value) {
   return std::strcmp(EnvValue(name), value) == 0;
 }
 
-// `unset` when the variable is not set; otherwise true unless it is "0".
-inline bool EnvOnUnlessZero(const char* name, bool unset = true) {
+// Says on stderr, once a process for each variable, that its value is none the switch knows and
+// what was taken instead: a typo ("off", "true", "0x18") must not pass for a setting unnoticed.
+inline void ReportUnknownEnvValue(const char* name, const char* value, const char* taken) {
+  static std::mutex mu;
+  static std::set<std::string>* const reported = new std::set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  if (!reported->insert(name).second) return;
+  std::fprintf(stderr, "rtgen: %s='%s' is not a value it takes; using %s\n", name, value, taken);
+}
+
+inline bool EnvIsOneOf(const char* value, std::initializer_list<const char*> words) {
+  for (const char* w : words) {
+    if (std::strcmp(value, w) == 0) return true;
+  }
+  return false;
+}
+
+// `unset` when the variable is not set; "0" off, "1" on. `words` are other values its caller
+// tests with EnvIs (they read as on here); anything else is reported and taken as `unset`.
+inline bool EnvOnUnlessZero(const char* name, bool unset = true,
+                            std::initializer_list<const char*> words = {}) {
   const char* v = std::getenv(name);
-  return v == nullptr ? unset : std::strcmp(v, "0") != 0;
+  if (v == nullptr) return unset;
+  if (std::strcmp(v, "0") == 0) return false;
+  if (std::strcmp(v, "1") == 0 || EnvIsOneOf(v, words)) return true;
+  ReportUnknownEnvValue(name, v, unset ? "the default (on)" : "the default (off)");
+  return unset;
+}
+
+// An opt-in switch: on only when "1"; unset or "0" off; anything else reported, off.
+inline bool EnvOptIn(const char* name) { return EnvOnUnlessZero(name, /*unset=*/false); }
+
+// A whole decimal integer; `fallback` when unset or empty. Anything else ("four", "0x18", "12k")
+// is reported and taken as `fallback`.
+inline long long EnvInt(const char* name, long long fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long long parsed = std::strtoll(v, &end, 10);
+  if (errno == 0 && end != v && *end == '\0') return parsed;
+  ReportUnknownEnvValue(name, v, ("the default (" + std::to_string(fallback) + ")").c_str());
+  return fallback;
 }
 
 }  // namespace rtgen::kernels

@@ -704,7 +704,7 @@ cudaError_t LaunchEpilogue(const GemvParams& p, const GemvRopeParams& r, GemvTun
 
 int64_t GemvEvictFirstMaxBytes() {
   static const int64_t bytes = [] {
-    const long long mb = std::atoll(EnvValue("RTGEN_GEMV_EVICT_FIRST_MB", "16"));
+    const long long mb = EnvInt("RTGEN_GEMV_EVICT_FIRST_MB", 16);
     return static_cast<int64_t>(mb > 0 ? mb : 0) << 20;
   }();
   return bytes;
@@ -712,7 +712,7 @@ int64_t GemvEvictFirstMaxBytes() {
 
 int64_t GemvRowsMinBytes() {
   static const int64_t bytes = [] {
-    const long long mb = std::atoll(EnvValue("RTGEN_GEMV_ROWS_MIN_MB", "24"));
+    const long long mb = EnvInt("RTGEN_GEMV_ROWS_MIN_MB", 24);
     return mb > 0 ? static_cast<int64_t>(mb) << 20 : std::numeric_limits<int64_t>::max();
   }();
   return bytes;

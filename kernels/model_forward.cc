@@ -75,15 +75,15 @@ Prefetch DecodePrefetch() {
 // 0.966 -> 0.946-0.953, but SmolLM2-135M b8 0.552 -> 0.567-0.570 and Llama-3-8B b64 5.18-5.23 ->
 // 5.22-5.42; batch 1 takes the fused GEMV either way.
 bool DecodeRope() {
-  static const bool on = kernels::EnvIs("RTGEN_DECODE_ROPE", "1");
+  static const bool on = kernels::EnvOptIn("RTGEN_DECODE_ROPE");
   return on;
 }
 
 // Smallest decode attention partition, in keys (RTGEN_DECODE_MIN_PARTITION, for A/B).
 int32_t DecodeMinPartition() {
   static const int32_t keys = [] {
-    const int v = std::atoi(kernels::EnvValue("RTGEN_DECODE_MIN_PARTITION"));
-    return v > 0 ? v : kernels::kDefaultMinPartition;
+    const long long v = kernels::EnvInt("RTGEN_DECODE_MIN_PARTITION", 0);
+    return v > 0 && v <= INT32_MAX ? static_cast<int32_t>(v) : kernels::kDefaultMinPartition;
   }();
   return keys;
 }
@@ -93,9 +93,9 @@ int32_t DecodeMinPartition() {
 // kernels' kGemvMaxLinkRows (16); RTGEN_NORM_LINK=1: one.
 int32_t LinkRows(int32_t wanted) {
   if (kernels::EnvIs("RTGEN_NORM_LINK", "1")) return 1;
-  const int from_env = std::atoi(kernels::EnvValue("RTGEN_NORM_LINK_ROWS"));
-  const int rows = from_env >= 1 ? from_env : wanted;
-  return std::clamp(rows, 1, kernels::kGemvMaxLinkRows);
+  const long long from_env = kernels::EnvInt("RTGEN_NORM_LINK_ROWS", 0);
+  const long long rows = from_env >= 1 ? from_env : wanted;
+  return static_cast<int32_t>(std::clamp<long long>(rows, 1, kernels::kGemvMaxLinkRows));
 }
 
 template <typename T>
@@ -374,7 +374,7 @@ kernels::AttentionClusterParams ModelForward::ClusterParams(int layer, const Ste
 }
 
 bool ModelForward::ClusterWantsShape(const ForwardShape& shape) const {
-  static const bool enabled = kernels::EnvIs("RTGEN_ATTENTION_CLUSTER", "1");
+  static const bool enabled = kernels::EnvOptIn("RTGEN_ATTENTION_CLUSTER");
   if (!enabled || !shape.decode_only || shape.num_seqs != 1 || shape.num_tokens != 1 ||
       !LinksNorms(shape) || config_.head_dim != kernels::kAttentionClusterHeadDim) {
     return false;
@@ -452,7 +452,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
 }
 
 bool ModelForward::LinksNorms(const ForwardShape& shape) const {
-  static const bool enabled = kernels::EnvOnUnlessZero("RTGEN_NORM_LINK");
+  static const bool enabled = kernels::EnvOnUnlessZero("RTGEN_NORM_LINK", true, {"final"});
   static const bool with_final = kernels::EnvIs("RTGEN_NORM_LINK", "final");
   const int32_t m = shape.num_tokens;
   if (!enabled || m < 1 || m > max_link_rows_ ||
@@ -669,7 +669,7 @@ kernels::GemvNormLink ModelForward::OLink(int layer, bool pending) const {
 // RTGEN_DIAG_SKIP (timing only, results garbage) may leave out the qkv or o projection here too:
 // the pending products are then not joined or zeroed until the last layer's join.
 bool ModelForward::FusesMlp() const {
-  static const bool enabled = kernels::EnvIs("RTGEN_FUSED_MLP", "1");
+  static const bool enabled = kernels::EnvOptIn("RTGEN_FUSED_MLP");
   if (!enabled || kernels::DiagSkips(kernels::StepPart::kGateUp) ||
       kernels::DiagSkips(kernels::StepPart::kDown)) {
     return false;

@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<PersistentDecoder>> PersistentDecoder::CreateIfSu
   p.block_size = 1;  // the pool's block size is set per Run; > 0 for the shape check
   // Attention keys per block (RTGEN_PERSISTENT_KEYS_PER_PART, for A/B; default 128; values
   // outside 16..65536 are taken as the default).
-  const int keys = std::atoi(kernels::EnvValue("RTGEN_PERSISTENT_KEYS_PER_PART", "128"));
-  p.keys_per_part = keys >= 16 && keys <= 65536 ? keys : 128;
+  const long long keys = kernels::EnvInt("RTGEN_PERSISTENT_KEYS_PER_PART", 128);
+  p.keys_per_part = keys >= 16 && keys <= 65536 ? static_cast<int32_t>(keys) : 128;
   int device = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   d->launch_ = kernels::ConfigurePersistentDecode(p, device);
@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<PersistentDecoder>> PersistentDecoder::CreateIfSu
   p.final_norm = weights.final_norm.as<const float>();
   p.lm_head = weights.output_matrix();
   p.inv_freq = weights.inv_freq.as<const float>();
-  if (kernels::EnvIs("RTGEN_PERSISTENT_TRACE", "1")) {
+  if (kernels::EnvOptIn("RTGEN_PERSISTENT_TRACE")) {
     const size_t stamps = size_t{2} * config.num_layers * kernels::kPersistentTracePoints *
                           static_cast<size_t>(d->launch_.grid);
     ASSIGN_OR_RETURN(d->trace_, DeviceBuffer::Allocate(stamps * sizeof(uint64_t)));

@@ -1,0 +1,88 @@
+// The GPU path's A/B switches read their environment variables strictly: "0" / "1" (and the
+// words a switch names), whole decimal integers; anything else is reported on stderr once and
+// taken as the default, so a typo cannot pass for a setting ("off" read as on, "true" as off,
+// "0x18" as 0).
+
+#include "kernels/env_switch.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace rtgen::kernels {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// Sets `name` to `value` (unset when null) for one check; each check uses its own name, since
+// the report is once a variable.
+void Set(const char* name, const char* value) {
+  if (value == nullptr) {
+    unsetenv(name);
+  } else {
+    setenv(name, value, 1);
+  }
+}
+
+TEST(EnvSwitchTest, OnUnlessZeroTakesZeroOneAndItsWords) {
+  Set("RTGEN_TEST_SWITCH_A", nullptr);
+  EXPECT_TRUE(EnvOnUnlessZero("RTGEN_TEST_SWITCH_A"));
+  EXPECT_FALSE(EnvOnUnlessZero("RTGEN_TEST_SWITCH_A", false));
+  Set("RTGEN_TEST_SWITCH_A", "0");
+  EXPECT_FALSE(EnvOnUnlessZero("RTGEN_TEST_SWITCH_A"));
+  Set("RTGEN_TEST_SWITCH_A", "1");
+  EXPECT_TRUE(EnvOnUnlessZero("RTGEN_TEST_SWITCH_A", false));
+  Set("RTGEN_TEST_SWITCH_A", "final");
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(EnvOnUnlessZero("RTGEN_TEST_SWITCH_A", true, {"final"}));
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), IsEmpty());
+}
+
+TEST(EnvSwitchTest, AnUnknownValueIsReportedOnceAndTakenAsTheDefault) {
+  Set("RTGEN_TEST_SWITCH_B", "off");
+  ::testing::internal::CaptureStderr();
+  EXPECT_TRUE(EnvOnUnlessZero("RTGEN_TEST_SWITCH_B"));  // "off" is no "0": the default, on
+  EXPECT_TRUE(EnvOnUnlessZero("RTGEN_TEST_SWITCH_B"));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("RTGEN_TEST_SWITCH_B='off' is not a value it takes; using the "
+                             "default (on)"));
+  EXPECT_EQ(err.find("RTGEN_TEST_SWITCH_B"), err.rfind("RTGEN_TEST_SWITCH_B"));  // once
+}
+
+TEST(EnvSwitchTest, OptInIsOnOnlyForOne) {
+  Set("RTGEN_TEST_SWITCH_C", nullptr);
+  EXPECT_FALSE(EnvOptIn("RTGEN_TEST_SWITCH_C"));
+  Set("RTGEN_TEST_SWITCH_C", "1");
+  EXPECT_TRUE(EnvOptIn("RTGEN_TEST_SWITCH_C"));
+  Set("RTGEN_TEST_SWITCH_C", "true");
+  ::testing::internal::CaptureStderr();
+  EXPECT_FALSE(EnvOptIn("RTGEN_TEST_SWITCH_C"));
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("RTGEN_TEST_SWITCH_C='true' is not a value it takes; using the default "
+                        "(off)"));
+}
+
+TEST(EnvSwitchTest, IntegersAreWholeDecimalNumbers) {
+  Set("RTGEN_TEST_SWITCH_D", nullptr);
+  EXPECT_EQ(EnvInt("RTGEN_TEST_SWITCH_D", 24), 24);
+  Set("RTGEN_TEST_SWITCH_D", "");
+  EXPECT_EQ(EnvInt("RTGEN_TEST_SWITCH_D", 24), 24);
+  Set("RTGEN_TEST_SWITCH_D", "-3");
+  EXPECT_EQ(EnvInt("RTGEN_TEST_SWITCH_D", 24), -3);
+  Set("RTGEN_TEST_SWITCH_D", "0");
+  EXPECT_EQ(EnvInt("RTGEN_TEST_SWITCH_D", 24), 0);
+  for (const char* bad : {"0x18", "four", "12k", "99999999999999999999"}) {
+    const std::string name = std::string("RTGEN_TEST_SWITCH_INT_") + std::to_string(bad[1]);
+    Set(name.c_str(), bad);
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(EnvInt(name.c_str(), 24), 24) << bad;
+    EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+                HasSubstr(name + "='" + bad + "' is not a value it takes; using the default (24)"));
+  }
+}
+
+}  // namespace
+}  // namespace rtgen::kernels
