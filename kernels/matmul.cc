@@ -247,14 +247,16 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
   return ctx;
 }
 
+void MatmulContext::DestroyPlanHandles(const Plan& plan) {
+  if (plan.a != nullptr) cublasLtMatrixLayoutDestroy(plan.a);
+  if (plan.b != nullptr) cublasLtMatrixLayoutDestroy(plan.b);
+  if (plan.c != nullptr) cublasLtMatrixLayoutDestroy(plan.c);
+  if (plan.desc != nullptr) cublasLtMatmulDescDestroy(plan.desc);
+}
+
 MatmulContext::~MatmulContext() {
   // Destructors cannot report errors; the calls below only release resources.
-  for (auto& [key, plan] : plans_) {
-    cublasLtMatrixLayoutDestroy(plan.a);
-    cublasLtMatrixLayoutDestroy(plan.b);
-    cublasLtMatrixLayoutDestroy(plan.c);
-    cublasLtMatmulDescDestroy(plan.desc);
-  }
+  for (auto& [key, plan] : plans_) DestroyPlanHandles(plan);
   if (workspace_) cudaFree(workspace_);
   if (hopper_.partials) cudaFree(hopper_.partials);
   if (hopper_.counters) cudaFree(hopper_.counters);
@@ -467,6 +469,15 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
   const auto key = std::make_tuple(m, n, k, y_f32, p.accumulate);
   if (auto it = plans_.find(key); it != plans_.end()) return &it->second;
   Plan plan;
+  // Until the plan is stored, an error return releases what it has created (a failed tuning in
+  // the warm-ups is retried with the next KV allocation, and would leak a plan a try).
+  struct ReleaseUnlessStored {
+    const Plan& plan;
+    bool stored = false;
+    ~ReleaseUnlessStored() {
+      if (!stored) DestroyPlanHandles(plan);
+    }
+  } release{plan};
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
@@ -555,6 +566,7 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
     plan.algo = result.algo;
     plan.info = absl::StrCat(AlgoInfo(plan.algo), "; the heuristic's first");
   }
+  release.stored = true;
   return &plans_.emplace(key, plan).first->second;
 }
 

@@ -126,6 +126,8 @@ class MatmulContext {
     cublasLtMatmulAlgo_t algo{};
     std::string info;
   };
+  // Releases a plan's cuBLASLt objects (those created: a plan may be partly built).
+  static void DestroyPlanHandles(const Plan& plan);
   MatmulContext() = default;
   absl::StatusOr<const Plan*> GetPlan(const MatmulParams& p, cudaStream_t stream);
   // Times the candidates for `plan`'s shape on p's operands; sets plan->algo and plan->info.
