@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <set>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
@@ -12,6 +15,7 @@
 #include "engine/model/model_weights.h"
 #include "engine/model/safetensors_file.h"
 #include "engine/model/tensor_names.h"
+#include "nlohmann/json.hpp"
 
 namespace rtgen {
 
@@ -79,6 +83,39 @@ class ShardSet {
   std::map<std::string, std::pair<const SafetensorsFile*, const SafetensorsTensor*>> index_;
 };
 
+// The shards a sharded checkpoint's index names (the distinct files of its weight_map), each a
+// file in `dir`.
+absl::StatusOr<std::vector<std::string>> ShardsOfIndex(const std::filesystem::path& dir,
+                                                       const std::filesystem::path& index) {
+  std::ifstream in(index, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  const nlohmann::json root = nlohmann::json::parse(text.str(), nullptr, false);
+  const std::string where = absl::StrCat("safetensors: ", index.string());
+  if (!in || root.is_discarded() || !root.is_object() || !root.contains("weight_map") ||
+      !root["weight_map"].is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, " is not JSON with a weight_map"));
+  }
+  std::set<std::string> files;
+  for (const auto& [tensor, file] : root["weight_map"].items()) {
+    const std::string name = file.is_string() ? file.get<std::string>() : "";
+    if (name.empty() || name.find('/') != std::string::npos || name == "." || name == "..") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": weight_map[\"", tensor, "\"] is not a file name"));
+    }
+    files.insert(name);
+  }
+  std::vector<std::string> shards;
+  for (const std::string& name : files) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(dir / name, ec)) {
+      return absl::NotFoundError(absl::StrCat(where, " names ", name, ", which is missing"));
+    }
+    shards.push_back((dir / name).string());
+  }
+  return shards;
+}
+
 absl::StatusOr<std::vector<std::string>> ListShards(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -86,15 +123,22 @@ absl::StatusOr<std::vector<std::string>> ListShards(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat("safetensors: no such directory ", dir));
   }
+  // A sharded checkpoint's index names its shards, as transformers reads it: Mistral's downloads
+  // also hold a consolidated.safetensors of the same weights in Mistral's own names.
+  const fs::path index = fs::path(dir) / "model.safetensors.index.json";
+  if (fs::is_regular_file(index, ec)) return ShardsOfIndex(dir, index);
   std::vector<std::string> shards;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    if (e.is_regular_file() && e.path().extension() == ".safetensors") {
+    const std::string name = e.path().filename().string();
+    if (e.is_regular_file() && e.path().extension() == ".safetensors" &&
+        name.rfind("consolidated", 0) != 0) {
       shards.push_back(e.path().string());
     }
   }
   if (ec) return absl::InvalidArgumentError(absl::StrCat("safetensors: cannot list ", dir));
   if (shards.empty()) {
-    return absl::NotFoundError(absl::StrCat("safetensors: no *.safetensors files in ", dir));
+    return absl::NotFoundError(absl::StrCat(
+        "safetensors: no *.safetensors files (besides consolidated*) in ", dir));
   }
   std::sort(shards.begin(), shards.end());
   return shards;

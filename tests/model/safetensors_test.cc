@@ -214,15 +214,8 @@ TEST(SafetensorsTest, ShardedDirectoryLoadsHfNames) {
   EXPECT_TRUE(absl::StrContains(bad.status().message(), "tensor 'model.layers.1.")) << bad.status();
 }
 
-// One more tensor beside a whole tiny model in a single file: refused by name unless the model
-// reads it or it is one a checkpoint may keep (rotary inverse frequencies; lm_head beside tied
-// embeddings).
-absl::Status LoadWithExtraTensor(const std::string& name, bool tied) {
-  ModelConfig c = TinyConfig();
-  c.num_layers = 1;
-  c.tie_word_embeddings = tied;
-  const std::string dir = UniqueTempPath("extra");
-  std::filesystem::create_directories(dir);
+// A whole one-layer tiny model (TinyConfig's shapes) in one file's builder.
+SafetensorsBuilder OneLayerModel(bool tied) {
   SafetensorsBuilder s;
   s.Add("model.embed_tokens.weight", "F32", {10, 8}, Tagged(1, 80));
   s.Add("model.norm.weight", "F32", {8}, Tagged(0, 8));
@@ -237,9 +230,59 @@ absl::Status LoadWithExtraTensor(const std::string& name, bool tied) {
   s.Add(p + "mlp.gate_proj.weight", "F32", {12, 8}, Tagged(9, 96));
   s.Add(p + "mlp.up_proj.weight", "F32", {12, 8}, Tagged(10, 96));
   s.Add(p + "mlp.down_proj.weight", "F32", {8, 12}, Tagged(11, 96));
+  return s;
+}
+
+ModelConfig OneLayerConfig(bool tied) {
+  ModelConfig c = TinyConfig();
+  c.num_layers = 1;
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// One more tensor beside a whole tiny model in a single file: refused by name unless the model
+// reads it or it is one a checkpoint may keep (rotary inverse frequencies; lm_head beside tied
+// embeddings).
+absl::Status LoadWithExtraTensor(const std::string& name, bool tied) {
+  const std::string dir = UniqueTempPath("extra");
+  std::filesystem::create_directories(dir);
+  SafetensorsBuilder s = OneLayerModel(tied);
   if (!name.empty()) s.Add(name, "F32", {8}, Tagged(12, 8));
   std::ofstream(dir + "/model.safetensors", std::ios::binary) << s.Bytes();
-  return LoadSafetensorsWeights(dir, c).status();
+  return LoadSafetensorsWeights(dir, OneLayerConfig(tied)).status();
+}
+
+// Mistral's downloads hold consolidated.safetensors (the same weights in Mistral's own names)
+// beside the Hugging Face shards: the shards are the index's, or every file but consolidated*.
+TEST(SafetensorsTest, AConsolidatedFileBesideTheShardsIsNotRead) {
+  SafetensorsBuilder mistral_names;
+  mistral_names.Add("layers.0.attention.wk.weight", "F32", {4, 8}, Tagged(5, 32));
+  mistral_names.Add("tok_embeddings.weight", "F32", {10, 8}, Tagged(1, 80));
+  for (bool with_index : {false, true}) {
+    SCOPED_TRACE(with_index ? "with model.safetensors.index.json" : "without an index");
+    const std::string dir = UniqueTempPath("mistral");
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/model-00001-of-00001.safetensors", std::ios::binary)
+        << OneLayerModel(false).Bytes();
+    std::ofstream(dir + "/consolidated.safetensors", std::ios::binary) << mistral_names.Bytes();
+    if (with_index) {
+      std::ofstream(dir + "/model.safetensors.index.json")
+          << R"({"metadata": {}, "weight_map": {"model.norm.weight": )"
+             R"("model-00001-of-00001.safetensors"}})";
+    }
+    auto w = LoadSafetensorsWeights(dir, OneLayerConfig(false));
+    ASSERT_TRUE(w.ok()) << w.status();
+    EXPECT_EQ(w->token_embedding.data, Tagged(1, 80));
+  }
+  // An index naming a shard that is not there is an error naming both.
+  const std::string dir = UniqueTempPath("bad_index");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/model.safetensors", std::ios::binary) << OneLayerModel(false).Bytes();
+  std::ofstream(dir + "/model.safetensors.index.json")
+      << R"({"weight_map": {"model.norm.weight": "model-00002-of-00002.safetensors"}})";
+  const absl::Status s = LoadSafetensorsWeights(dir, OneLayerConfig(false)).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(s.message(), "names model-00002-of-00002.safetensors")) << s;
 }
 
 TEST(SafetensorsTest, TensorsTheModelDoesNotReadAreRefusedByName) {
