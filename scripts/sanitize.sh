@@ -51,11 +51,14 @@ esac
 RTGEN_SKIP_BUILD=1 "$root/scripts/setup.sh"  # packages and the model, when missing
 # shellcheck source=scripts/lib/deps.sh
 source "$root/scripts/lib/deps.sh"
-# The tests' Python (a venv where python3 is externally managed) with their packages, as
-# test.sh configures build/: the Python client tests import grpc.
+# The tests' Python (a venv where python3 is externally managed), as test.sh configures build/;
+# its packages only where a Python test runs (the client tests import grpc), so a run of other
+# areas needs no network.
 mkdir -p "$build"
 python=$(rtgen_test_python "$build")
-rtgen_pip_install_missing "$python"
+case " $areas " in
+  *" server "*|*" bench "*|*" client "*) rtgen_pip_install_missing "$python" ;;
+esac
 
 # Each test area (tests/<area>/) is one binary <area>_tests whose tests carry the label <area>.
 targets=()
