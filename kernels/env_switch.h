@@ -15,7 +15,10 @@
 // RTGEN_ATTENTION_CLUSTER, RTGEN_FUSED_MLP, RTGEN_FUSED_MLP_FEATURES, and the diagnostics
 // RTGEN_DIAG_SKIP and RTGEN_PERSISTENT_TRACE) are environment variables, each consulted by one
 // function (those on a per-launch path keep the value in a static; those read at start-up read
-// it when called); these helpers are how every one of them is read.
+// it when called); these helpers are how every one of them is read. EnvOnUnlessZero, EnvOptIn
+// and EnvInt report a value they do not take; the switches that take words (RTGEN_PREFILL_MMA,
+// RTGEN_HOPPER_GEMM, RTGEN_GEMV_SLAB, RTGEN_DECODE_MERGE_IN_O, ...) compare with EnvIs and take
+// any other value as their default without a report.
 
 #include <cerrno>
 #include <cstdio>
