@@ -34,9 +34,11 @@ absl::Status CheckRole(const std::string& role, int index) {
   while (cut < role.size() && cut > 0 && (static_cast<unsigned char>(role[cut]) & 0xC0) == 0x80) {
     --cut;  // not inside a UTF-8 sequence
   }
+  // Sanitized: a status message travels as UTF-8, and the role's bytes may be anything.
   const std::string shown =
-      cut == role.size() ? role
-                         : absl::StrCat(role.substr(0, cut), "... (", role.size(), " bytes)");
+      cut == role.size()
+          ? SanitizeUtf8(role)
+          : absl::StrCat(SanitizeUtf8(role.substr(0, cut)), "... (", role.size(), " bytes)");
   return Invalid(absl::StrFormat("messages[%d].role", index),
                  absl::StrFormat("unknown role '%s' (expected system, user or assistant)", shown));
 }
@@ -191,6 +193,15 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
                    absl::StrFormat("%d prompt tokens leave no room to generate within the "
                                    "context length of %d tokens",
                                    prompt_len, limits.max_model_len));
+  }
+  // A prompt that alone outgrows the KV pool (a pool smaller than the context) is refused naming
+  // the input, not left to the engine's refusal of "prompt + max_tokens" (a max_tokens the
+  // client may not have sent, and lowering it would not help).
+  if (limits.kv_pool_tokens > 0 && prompt_len > limits.kv_pool_tokens) {
+    return Invalid(InputFieldName(request),
+                   absl::StrFormat("%d prompt tokens do not fit in the KV pool of %d tokens "
+                                   "(--num-kv-blocks x the block size); shorten the prompt",
+                                   prompt_len, limits.kv_pool_tokens));
   }
   out.prompt_tokens = std::move(prompt.token_ids);
 

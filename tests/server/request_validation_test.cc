@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "server/utf8.h"
+
 namespace rtgen {
 namespace {
 
@@ -122,6 +124,23 @@ TEST(RequestValidationTest, TokenIdsPassThroughUnchanged) {
   EXPECT_EQ(out->prompt_tokens, (std::vector<int32_t>{5, 6, 7}));
 }
 
+// An unknown role is echoed sanitized: a status message travels as UTF-8.
+TEST(RequestValidationTest, AnUnknownRoleIsEchoedAsValidUtf8) {
+  ByteTokenizer tokenizer(false);
+  const ChatTemplate chat = ChatTemplate::ChatML("");
+  ValidationLimits limits = Limits(&tokenizer);
+  limits.chat_template = &chat;
+  for (const std::string& role : {std::string(40, '\xff'), std::string("b\xC3(d")}) {
+    v1::GenerateRequest request;
+    auto* m = request.mutable_messages()->add_messages();
+    m->set_role(role);
+    m->set_content("x");
+    const absl::Status s = ToEngineRequest(request, limits).status();
+    ExpectInvalid(s, "messages[0].role");
+    EXPECT_TRUE(IsValidUtf8(s.message())) << s;
+  }
+}
+
 TEST(RequestValidationTest, TopKMinusOneIsOffOtherNegativesAreRefused) {
   // vLLM's "off" is -1; here 0 is, and -1 is taken as it. -2 is still an error naming the field.
   ByteTokenizer tokenizer(false);
@@ -159,11 +178,12 @@ TEST(RequestValidationTest, UnsetMaxTokensIsClippedToTheContextAndFieldsAreCopie
   out = ToEngineRequest(request, small_pool);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->stopping.max_tokens, 1);
-  // One the prompt does not fit: left to the engine's refusal, which names the pool.
+  // One the prompt does not fit: refused naming the prompt and the pool (the engine's refusal
+  // spoke of a max_tokens the client had not sent, and told it to lower it).
   small_pool.kv_pool_tokens = 9;
-  out = ToEngineRequest(request, small_pool);
-  ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->stopping.max_tokens, 54);
+  const absl::Status too_long = ToEngineRequest(request, small_pool).status();
+  ExpectInvalid(too_long, "prompt: 10 prompt tokens do not fit in the KV pool of 9 tokens");
+  EXPECT_EQ(too_long.message().find("max_tokens"), absl::string_view::npos) << too_long;
   out = ToEngineRequest(request, Limits(&tokenizer));  // the rest of this test's request
   EXPECT_FLOAT_EQ(out->sampling.temperature, 0.5f);
   EXPECT_EQ(out->sampling.seed, std::optional<uint64_t>(7));
