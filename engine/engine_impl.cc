@@ -148,7 +148,8 @@ absl::Status EngineImpl::Submit(Request request, StreamSink sink) {
   const int32_t waiting = static_cast<int32_t>(incoming_.size()) + sched_waiting_.load();
   if (waiting >= config_.max_waiting) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("waiting queue is full (", waiting, " requests); retry later"));
+        absl::StrCat("waiting queue is full (", waiting, " requests, max_waiting ",
+                     config_.max_waiting, "); retry later"));
   }
   const int64_t order = next_order_++;
   if (request.id.empty()) request.id = absl::StrCat("rtgen-", order);

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "server/log_throttle.h"
 #include "server/raw_message.h"
 #include "server/response_conversion.h"
 #include "server/status_conversion.h"
@@ -60,7 +61,14 @@ void GenerateReactor::Start(Request request) {
 
 void GenerateReactor::Reject(const absl::Status& status) {
   if (metrics_ != nullptr) metrics_->OnRejected();
-  spdlog::debug("generate {} rejected: {}", client_id_, status.ToString());
+  // Overload (the waiting queue full) is the operator's to see at the default log level; it is
+  // what the RtgenRejectingRequests alert asks about. At most one line a second.
+  static LogThrottle overload_log(absl::Seconds(1));  // shared by every stream
+  if (absl::IsResourceExhausted(status) && overload_log.Due(absl::Now())) {
+    spdlog::warn("generate {} rejected: {}", client_id_, status.ToString());
+  } else {
+    spdlog::debug("generate {} rejected: {}", client_id_, status.ToString());
+  }
   absl::MutexLock lock(&outbox_->mu);
   FinishOnce(ToGrpcStatus(status));
 }

@@ -152,7 +152,7 @@ TEST_F(EngineTest, FullQueueIsResourceExhausted) {
     if (st.ok()) ++accepted; else rejected = st;
   }
   EXPECT_EQ(rejected.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(rejected.message(), "waiting queue is full (2 requests); retry later");
+  EXPECT_EQ(rejected.message(), "waiting queue is full (2 requests, max_waiting 2); retry later");
   EXPECT_LE(accepted, 3);
   engine->Shutdown();
   for (int i = 0; i < accepted; ++i) {
