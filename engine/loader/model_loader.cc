@@ -3,8 +3,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
@@ -59,6 +62,26 @@ absl::StatusOr<LoadedModel> LoadGguf(const std::string& path) {
   return model;
 }
 
+// The ids of `json`'s eos_token_id: absent or null → none; an id or a list of ids.
+absl::StatusOr<std::vector<int32_t>> EosTokenIds(const nlohmann::json& json,
+                                                 const std::string& where) {
+  std::vector<int32_t> ids;
+  if (!json.is_object() || !json.contains("eos_token_id") || json["eos_token_id"].is_null()) {
+    return ids;
+  }
+  const nlohmann::json& field = json["eos_token_id"];
+  const nlohmann::json list = field.is_array() ? field : nlohmann::json::array({field});
+  for (const nlohmann::json& id : list) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
+        id.get<int64_t>() > std::numeric_limits<int32_t>::max()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": eos_token_id ", field.dump(), " is not an id or a list of ids"));
+    }
+    ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+  }
+  return ids;
+}
+
 absl::StatusOr<LoadedModel> LoadHfDirectory(const fs::path& dir) {
   LoadedModel model;
   model.path = dir.string();
@@ -74,6 +97,7 @@ absl::StatusOr<LoadedModel> LoadHfDirectory(const fs::path& dir) {
         tokenizer_json, ": token ids up to ", model.tokenizer->vocab_size() - 1,
         " but config.json's vocab_size is ", model.config.vocab_size));
   }
+  RETURN_IF_ERROR(AddEosTokenIds(dir.string(), config_json, *model.tokenizer));
   if (fs::exists(dir / "tokenizer_config.json")) {
     const std::string where = (dir / "tokenizer_config.json").string();
     ASSIGN_OR_RETURN(std::string text, ReadTextFile(where));
@@ -96,6 +120,27 @@ absl::StatusOr<std::optional<ChatTemplate>> ChatTemplateFromTokenizerConfig(
     return ChatTemplateOrNone(it->get<std::string>(), bos);
   }
   return std::optional<ChatTemplate>();
+}
+
+absl::Status AddEosTokenIds(const std::string& dir, const std::string& config_json,
+                            Tokenizer& tokenizer) {
+  const fs::path config_path = fs::path(dir) / "config.json";
+  const fs::path generation_path = fs::path(dir) / "generation_config.json";
+  std::vector<std::pair<std::string, std::string>> files = {
+      {config_path.string(), config_json}};
+  if (fs::exists(generation_path)) {
+    ASSIGN_OR_RETURN(std::string text, ReadTextFile(generation_path));
+    files.emplace_back(generation_path.string(), std::move(text));
+  }
+  for (const auto& [where, text] : files) {
+    const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (json.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(where, ": not JSON"));
+    ASSIGN_OR_RETURN(std::vector<int32_t> ids, EosTokenIds(json, where));
+    if (absl::Status s = tokenizer.AddStopIds(ids); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": eos_token_id: ", s.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& path) {

@@ -25,6 +25,13 @@ struct LoadedModel {
 
 absl::StatusOr<LoadedModel> LoadModel(const std::string& path);
 
+// Adds to `tokenizer`'s stop ids the eos_token_id (an id or a list) of a Hugging Face
+// directory's config.json and generation_config.json (`config_json` is config.json's text; the
+// latter is read when present), as transformers stops on each of them: Llama 3 Instruct lists
+// three. Errors name the file and the field.
+absl::Status AddEosTokenIds(const std::string& dir, const std::string& config_json,
+                            Tokenizer& tokenizer);
+
 // The chat template of a Hugging Face directory's tokenizer_config.json (its text; `where` names
 // the file in errors): nullopt when it has none we recognise. Its bos_token may be a string or
 // an object with "content" (Llama 2's), as tokenizer.json's added tokens are.

@@ -1,5 +1,8 @@
 #include "engine/tokenizer/tokenizer.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
 #include "engine/common/utf8.h"
 
 namespace rtgen {
@@ -9,6 +12,22 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
   for (int32_t id : ids) out += TokenBytes(id);
   if (StripsLeadingSpace() && !out.empty() && out[0] == ' ') out.erase(0, 1);
   return out;
+}
+
+absl::Status Tokenizer::AddStopIds(std::span<const int32_t> ids) {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size_) {
+      return absl::InvalidArgumentError(absl::StrCat("stop token id ", id,
+                                                     " is outside the vocabulary of ",
+                                                     vocab_size_, " tokens"));
+    }
+  }
+  for (int32_t id : ids) {
+    if (std::find(stop_ids_.begin(), stop_ids_.end(), id) == stop_ids_.end()) {
+      stop_ids_.push_back(id);
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool Tokenizer::IsSpecial(int32_t id) const {

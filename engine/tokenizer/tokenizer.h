@@ -40,6 +40,9 @@ class Tokenizer {
   // Token ids that end generation (EOS and end-of-turn tokens such as <|im_end|>, <|eot_id|>).
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
   bool IsSpecial(int32_t id) const;
+  // Adds stop ids a model's files name beside the tokenizer (generation_config.json's
+  // eos_token_id list); INVALID_ARGUMENT naming an id outside the vocabulary.
+  absl::Status AddStopIds(std::span<const int32_t> ids);
   std::optional<int32_t> TokenId(std::string_view piece) const;
 
  protected:

@@ -5,6 +5,7 @@
 // Llama 3.0's; a tokenizer.json with a member of the wrong type is an error, not an abort; a
 // post-processor template's leading special token is the BOS when tokenizer_config.json is silent.
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -153,6 +154,34 @@ TEST(HfDirectoryLoaderTest, PreTokenizersNotImplementedExactlyAreRefused) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << json.dump();
   EXPECT_TRUE(LoadTokenizerFromJson(dir + "/tokenizer.json").ok());
+}
+
+// config.json's and generation_config.json's eos_token_id (an id or a list) are stop ids, as
+// transformers stops on each: Llama 3 Instruct lists <|end_of_text|>, <|eom_id|>, <|eot_id|>.
+TEST(HfDirectoryLoaderTest, EosTokenIdsOfTheConfigsAreStopIds) {
+  const std::string dir = testing::UniqueTempPath("eos_ids");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json") << TinyTokenizerJson({3});
+  auto tok = LoadTokenizerFromJson(dir + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const std::vector<int32_t> before = (*tok)->stop_ids();
+  std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": [1, 3]})";
+  ASSERT_TRUE(AddEosTokenIds(dir, R"({"eos_token_id": 2})", **tok).ok());
+  for (int32_t id : {1, 2, 3}) {
+    EXPECT_NE(std::find((*tok)->stop_ids().begin(), (*tok)->stop_ids().end(), id),
+              (*tok)->stop_ids().end())
+        << id;
+  }
+  EXPECT_EQ((*tok)->stop_ids().size(), before.size() + 3);
+  // Ids outside the vocabulary, or not ids, are refused naming the file.
+  std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": [1, 9]})";
+  absl::Status s = AddEosTokenIds(dir, "{}", **tok);
+  EXPECT_TRUE(absl::StrContains(s.message(), "generation_config.json: eos_token_id: stop token "
+                                             "id 9 is outside the vocabulary"))
+      << s;
+  s = AddEosTokenIds(dir, R"({"eos_token_id": "</s>"})", **tok);
+  EXPECT_TRUE(absl::StrContains(s.message(), "config.json: eos_token_id \"</s>\" is not an id"))
+      << s;
 }
 
 TEST(HfDirectoryLoaderTest, APostProcessorsLeadingSpecialTokenIsTheBosWhenConfigIsSilent) {
