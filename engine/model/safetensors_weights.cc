@@ -59,13 +59,17 @@ class ShardSet {
 
   // OK when every tensor is one a Llama model of `num_layers` layers reads (tensor_names.h).
   absl::Status CheckEveryTensorIsUsed(int num_layers) const {
-    for (const auto& entry : index_) {
-      const std::string& name = entry.first;
+    for (const auto& [name, where] : index_) {
+      const std::string file = where.first->path();
       if (absl::EndsWith(name, ".bias")) {
-        return absl::UnimplementedError(absl::StrCat(
-            "safetensors: tensor '", name, "': bias weights are not supported (no bias terms)"));
+        return absl::UnimplementedError(absl::StrCat("safetensors: tensor '", name, "' of ", file,
+                                                     ": bias weights are not supported (no "
+                                                     "bias terms)"));
       }
-      RETURN_IF_ERROR(CheckTensorIsUsed(SafetensorsLlamaTensorNames(), num_layers, name));
+      if (absl::Status s = CheckTensorIsUsed(SafetensorsLlamaTensorNames(), num_layers, name);
+          !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(s.message(), " (in ", file, ")"));
+      }
     }
     return absl::OkStatus();
   }
@@ -124,9 +128,12 @@ absl::StatusOr<std::vector<std::string>> ListShards(const std::string& dir) {
     return absl::NotFoundError(absl::StrCat("safetensors: no such directory ", dir));
   }
   // A sharded checkpoint's index names its shards, as transformers reads it: Mistral's downloads
-  // also hold a consolidated.safetensors of the same weights in Mistral's own names.
+  // also hold a consolidated.safetensors of the same weights in Mistral's own names. Without
+  // one, model.safetensors alone (an adapter_model.safetensors beside it is no shard of it).
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   if (fs::is_regular_file(index, ec)) return ShardsOfIndex(dir, index);
+  const fs::path single = fs::path(dir) / "model.safetensors";
+  if (fs::is_regular_file(single, ec)) return std::vector<std::string>{single.string()};
   std::vector<std::string> shards;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();

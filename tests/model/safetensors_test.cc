@@ -274,6 +274,17 @@ TEST(SafetensorsTest, AConsolidatedFileBesideTheShardsIsNotRead) {
     ASSERT_TRUE(w.ok()) << w.status();
     EXPECT_EQ(w->token_embedding.data, Tagged(1, 80));
   }
+  // model.safetensors alone, without an index: a PEFT adapter beside it is not read.
+  {
+    const std::string adapter_dir = UniqueTempPath("adapter");
+    std::filesystem::create_directories(adapter_dir);
+    std::ofstream(adapter_dir + "/model.safetensors", std::ios::binary)
+        << OneLayerModel(false).Bytes();
+    SafetensorsBuilder adapter;
+    adapter.Add("base_model.model.lm_head.lora_A.weight", "F32", {8}, Tagged(3, 8));
+    std::ofstream(adapter_dir + "/adapter_model.safetensors", std::ios::binary) << adapter.Bytes();
+    EXPECT_TRUE(LoadSafetensorsWeights(adapter_dir, OneLayerConfig(false)).ok());
+  }
   // An index naming a shard that is not there is an error naming both.
   const std::string dir = UniqueTempPath("bad_index");
   std::filesystem::create_directories(dir);
@@ -297,6 +308,7 @@ TEST(SafetensorsTest, TensorsTheModelDoesNotReadAreRefusedByName) {
     const absl::Status s = LoadWithExtraTensor(name, false);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << name;
     EXPECT_TRUE(absl::StrContains(s.message(), "tensor '" + name + "'")) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "model.safetensors)")) << s;  // the file named
   }
 }
 
