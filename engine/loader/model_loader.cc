@@ -98,7 +98,12 @@ absl::StatusOr<LoadedModel> LoadHfDirectory(const fs::path& dir) {
         " but config.json's vocab_size is ", model.config.vocab_size));
   }
   RETURN_IF_ERROR(AddEosTokenIds(dir.string(), config_json, *model.tokenizer));
-  if (fs::exists(dir / "tokenizer_config.json")) {
+  if (fs::exists(dir / "chat_template.jinja")) {
+    // Where recent transformers saves the template (tokenizer_config.json then has none).
+    ASSIGN_OR_RETURN(std::string jinja, ReadTextFile(dir / "chat_template.jinja"));
+    const std::optional<int32_t> bos = model.tokenizer->bos_id();
+    model.chat_template = ChatTemplateOrNone(jinja, bos ? model.tokenizer->TokenBytes(*bos) : "");
+  } else if (fs::exists(dir / "tokenizer_config.json")) {
     const std::string where = (dir / "tokenizer_config.json").string();
     ASSIGN_OR_RETURN(std::string text, ReadTextFile(where));
     ASSIGN_OR_RETURN(model.chat_template, ChatTemplateFromTokenizerConfig(text, where));
@@ -116,9 +121,20 @@ absl::StatusOr<std::optional<ChatTemplate>> ChatTemplateFromTokenizerConfig(
     return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
   }
   const std::string bos = JsonTokenText(cfg.value("bos_token", nlohmann::json()));
-  if (auto it = cfg.find("chat_template"); it != cfg.end() && it->is_string()) {
-    return ChatTemplateOrNone(it->get<std::string>(), bos);
+  auto it = cfg.find("chat_template");
+  if (it == cfg.end()) return std::optional<ChatTemplate>();
+  if (it->is_string()) return ChatTemplateOrNone(it->get<std::string>(), bos);
+  // A list of named templates (tool-use variants beside it): the one named "default".
+  if (it->is_array()) {
+    for (const nlohmann::json& entry : *it) {
+      if (entry.is_object() && entry.value("name", nlohmann::json()) == "default" &&
+          entry.contains("template") && entry["template"].is_string()) {
+        return ChatTemplateOrNone(entry["template"].get<std::string>(), bos);
+      }
+    }
   }
+  std::fprintf(stderr, "rtgen: %s's chat_template is neither a string nor a list with a "
+               "\"default\" entry: not used\n", where.c_str());
   return std::optional<ChatTemplate>();
 }
 

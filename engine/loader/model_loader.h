@@ -33,7 +33,9 @@ absl::Status AddEosTokenIds(const std::string& dir, const std::string& config_js
                             Tokenizer& tokenizer);
 
 // The chat template of a Hugging Face directory's tokenizer_config.json (its text; `where` names
-// the file in errors): nullopt when it has none we recognise. Its bos_token may be a string or
+// the file in errors): a string, or the "default" entry of a list of named templates; nullopt
+// when it has none we recognise. (A directory's chat_template.jinja, where recent transformers
+// saves it, is taken before this file.) Its bos_token may be a string or
 // an object with "content" (Llama 2's), as tokenizer.json's added tokens are.
 absl::StatusOr<std::optional<ChatTemplate>> ChatTemplateFromTokenizerConfig(
     const std::string& json_text, const std::string& where);

@@ -232,6 +232,62 @@ TEST(HfDirectoryLoaderTest, BosTokenAsAnObjectStartsEachLlama2Turn) {
   EXPECT_FALSE(ChatTemplateFromTokenizerConfig("[1]", "tokenizer_config.json").ok());
 }
 
+// A list of named templates (tool-use variants beside the default): the "default" entry.
+TEST(HfDirectoryLoaderTest, AListOfTemplatesGivesItsDefault) {
+  const std::string llama3 = "{{ '<|start_header_id|>' + m['role'] }}";
+  const nlohmann::json cfg = {
+      {"chat_template", nlohmann::json::array({{{"name", "tool_use"}, {"template", "{{ x }}"}},
+                                               {{"name", "default"}, {"template", llama3}}})}};
+  auto t = ChatTemplateFromTokenizerConfig(cfg.dump(), "tokenizer_config.json");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_TRUE(t->has_value());
+  const nlohmann::json no_default = {
+      {"chat_template", nlohmann::json::array({{{"name", "tool_use"}, {"template", llama3}}})}};
+  auto none = ChatTemplateFromTokenizerConfig(no_default.dump(), "tokenizer_config.json");
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_FALSE(none->has_value());
+}
+
+// A whole tiny directory (one layer, F32 weights of TinyConfigJson's shapes) whose template is in
+// chat_template.jinja, where recent transformers saves it.
+TEST(HfDirectoryLoaderTest, ChatTemplateJinjaIsTheTemplate) {
+  const std::string dir = WriteHfDirectory(4, {3});
+  nlohmann::json header = nlohmann::json::object();
+  std::string data;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    const std::vector<float> values(static_cast<size_t>(n), 0.01f);
+    header[name] = {{"dtype", "F32"},
+                    {"shape", shape},
+                    {"data_offsets", {data.size(), data.size() + values.size() * 4}}};
+    data.append(reinterpret_cast<const char*>(values.data()), values.size() * 4);
+  };
+  add("model.embed_tokens.weight", {4, 64});
+  add("lm_head.weight", {4, 64});
+  add("model.norm.weight", {64});
+  const std::string p = "model.layers.0.";
+  add(p + "input_layernorm.weight", {64});
+  add(p + "post_attention_layernorm.weight", {64});
+  for (const char* m : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+    add(p + "self_attn." + m + ".weight", {64, 64});
+  }
+  add(p + "mlp.gate_proj.weight", {128, 64});
+  add(p + "mlp.up_proj.weight", {128, 64});
+  add(p + "mlp.down_proj.weight", {64, 128});
+  const std::string h = header.dump();
+  const uint64_t len = h.size();
+  std::ofstream(dir + "/model.safetensors", std::ios::binary)
+      << std::string(reinterpret_cast<const char*>(&len), 8) << h << data;
+  auto without = LoadModel(dir);
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_FALSE(without->chat_template.has_value());
+  std::ofstream(dir + "/chat_template.jinja") << "{{ '<|start_header_id|>' + m['role'] }}";
+  auto with = LoadModel(dir);
+  ASSERT_TRUE(with.ok()) << with.status();
+  EXPECT_TRUE(with->chat_template.has_value());
+}
+
 TEST(HfDirectoryLoaderTest, Llama31TemplatesAreRefusedNotRenderedAsLlama30) {
   const std::string llama31 =
       "{{- bos_token }}{{- '<|start_header_id|>system<|end_header_id|>\\n\\n' }}"
