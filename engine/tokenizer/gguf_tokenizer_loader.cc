@@ -1,11 +1,11 @@
 // LoadTokenizerFromGguf: the tokenizer.ggml.* metadata keys (as llama.cpp writes them).
 
-#include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/gguf_file.h"
+#include "engine/model/model_config.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/vocab_tokenizer.h"
 
@@ -85,13 +85,10 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile&
     spec.add_space_prefix = add_space_prefix.value_or(true);
     ASSIGN_OR_RETURN(std::vector<double> scores, file.GetFloatArray("tokenizer.ggml.scores"));
     for (size_t i = 0; i < scores.size(); ++i) {
-      // Narrowed to float: NaN, infinities and doubles past float's range are refused.
-      if (!std::isfinite(scores[i]) ||
-          std::fabs(scores[i]) > std::numeric_limits<float>::max()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tokenizer.ggml.scores[", i, "] = ", scores[i], " is not a finite 32-bit float"));
-      }
-      spec.scores.push_back(static_cast<float>(scores[i]));
+      // NaN would make the merge queue's order inconsistent; past float's range, a cast is UB.
+      ASSIGN_OR_RETURN(float score,
+                       NarrowToFloat(scores[i], absl::StrCat("tokenizer.ggml.scores[", i, "]")));
+      spec.scores.push_back(score);
     }
     return CreateSpmTokenizer(std::move(spec));
   }

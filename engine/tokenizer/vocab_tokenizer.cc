@@ -1,7 +1,6 @@
 #include "engine/tokenizer/vocab_tokenizer.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/utf8.h"
@@ -32,13 +31,6 @@ absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
   if (!spec.scores.empty() && spec.scores.size() != n) {
     return absl::InvalidArgumentError(
         absl::StrCat("scores has ", spec.scores.size(), " entries, tokens has ", n));
-  }
-  for (size_t i = 0; i < spec.scores.size(); ++i) {
-    // The merge queue orders by score: a NaN would make that order inconsistent.
-    if (!std::isfinite(spec.scores[i])) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("scores[", i, "] = ", spec.scores[i], " is not finite"));
-    }
   }
   if (spec.add_bos && !spec.bos_id.has_value()) {
     // Prompts would go out without their BOS (GGUF's llama tokenizer adds one by default).
