@@ -1,7 +1,6 @@
 // LoadGgufWeights: llama.cpp tensor names -> ModelWeights (fp32, Hugging Face layout).
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/ggml_dequant.h"
@@ -71,13 +70,8 @@ absl::StatusOr<std::vector<float>> ReadVector(const GgufFile& file, const std::s
 
 absl::StatusOr<ModelWeights> LoadGgufWeights(const GgufFile& file, const ModelConfig& config) {
   RETURN_IF_ERROR(config.Validate());
-  // The forward passes have no bias terms: a file with any (llama.cpp loads attn_q/k/v.bias as
-  // optional tensors of the llama architecture) would run with weights left out.
+  // Every tensor one the model reads (no biases, no layers past the count): tensor_names.h.
   for (const GgufTensorInfo& t : file.tensors()) {
-    if (absl::EndsWith(t.name, ".bias")) {
-      return absl::UnimplementedError(absl::StrCat(
-          "gguf: tensor '", t.name, "': bias weights are not supported (no bias terms)"));
-    }
     RETURN_IF_ERROR(CheckTensorIsUsed(GgufLlamaTensorNames(), config.num_layers, t.name));
   }
   const int64_t hidden = config.hidden_size;

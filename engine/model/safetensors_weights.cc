@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/model_weights.h"
@@ -61,11 +60,6 @@ class ShardSet {
   absl::Status CheckEveryTensorIsUsed(int num_layers) const {
     for (const auto& [name, where] : index_) {
       const std::string file = where.first->path();
-      if (absl::EndsWith(name, ".bias")) {
-        return absl::UnimplementedError(absl::StrCat("safetensors: tensor '", name, "' of ", file,
-                                                     ": bias weights are not supported (no "
-                                                     "bias terms)"));
-      }
       if (absl::Status s = CheckTensorIsUsed(SafetensorsLlamaTensorNames(), num_layers, name);
           !s.ok()) {
         return absl::Status(s.code(), absl::StrCat(s.message(), " (in ", file, ")"));

@@ -59,6 +59,13 @@ const TensorNameScheme& SafetensorsLlamaTensorNames() {
 
 absl::Status CheckTensorIsUsed(const TensorNameScheme& scheme, int num_layers,
                                const std::string& name) {
+  // The forward passes have no bias terms (llama.cpp loads attn_q/k/v.bias as optional tensors
+  // of the llama architecture; some Hugging Face Llama-likes have them): said as such.
+  if (absl::EndsWith(name, ".bias")) {
+    return absl::UnimplementedError(absl::StrCat(scheme.format, ": tensor '", name,
+                                                 "': bias weights are not supported (no bias "
+                                                 "terms)"));
+  }
   if (Contains(scheme.global, name)) return absl::OkStatus();
   if (absl::StartsWith(name, scheme.layer_prefix) &&
       IsLayerTensor(scheme, num_layers,

@@ -25,7 +25,8 @@ const TensorNameScheme& GgufLlamaTensorNames();
 const TensorNameScheme& SafetensorsLlamaTensorNames();
 
 // OK when `name` is one `scheme` reads for a model of `num_layers` layers (index < num_layers,
-// written without leading zeros); otherwise INVALID_ARGUMENT naming the tensor and the count.
+// written without leading zeros); UNIMPLEMENTED for a bias; otherwise INVALID_ARGUMENT naming the
+// tensor and the count.
 absl::Status CheckTensorIsUsed(const TensorNameScheme& scheme, int num_layers,
                                const std::string& name);
 
