@@ -109,6 +109,17 @@ absl::StatusOr<LoadedModel> LoadHfDirectory(const fs::path& dir) {
     ASSIGN_OR_RETURN(model.chat_template, ChatTemplateFromTokenizerConfig(text, where));
   }
   ASSIGN_OR_RETURN(model.weights, LoadSafetensorsWeights(dir.string(), model.config));
+  // Rows past the tokenizer's ids (vocab_size padded to a multiple of 64 or 128) are no token:
+  // without them no backend's sampler can pick one, and logits have the tokenizer's width.
+  const int32_t ids = model.tokenizer->vocab_size();
+  if (ids < model.config.vocab_size) {
+    std::fprintf(stderr, "rtgen: %s: config.json's vocab_size %d is padded past the tokenizer's "
+                 "%d ids; the embedding and LM head rows past them are dropped\n",
+                 model.path.c_str(), model.config.vocab_size, ids);
+    model.weights.KeepVocab(ids);
+    model.config.vocab_size = ids;
+    RETURN_IF_ERROR(model.weights.CheckShapes(model.config));
+  }
   return model;
 }
 

@@ -46,6 +46,22 @@ absl::Status CheckVector(const std::string& name, const std::vector<float>& v, i
 
 }  // namespace
 
+void Matrix::KeepFirstRows(int64_t keep) {
+  if (keep >= rows) return;
+  const int64_t kept = keep < 0 ? 0 : keep;
+  data.resize(static_cast<size_t>(kept * cols));
+  if (quantized.format != BlockFormat::kNone) {
+    quantized.bytes.resize(static_cast<size_t>(
+        kept * (cols / kGgmlBlockSize) * static_cast<int64_t>(BlockFormatBytes(quantized.format))));
+  }
+  rows = kept;
+}
+
+void ModelWeights::KeepVocab(int64_t vocab) {
+  token_embedding.KeepFirstRows(vocab);
+  lm_head.KeepFirstRows(vocab);  // empty when tied: nothing to drop
+}
+
 size_t BlockFormatBytes(BlockFormat format) {
   switch (format) {
     case BlockFormat::kQ8_0:

@@ -42,6 +42,9 @@ struct Matrix {
   QuantizedRows quantized;
   bool empty() const { return data.empty(); }
   const float* row(int64_t r) const { return data.data() + r * cols; }
+  // Drops every row from `keep` on (0 <= keep <= rows): rows are row-major, so the rows kept
+  // are a prefix of `data` and of `quantized` alike.
+  void KeepFirstRows(int64_t keep);
 };
 
 struct LayerWeights {
@@ -63,6 +66,9 @@ struct ModelWeights {
   Matrix lm_head;                // [vocab, hidden]; empty when tied
 
   const Matrix& output_matrix() const { return lm_head.empty() ? token_embedding : lm_head; }
+  // The embedding's and the LM head's first `vocab` rows only (vocab <= their rows): ids from
+  // `vocab` on can then be neither embedded nor sampled.
+  void KeepVocab(int64_t vocab);
   // Checks every tensor has the shape `config` implies; names the first wrong tensor.
   absl::Status CheckShapes(const ModelConfig& config) const;
 };

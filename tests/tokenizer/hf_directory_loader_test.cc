@@ -3,7 +3,8 @@
 // (its added tokens would have read past the embedding); tokenizer_config.json's bos_token as an
 // object (Llama 2's) still starts each turn; a Llama 3.1+ template is refused, not rendered as
 // Llama 3.0's; a tokenizer.json with a member of the wrong type is an error, not an abort; a
-// post-processor template's leading special token is the BOS when tokenizer_config.json is silent.
+// post-processor template's leading special token is the BOS when tokenizer_config.json is silent;
+// config.json's vocab_size padded past the tokenizer's ids keeps only the tokenizer's rows.
 
 #include <algorithm>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/model/safetensors_builder.h"
 #include "tests/unique_temp_path.h"
 
 namespace rtgen {
@@ -64,6 +66,53 @@ TEST(HfDirectoryLoaderTest, TokenizerIdsPastTheVocabSizeAreRefused) {
   const auto within = LoadModel(WriteHfDirectory(8, {3, 7}));
   EXPECT_FALSE(within.ok());
   EXPECT_FALSE(absl::StrContains(within.status().message(), "vocab_size")) << within.status();
+}
+
+// Every tensor of TinyConfigJson(vocab) as F32 into dir/model.safetensors: norms of ones, each
+// matrix's element j = its index among the matrices + j / 65536 (every value distinct).
+void WriteTinyWeights(const std::string& dir, int vocab) {
+  testing::SafetensorsBuilder b;
+  int index = 0;
+  const auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    std::vector<float> v(static_cast<size_t>(rows * cols));
+    for (size_t j = 0; j < v.size(); ++j) v[j] = static_cast<float>(index) + j / 65536.0f;
+    ++index;
+    b.Add(name, "F32", {rows, cols}, v);
+  };
+  const auto norm = [&](const std::string& name) {
+    b.Add(name, "F32", {64}, std::vector<float>(64, 1.0f));
+  };
+  matrix("model.embed_tokens.weight", vocab, 64);
+  matrix("lm_head.weight", vocab, 64);
+  norm("model.norm.weight");
+  const std::string p = "model.layers.0.";
+  norm(p + "input_layernorm.weight");
+  norm(p + "post_attention_layernorm.weight");
+  for (const char* w : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+    matrix(p + "self_attn." + w + ".weight", 64, 64);
+  }
+  matrix(p + "mlp.gate_proj.weight", 128, 64);
+  matrix(p + "mlp.up_proj.weight", 128, 64);
+  matrix(p + "mlp.down_proj.weight", 64, 128);
+  std::ofstream(dir + "/model.safetensors", std::ios::binary) << b.Bytes();
+}
+
+TEST(HfDirectoryLoaderTest, RowsPaddedPastTheTokenizersIdsAreDropped) {
+  // 8 rows, the tokenizer's ids 0-4 ("a" "b" "ab", <x3>, <x4>): rows 5-7 are padding, which no
+  // sampler may pick and no logits row may carry.
+  const std::string dir = WriteHfDirectory(8, {3, 4});
+  WriteTinyWeights(dir, 8);
+  const auto model = LoadModel(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->tokenizer->vocab_size(), 5);
+  EXPECT_EQ(model->config.vocab_size, 5);
+  for (const Matrix* m : {&model->weights.token_embedding, &model->weights.lm_head}) {
+    EXPECT_EQ(m->rows, 5);
+    EXPECT_EQ(m->cols, 64);
+    ASSERT_EQ(m->data.size(), 5u * 64u);
+    EXPECT_EQ(m->data[4 * 64 + 63], m->data[0] + (4 * 64 + 63) / 65536.0f);  // rows 0-4 kept
+  }
+  EXPECT_TRUE(model->weights.CheckShapes(model->config).ok());
 }
 
 TEST(HfDirectoryLoaderTest, MembersOfTheWrongTypeAreAnErrorNotAnAbort) {
