@@ -31,9 +31,11 @@ int32_t DecodeContextBoundFor(const std::vector<int32_t>& bounds, int32_t longes
 }
 
 MergeInO MergeInOFromEnv() {
-  if (EnvIs("RTGEN_DECODE_MERGE_IN_O", "1")) return MergeInO::kAlways;
-  if (EnvIs("RTGEN_DECODE_MERGE_IN_O", "0")) return MergeInO::kNever;
-  return MergeInO::kAuto;
+  switch (EnvChoice("RTGEN_DECODE_MERGE_IN_O", {"0", "1"})) {
+    case 0: return MergeInO::kNever;
+    case 1: return MergeInO::kAlways;
+    default: return MergeInO::kAuto;
+  }
 }
 
 namespace {

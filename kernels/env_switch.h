@@ -15,10 +15,10 @@
 // RTGEN_ATTENTION_CLUSTER, RTGEN_FUSED_MLP, RTGEN_FUSED_MLP_FEATURES, and the diagnostics
 // RTGEN_DIAG_SKIP and RTGEN_PERSISTENT_TRACE) are environment variables, each consulted by one
 // function (those on a per-launch path keep the value in a static; those read at start-up read
-// it when called); these helpers are how every one of them is read. EnvOnUnlessZero, EnvOptIn
-// and EnvInt report a value they do not take; the switches that take words (RTGEN_PREFILL_MMA,
-// RTGEN_HOPPER_GEMM, RTGEN_GEMV_SLAB, RTGEN_DECODE_MERGE_IN_O, ...) compare with EnvIs and take
-// any other value as their default without a report.
+// it when called); these helpers are how every one of them is read. EnvOnUnlessZero, EnvOptIn,
+// EnvInt and EnvChoice (the switches that take words: RTGEN_PREFILL_MMA, RTGEN_HOPPER_GEMM,
+// RTGEN_GEMV_SLAB, RTGEN_DECODE_MERGE_IN_O, ...) report a value they do not take and use the
+// switch's default instead.
 
 #include <cerrno>
 #include <cstdio>
@@ -85,6 +85,20 @@ inline long long EnvInt(const char* name, long long fallback) {
   if (errno == 0 && end != v && *end == '\0') return parsed;
   ReportUnknownEnvValue(name, v, ("the default (" + std::to_string(fallback) + ")").c_str());
   return fallback;
+}
+
+// The index in `words` of the variable's value; -1 (the caller's default) when it is unset or
+// empty, and for any other value, which is reported ("on", "ALL", "1 " are none of the words).
+inline int EnvChoice(const char* name, std::initializer_list<const char*> words) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return -1;
+  int index = 0;
+  for (const char* w : words) {
+    if (std::strcmp(v, w) == 0) return index;
+    ++index;
+  }
+  ReportUnknownEnvValue(name, v, "the default");
+  return -1;
 }
 
 }  // namespace rtgen::kernels

@@ -8,7 +8,6 @@
 //   thread t holds down rows j = t, t + kThreads, ... (its F / 8 chunks from column f0).
 
 #include <cstdint>
-#include <string_view>
 
 #include "kernels/aligned.h"
 #include "kernels/device_utils.cuh"
@@ -177,10 +176,8 @@ int FeaturesOf(const FusedMlpParams& p) {
 }  // namespace
 
 int FusedMlpDefaultFeatures() {
-  static const int features = [] {
-    const std::string_view v = EnvValue("RTGEN_FUSED_MLP_FEATURES");
-    return v == "8" ? 8 : 16;
-  }();
+  static const int features =
+      EnvChoice("RTGEN_FUSED_MLP_FEATURES", {"16", "8"}) == 1 ? 8 : 16;
   return features;
 }
 

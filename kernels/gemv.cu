@@ -598,9 +598,7 @@ bool UsePdl() {
 // RTGEN_TC_ROPE_EARLY_DEPENDENTS=1 / =0: early / late at every shape (A/B).
 constexpr int64_t kTcRopeEarlyBytes = int64_t{8} << 20;
 bool TcRopeReleasesEarly(const GemvParams& p, int32_t head_dim) {
-  static const int forced = EnvIs("RTGEN_TC_ROPE_EARLY_DEPENDENTS", "1")   ? 1
-                            : EnvIs("RTGEN_TC_ROPE_EARLY_DEPENDENTS", "0") ? 0
-                                                                           : -1;
+  static const int forced = EnvChoice("RTGEN_TC_ROPE_EARLY_DEPENDENTS", {"0", "1"});
   if (forced >= 0) return forced == 1;
   return head_dim == 64 && int64_t{p.n} * p.k * 2 >= kTcRopeEarlyBytes;
 }

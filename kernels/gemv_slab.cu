@@ -8,7 +8,6 @@
 // T U chunks of its slab, each warp's 32 U of them in one row.
 
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/aligned.h"
 #include "kernels/device_utils.cuh"
@@ -226,8 +225,8 @@ bool GemvSlabFits(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue
 
 bool GemvSlabByDefault(const GemvParams& p) {
   static const int mode = [] {  // 0: never (default), 1: k >= 4096, 2: any k that fits
-    const char* v = EnvValue("RTGEN_GEMV_SLAB", "0");
-    return std::strcmp(v, "1") == 0 ? 1 : std::strcmp(v, "all") == 0 ? 2 : 0;
+    const int choice = EnvChoice("RTGEN_GEMV_SLAB", {"0", "1", "all"});
+    return choice < 0 ? 0 : choice;
   }();
   constexpr int kMinK = 4096;  // alone, at k = 2048 level or slower (gemv_slab.h)
   return mode != 0 && (mode == 2 || p.k >= kMinK) &&

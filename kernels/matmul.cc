@@ -24,8 +24,10 @@ namespace {
 // RTGEN_SWIGLU_GEMV: "0" never fuses gate_up with SiLU·mul (A/B), "all" also routes m <= 8 shapes
 // with n > 16384 (Llama-3-8B's gate_up) to the fused GEMV; otherwise fused where the GEMV runs.
 int SwiGluGemvMode() {
-  static const int mode =
-      EnvIs("RTGEN_SWIGLU_GEMV", "all") ? 2 : EnvOnUnlessZero("RTGEN_SWIGLU_GEMV") ? 1 : 0;
+  static const int mode = [] {  // 0, 1 (the default) or 2 ("all")
+    const int choice = EnvChoice("RTGEN_SWIGLU_GEMV", {"0", "1", "all"});
+    return choice < 0 ? 1 : choice;
+  }();
   return mode;
 }
 
@@ -65,8 +67,10 @@ int32_t GemvMaxRows() {
 }
 
 bool GemvShape(const MatmulParams& p, bool any_n) {
-  static const int wide =
-      EnvIs("RTGEN_GEMV_WIDE", "all") ? 2 : EnvOnUnlessZero("RTGEN_GEMV_WIDE") ? 1 : 0;
+  static const int wide = [] {  // 0, 1 (the default) or 2 ("all")
+    const int choice = EnvChoice("RTGEN_GEMV_WIDE", {"0", "1", "all"});
+    return choice < 0 ? 1 : choice;
+  }();
   if (p.m > GemvMaxRows()) return false;
   if (p.m > kGemvMaxRows) return int64_t{p.n} * p.k <= kGemvSlicedMaxElems;
   if (p.m > 8) return int64_t{p.n} * p.k <= (int64_t{4} << 20);
@@ -102,8 +106,11 @@ absl::StatusOr<bool> RanOnHopper(const MatmulContext& ctx, const MatmulParams& p
 // Read at start-up, when a context is created or a shape tuned.
 enum class TuneMode { kOff, kList, kWide };
 TuneMode TuneModeFromEnv() {
-  if (EnvIs("RTGEN_MATMUL_TUNE", "wide")) return TuneMode::kWide;
-  return EnvOnUnlessZero("RTGEN_MATMUL_TUNE") ? TuneMode::kList : TuneMode::kOff;
+  switch (EnvChoice("RTGEN_MATMUL_TUNE", {"0", "1", "wide"})) {
+    case 0: return TuneMode::kOff;
+    case 2: return TuneMode::kWide;
+    default: return TuneMode::kList;
+  }
 }
 
 // RTGEN_MATMUL_SHIPPED=0: the shipped tables of tuned choices are not consulted (A/B).
@@ -225,8 +232,8 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
   }
   // HopperGemm is opt-in (RTGEN_HOPPER_GEMM=1 or =all): on the H200 it measured slower than
   // cuBLASLt at Llama-3-8B's decode shapes (docs/perf/gpu_notes.md, session 15).
-  const bool hopper_wanted =
-      EnvIs("RTGEN_HOPPER_GEMM", "1") || EnvIs("RTGEN_HOPPER_GEMM", "all");
+  const int hopper_choice = EnvChoice("RTGEN_HOPPER_GEMM", {"0", "1", "all"});
+  const bool hopper_wanted = hopper_choice >= 1;
   if (use_gemv && hopper_wanted && HopperGemmAvailable(device)) {
     int sms = 0;
     RTGEN_CUDA_RETURN_IF_ERROR(
@@ -242,7 +249,7 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
     // Zero before any stream uses them (the engine's streams do not wait for the legacy one).
     RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
     ctx->hopper_.ctas = sms;
-    ctx->hopper_min_rows_ = EnvIs("RTGEN_HOPPER_GEMM", "all") ? 1 : 9;
+    ctx->hopper_min_rows_ = hopper_choice == 2 ? 1 : 9;
   }
   return ctx;
 }

@@ -22,7 +22,7 @@ namespace rtgen {
 namespace {
 
 bool SeparateDecodeCombine() {
-  static const bool separate = kernels::EnvIs("RTGEN_DECODE_COMBINE", "kernel");
+  static const bool separate = kernels::EnvChoice("RTGEN_DECODE_COMBINE", {"kernel"}) == 0;
   return separate;
 }
 
@@ -42,9 +42,7 @@ bool DecodeTensorCores() {
 // RTGEN_PREFILL_MMA=0: the CUDA-core kernel at every size; =1: tensor cores at every size (A/B).
 constexpr int32_t kPrefillCudaCoreTokens = 16;
 bool PrefillTensorCores(int32_t num_tokens) {
-  static const int forced = kernels::EnvIs("RTGEN_PREFILL_MMA", "1")   ? 1
-                            : kernels::EnvIs("RTGEN_PREFILL_MMA", "0") ? 0
-                                                                      : -1;
+  static const int forced = kernels::EnvChoice("RTGEN_PREFILL_MMA", {"0", "1"});
   return forced >= 0 ? forced == 1 : num_tokens > kPrefillCudaCoreTokens;
 }
 
@@ -501,8 +499,8 @@ bool ModelForward::LmHeadTakesLink(int32_t rows) const {
 // batch size, =all: classes at every batch size (A/B).
 constexpr int32_t kContextClassRows = 4;
 std::vector<int32_t> ModelForward::DecodeContextBounds(int32_t rows) const {
-  static const bool off = kernels::EnvIs("RTGEN_DECODE_CONTEXT_CLASSES", "0");
-  static const bool all = kernels::EnvIs("RTGEN_DECODE_CONTEXT_CLASSES", "all");
+  static const int choice = kernels::EnvChoice("RTGEN_DECODE_CONTEXT_CLASSES", {"0", "1", "all"});
+  const bool off = choice == 0, all = choice == 2;
   // The persistent kernel (batch 1) plans no key partitions: one class.
   if (off || (!all && rows > kContextClassRows) || (rows == 1 && persistent_decode())) {
     return {max_context_};

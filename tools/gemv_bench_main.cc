@@ -49,6 +49,7 @@
 #include "engine/model/synthetic_model.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
+#include "kernels/env_switch.h"
 #include "kernels/gemv.h"
 #include "kernels/gemv_rows.h"
 #include "kernels/gemv_slab.h"
@@ -174,9 +175,8 @@ absl::Status Run(const Options& o) {
               static_cast<size_t>(cublasLtGetVersion()));
   std::printf("floor: device-to-device copy bandwidth %.0f GB/s (read + written, median of 10)\n",
               bw / 1e9);
-  const char* pdl = std::getenv("RTGEN_GEMV_PDL");
   std::printf("GEMV launched as a programmatic dependent: %s (RTGEN_GEMV_PDL)\n",
-              pdl != nullptr && std::strcmp(pdl, "0") == 0 ? "off" : "on");
+              kernels::EnvOnUnlessZero("RTGEN_GEMV_PDL") ? "on" : "off");
   std::printf("time per launch inside a CUDA graph, median of %d replays; %% = achieved GB/s over "
               "the copy bandwidth\n\n",
               o.repeats);

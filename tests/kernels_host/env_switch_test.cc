@@ -1,7 +1,7 @@
 // The GPU path's A/B switches read their environment variables strictly: "0" / "1" (and the
-// words a switch names), whole decimal integers; anything else is reported on stderr once and
-// taken as the default, so a typo cannot pass for a setting ("off" read as on, "true" as off,
-// "0x18" as 0).
+// words a switch names), whole decimal integers, one of a switch's words (EnvChoice); anything
+// else is reported on stderr once and taken as the default, so a typo cannot pass for a setting
+// ("off" read as on, "true" as off, "0x18" as 0, "ALL" as the default without a word).
 
 #include "kernels/env_switch.h"
 
@@ -81,6 +81,27 @@ TEST(EnvSwitchTest, IntegersAreWholeDecimalNumbers) {
     EXPECT_EQ(EnvInt(name.c_str(), 24), 24) << bad;
     EXPECT_THAT(::testing::internal::GetCapturedStderr(),
                 HasSubstr(name + "='" + bad + "' is not a value it takes; using the default (24)"));
+  }
+}
+
+TEST(EnvSwitchTest, AChoiceIsOneOfItsWordsOrTheDefault) {
+  Set("RTGEN_TEST_SWITCH_E", nullptr);
+  EXPECT_EQ(EnvChoice("RTGEN_TEST_SWITCH_E", {"0", "1", "all"}), -1);
+  Set("RTGEN_TEST_SWITCH_E", "");
+  EXPECT_EQ(EnvChoice("RTGEN_TEST_SWITCH_E", {"0", "1", "all"}), -1);
+  Set("RTGEN_TEST_SWITCH_E", "0");
+  EXPECT_EQ(EnvChoice("RTGEN_TEST_SWITCH_E", {"0", "1", "all"}), 0);
+  Set("RTGEN_TEST_SWITCH_E", "all");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(EnvChoice("RTGEN_TEST_SWITCH_E", {"0", "1", "all"}), 2);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), IsEmpty());
+  for (const char* bad : {"ALL", "on", "1 "}) {
+    const std::string name = std::string("RTGEN_TEST_SWITCH_WORD_") + std::to_string(bad[1]);
+    Set(name.c_str(), bad);
+    ::testing::internal::CaptureStderr();
+    EXPECT_EQ(EnvChoice(name.c_str(), {"0", "1", "all"}), -1) << bad;
+    EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+                HasSubstr(name + "='" + bad + "' is not a value it takes; using the default"));
   }
 }
 
