@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/pending_token.h"
+#include "engine/sampling/step_samples_check.h"
 
 namespace rtgen {
 
@@ -91,34 +92,10 @@ absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
           absl::StrCat("slot_mapping[", t, "] = ", in.slot_mapping[t], " is outside the pool"));
     }
   }
-  for (size_t i = 0; i < in.samples.size(); ++i) {
-    const SampleRequest& r = in.samples[i];
-    if (r.seq_index < 0 || r.seq_index >= s || r.params == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("samples[", i, "] has a bad seq_index or no params"));
-    }
-    // Its logits row is the sequence's last token of this step (row -1 would be out of bounds).
-    if (in.query_start[r.seq_index + 1] == in.query_start[r.seq_index]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("samples[", i, "] names sequence ", r.seq_index, " with no tokens"));
-    }
-  }
   if (static_cast<int32_t>(in.samples.size()) > cap.max_seqs) {
     return absl::InvalidArgumentError("more samples than the CUDA backend's max_num_seqs");
   }
-  // One sample a sequence: a sequence takes one next token a step (a second sample of its last
-  // token's logits row would be a second, different token for the same position).
-  std::vector<int32_t> sampled_by(static_cast<size_t>(s), -1);  // the first sample naming it
-  for (size_t i = 0; i < in.samples.size(); ++i) {
-    int32_t& first = sampled_by[static_cast<size_t>(in.samples[i].seq_index)];
-    if (first >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("samples[", i, "] names sequence ",
-                                                     in.samples[i].seq_index, ", as samples[",
-                                                     first, "] does: one sample a sequence"));
-    }
-    first = static_cast<int32_t>(i);
-  }
-  return absl::OkStatus();
+  return CheckStepSamples(in, /*params_required=*/true);
 }
 
 }  // namespace rtgen

@@ -9,6 +9,7 @@
 #include "engine/cpu/linear.h"
 #include "engine/cpu/rope.h"
 #include "engine/cpu/vector_ops.h"
+#include "engine/sampling/step_samples_check.h"
 
 namespace rtgen {
 
@@ -78,26 +79,8 @@ absl::Status CpuBackend::CheckStep(const StepInput& in) const {
       }
     }
   }
-  // One sample a sequence, as the CUDA backend checks it: a sequence takes one next token a
-  // step (a second sample of its last row would be a second token for the same position).
-  std::vector<int32_t> sampled_by(static_cast<size_t>(s), -1);  // the first sample naming it
-  for (size_t i = 0; i < in.samples.size(); ++i) {
-    const SampleRequest& r = in.samples[i];
-    if (r.seq_index < 0 || r.seq_index >= s ||
-        in.query_start[r.seq_index + 1] == in.query_start[r.seq_index]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "step samples[", i, "].seq_index = ", r.seq_index,
-          " is not a sequence with tokens in this step"));
-    }
-    int32_t& first = sampled_by[static_cast<size_t>(r.seq_index)];
-    if (first >= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("step samples[", i, "] names sequence ",
-                                                     r.seq_index, ", as samples[", first,
-                                                     "] does: one sample a sequence"));
-    }
-    first = static_cast<int32_t>(i);
-  }
-  return absl::OkStatus();
+  // As the CUDA backend checks them; Step checks their parameters (ComputeLogits needs none).
+  return CheckStepSamples(in, /*params_required=*/false);
 }
 
 absl::StatusOr<std::vector<float>> CpuBackend::ComputeLogits(const StepInput& in) {
