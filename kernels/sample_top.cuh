@@ -13,8 +13,10 @@
 namespace rtgen::kernels {
 
 // Monotone map of a float to uint32 (larger float -> larger integer); -0 maps as +0, since the
-// CPU's comparison ties them.
+// CPU's comparison ties them, and NaN as -inf, as the CPU sampler maps it (fmaxf returns the
+// other operand).
 __device__ __forceinline__ uint32_t OrderedBits(float f) {
+  f = fmaxf(f, -INFINITY);
   const uint32_t u = __float_as_uint(f == 0.0f ? 0.0f : f);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }

@@ -132,6 +132,12 @@ SampledToken SampleToken(std::span<float> logits, const SamplingParams& params,
                          uint64_t seed) {
   SampledToken result;
   if (logits.empty()) return result;
+  // A NaN logit (a model's overflow) counts as -inf, as on the device: no mass, never drawn or
+  // listed unless every logit is one (then id 0), and no NaN in the comparisons the sorts below
+  // need to be a strict weak order.
+  for (float& l : logits) {
+    if (std::isnan(l)) l = -std::numeric_limits<float>::infinity();
+  }
   ApplyPenalties(logits, params, prompt, output);
   if (!params.greedy()) {
     const float inv_t = 1.0f / params.temperature;

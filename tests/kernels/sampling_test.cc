@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <span>
 
@@ -215,6 +216,82 @@ TEST(SamplingTest, MatchesCpuSampler) {
       SampleOnDevice(logits, vocab, params, splits, &again, &logprobs, nullptr, nullptr, nullptr,
                      stride);
       EXPECT_EQ(again, tokens);
+    }
+  }
+}
+
+// A NaN logit counts as -inf on the device as on the CPU (engine/sampling/sampler.cc): every
+// config of MatchesCpuSampler, greedy rows with top-n logprobs too, over rows with NaN at every
+// 7th id, gives the CPU's token (never a NaN id) with a finite logprob near the CPU's, and the
+// CPU's top-n list; a row of nothing but NaN gives id 0. Before, a greedy row's logprob was NaN
+// and a sampled row's top-k took the NaN ids first (their keys ranked above +inf).
+TEST(SamplingTest, NanLogitsCountAsMinusInfinity) {
+  const std::vector<Config> configs = {{0.0f, 0, 1.0f, 0.0f},   {1.0f, 0, 1.0f, 0.0f},
+                                       {0.7f, 0, 0.9f, 0.0f},   {0.8f, 50, 0.95f, 0.0f},
+                                       {1.0f, 0, 1.0f, 0.05f},  {1.0f, 40, 1.0f, 0.0f}};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (const auto [vocab, stride] : kLayouts) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << "vocab " << vocab << " stride " << stride << " seed "
+                                    << seed);
+    std::mt19937_64 rng(seed);
+    const int rows_per_config = 4;
+    std::vector<kernels::SampleRowParams> params;
+    std::vector<SamplingParams> host_params;
+    for (const Config& c : configs) {
+      for (int r = 0; r < rows_per_config; ++r) {
+        SamplingParams h;
+        h.temperature = c.temperature;
+        h.top_k = c.top_k;
+        h.top_p = c.top_p;
+        h.min_p = c.min_p;
+        h.logprobs = r % 2 == 0 ? 5 : 0;
+        kernels::SampleRowParams p;
+        p.temperature = h.temperature;
+        p.top_k = h.top_k;
+        p.top_p = h.top_p;
+        p.min_p = h.min_p;
+        p.top_logprobs = h.logprobs;
+        p.seed = rng();
+        p.counter = rng() % 1000;
+        params.push_back(p);
+        host_params.push_back(h);
+      }
+    }
+    params.push_back(kernels::SampleRowParams{});  // greedy, every logit NaN
+    host_params.push_back(SamplingParams{});
+    host_params.back().temperature = 0.0f;
+    const int rows = static_cast<int>(params.size());
+    std::vector<float> logits = RandomNormal(size_t{1} * rows * vocab, 3.0f, rng);
+    for (int r = 0; r < rows; ++r) {
+      for (int i = 0; i < vocab; ++i) {
+        if (i % 7 == 0 || r == rows - 1) logits[size_t{1} * r * vocab + i] = nan;
+      }
+    }
+    for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
+      SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
+      std::vector<int32_t> tokens;
+      std::vector<float> logprobs;
+      std::vector<kernels::SampleTopEntry> top;
+      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, nullptr, nullptr, &top,
+                     stride);
+      EXPECT_EQ(tokens[rows - 1], 0);
+      for (int r = 0; r < rows - 1; ++r) {
+        SCOPED_TRACE(testing::Message() << "row " << r << " config " << r / rows_per_config);
+        std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
+                               logits.begin() + size_t{1} * (r + 1) * vocab);
+        std::vector<int32_t> fake_output(params[r].counter, 0);  // its size is the counter
+        const SampledToken cpu = SampleToken(row, host_params[r], {}, fake_output, params[r].seed);
+        EXPECT_EQ(tokens[r], cpu.token_id);
+        EXPECT_NE(tokens[r] % 7, 0);
+        EXPECT_TRUE(std::isfinite(logprobs[r])) << logprobs[r];
+        EXPECT_NEAR(logprobs[r], cpu.logprob, 1e-3);
+        const kernels::SampleTopEntry* got = top.data() + size_t{1} * r * kernels::kMaxTopLogprobs;
+        for (size_t j = 0; j < cpu.top.size(); ++j) {
+          EXPECT_EQ(got[j].token, cpu.top[j].token_id) << "entry " << j;
+          EXPECT_NEAR(got[j].logprob, cpu.top[j].logprob, 1e-4) << "entry " << j;
+        }
+      }
     }
   }
 }

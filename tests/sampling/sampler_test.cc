@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -55,6 +57,45 @@ TEST(SamplerTest, GreedyIsArgmaxLowestIdOnTies) {
   EXPECT_EQ(Sample({0.1f, 3.0f, -1.0f, 2.0f}, p, 1).token_id, 1);
   EXPECT_EQ(Sample({0.1f, 3.0f, -1.0f, 3.0f}, p, 1).token_id, 1);
   EXPECT_EQ(Sample({5.0f, 5.0f}, p, 7).token_id, 0);
+}
+
+// A NaN logit (a model's overflow) counts as -inf, as on the device (kernels/sampling.cu): never
+// the argmax, drawn or listed, and no NaN in the logprobs of the others. With NaN in them the
+// sorts' comparisons were no strict weak order (undefined behaviour: std::sort may read past the
+// range), and a NaN at id 0 was the greedy token.
+TEST(SamplerTest, NanLogitsCountAsMinusInfinity) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.logprobs = 3;
+  const SampledToken g = Sample({nan, 1.0f, 2.0f, nan}, greedy, 1);
+  EXPECT_EQ(g.token_id, 2);
+  EXPECT_NEAR(g.logprob, 2.0f - std::log(std::exp(1.0) + std::exp(2.0)), 1e-6);
+  ASSERT_EQ(g.top.size(), 3u);
+  EXPECT_EQ(g.top[0].token_id, 2);
+  EXPECT_EQ(g.top[1].token_id, 1);
+  EXPECT_EQ(g.top[2].logprob, -std::numeric_limits<float>::infinity());
+  // Every sampler path, over a large row with NaN at every 7th id: never a NaN id.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> row(5000);
+  for (size_t i = 0; i < row.size(); ++i) row[i] = i % 7 == 0 ? nan : normal(rng);
+  for (const auto& [top_k, top_p, min_p] :
+       std::vector<std::tuple<int32_t, float, float>>{
+           {0, 1.0f, 0.0f}, {50, 1.0f, 0.0f}, {0, 0.9f, 0.0f}, {0, 1.0f, 0.05f}, {40, 0.8f, 0.1f}}) {
+    SamplingParams p;
+    p.temperature = 1.5f;
+    p.top_k = top_k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    for (uint64_t seed = 0; seed < 50; ++seed) {
+      const SampledToken t = Sample(row, p, seed);
+      EXPECT_NE(t.token_id % 7, 0) << top_k << " " << top_p << " " << min_p << " seed " << seed;
+      EXPECT_TRUE(std::isfinite(t.logprob));
+    }
+  }
+  // Nothing but NaN: id 0, as for a row of -inf.
+  EXPECT_EQ(Sample({nan, nan, nan}, greedy, 1).token_id, 0);
 }
 
 TEST(SamplerTest, TinyTemperatureIsGreedyWithAFiniteLogprob) {
