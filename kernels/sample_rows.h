@@ -17,8 +17,10 @@ namespace rtgen {
 bool NeedsHostSampling(const SampleRequest& s, int32_t max_penalty_tokens);
 
 // The row's parameters but its penalties (PenaltyEntryBuilder::Append sets those). The draw's
-// counter is the number of tokens generated so far (output.size()), as on the CPU sampler, so a
-// seed gives the same stream on either backend.
+// counter is the number of tokens generated so far (output.size()), as on the CPU sampler: the
+// same seed draws the same uniforms on either backend, and from the same logits the same tokens
+// but where a draw or a top-p / min-p cut falls within rounding of a boundary (the device's
+// expf and block sums against the CPU's std::exp and sequential sums).
 kernels::SampleRowParams DeviceParams(const SampleRequest& s);
 
 }  // namespace rtgen
