@@ -272,6 +272,10 @@ void EngineImpl::RunStep() {
     }
     return;
   }
+  // The scheduled sequences count as running before any of their tokens go out (this step's on
+  // the CPU backend, in CollectInFlight below): a client with its first token sees its request
+  // in GetLoad.
+  PublishLoad();
   StepInput* input = &inputs_[next_input_];
   next_input_ ^= 1;
   BuildStepInput(batch, config_.block_size, input);

@@ -179,6 +179,35 @@ TEST_F(EngineTest, CancelEndsTheStreamAndFreesBlocks) {
   engine->Cancel("unknown-id");  // no-op
 }
 
+// GetLoad counts a sequence as running from the step that schedules it, before any of its tokens
+// go out: a client that has its first token and asks for the load sees its request running (the
+// load was published only after the step, so it lagged a step behind the tokens; ops_drain's
+// "streams run on A" check read 3 of 4 running under load).
+TEST_F(EngineTest, TheLoadCountsARequestRunningBeforeItsFirstTokenGoesOut) {
+  EngineConfig config;
+  config.async_scheduling = false;  // each step collected as it is launched, as on the CPU
+  auto engine = Make(config);
+  std::atomic<int32_t> running_at_first{-1}, waiting_at_first{-1};
+  Stream s;
+  StreamSink record = s.Sink();
+  Engine* e = engine.get();
+  ASSERT_TRUE(engine
+                  ->Submit(MakeRequest("r", Range(1, 8), 4),
+                           [&, e](StreamChunk c) {
+                             if (running_at_first.load() < 0 && !c.token_ids.empty()) {
+                               const LoadSnapshot load = e->GetLoad();
+                               waiting_at_first = load.waiting;
+                               running_at_first = load.running;
+                             }
+                             record(std::move(c));
+                           })
+                  .ok());
+  ASSERT_TRUE(s.Wait());
+  engine->Shutdown();
+  EXPECT_EQ(running_at_first.load(), 1);
+  EXPECT_EQ(waiting_at_first.load(), 0);
+}
+
 // Holds the engine thread after the first step that streamed a token (the stream's final chunk
 // is out and its id released by then) until the test says go on.
 struct HoldAfterFirstToken : EngineObserver {
