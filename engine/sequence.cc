@@ -7,7 +7,7 @@ namespace rtgen {
 
 Sequence::Sequence(Request request, StreamSink sink_fn, const Tokenizer* tokenizer,
                    uint64_t seed, int64_t order)
-    : detokenizer(tokenizer),
+    : detokenizer(tokenizer, request.prompt_tokens),  // request_ is declared (made) after it
       sink(std::move(sink_fn)),
       request_(std::move(request)),
       seed_(seed),

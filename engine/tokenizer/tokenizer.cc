@@ -41,12 +41,19 @@ std::optional<int32_t> Tokenizer::TokenId(std::string_view piece) const {
   return std::nullopt;
 }
 
+IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer,
+                                               std::span<const int32_t> context)
+    : tokenizer_(tokenizer),
+      first_(std::all_of(context.begin(), context.end(),
+                         [tokenizer](int32_t id) { return tokenizer->IsSpecial(id); })) {}
+
 std::string IncrementalDetokenizer::Push(int32_t id) {
   std::string bytes = tokenizer_->TokenBytes(id);
-  if (first_ && tokenizer_->StripsLeadingSpace() && !bytes.empty() && bytes[0] == ' ') {
-    bytes.erase(0, 1);
-  }
+  // Whether this token starts the text is decided before its space is dropped: a bare "▁" is
+  // the text's first token, and the "▁Hello" after it keeps its space (Decode's " Hello").
+  const bool starts_text = first_ && !bytes.empty();
   if (!bytes.empty()) first_ = false;
+  if (starts_text && tokenizer_->StripsLeadingSpace() && bytes[0] == ' ') bytes.erase(0, 1);
   pending_ += bytes;
   return TakeValidUtf8(&pending_, /*flush=*/false);
 }

@@ -63,13 +63,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromJson(const std::stri
 // that can never complete are emitted as U+FFFD.
 class IncrementalDetokenizer {
  public:
-  explicit IncrementalDetokenizer(const Tokenizer* tokenizer) : tokenizer_(tokenizer) {}
+  // `context`: the tokens before those pushed (a request's prompt). A SentencePiece decoder drops
+  // the space "▁" puts before the text's first token; only a stream that starts the text (every
+  // context token special) loses it, as Hugging Face decodes prompt and output together with
+  // special tokens skipped (vLLM's incremental decode): "is" + "▁Paris" streams " Paris".
+  explicit IncrementalDetokenizer(const Tokenizer* tokenizer,
+                                  std::span<const int32_t> context = {});
   std::string Push(int32_t id);  // complete text made available by this token (may be "")
   std::string Flush();           // whatever is still held back, made valid
  private:
   const Tokenizer* tokenizer_;
   std::string pending_;  // bytes of an incomplete UTF-8 character
-  bool first_ = true;
+  bool first_ = true;    // no text before the next token: neither in the context nor pushed
 };
 
 }  // namespace rtgen

@@ -163,6 +163,35 @@ TEST(SpmTokenizerTest, UnknownCharactersFallBackToBytes) {
   EXPECT_EQ(streamed + detok.Flush(), "h\xC3\xA9 hello");
 }
 
+// The space a SentencePiece "▁" puts before the text's first token is dropped once, by the token
+// that starts the text: a bare "▁" first (its text empty after the drop) leaves the "▁hello"
+// after it its space, as Decode does (both were stripped); and a stream after a prompt with text
+// keeps its first token's space, as Hugging Face decodes prompt and output together ("is" +
+// "▁Paris" is " Paris"), while one after special tokens only (BOS) starts the text.
+TEST(SpmTokenizerTest, TheLeadingSpaceIsDroppedOnlyWhereTheTextStarts) {
+  auto tok = LoadViaGguf(true);
+  ASSERT_NE(tok, nullptr);
+  const std::optional<int32_t> bare = tok->TokenId("\xE2\x96\x81");
+  const std::optional<int32_t> hello = tok->TokenId("\xE2\x96\x81hello");
+  ASSERT_TRUE(bare && hello);
+  const auto stream = [&](std::span<const int32_t> context, std::vector<int32_t> ids) {
+    IncrementalDetokenizer detok(tok.get(), context);
+    std::string text;
+    for (int32_t id : ids) text += detok.Push(id);
+    return text + detok.Flush();
+  };
+  EXPECT_EQ(tok->Decode(std::vector<int32_t>{*bare, *hello}), " hello");
+  EXPECT_EQ(stream({}, {*bare, *hello}), " hello");
+  EXPECT_EQ(stream({}, {*hello}), "hello");
+  ASSERT_TRUE(tok->bos_id().has_value());
+  const std::vector<int32_t> bos_only = {*tok->bos_id()};
+  EXPECT_EQ(stream(bos_only, {*hello}), "hello");
+  auto prompt = tok->Encode("hello", false);
+  ASSERT_TRUE(prompt.ok());
+  prompt->insert(prompt->begin(), *tok->bos_id());
+  EXPECT_EQ(stream(*prompt, {*hello}), " hello");
+}
+
 TEST(SpmTokenizerTest, SpecialTokensAndSpacePrefixPerSegment) {
   auto tok = LoadViaGguf(true);
   ASSERT_NE(tok, nullptr);
