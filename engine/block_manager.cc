@@ -40,9 +40,10 @@ std::span<const int32_t> BlockManager::BlockTokens(int32_t block) const {
                static_cast<size_t>(block_size_));
 }
 
-int32_t BlockManager::FindCached(uint64_t hash, std::span<const int32_t> tokens) const {
+int32_t BlockManager::FindCached(uint64_t hash, std::span<const int32_t> tokens,
+                                 uint64_t parent_reg) const {
   auto it = hash_to_block_.find(hash);
-  if (it == hash_to_block_.end()) return -1;
+  if (it == hash_to_block_.end() || blocks_[it->second].parent_reg != parent_reg) return -1;
   std::span<const int32_t> stored = BlockTokens(it->second);
   if (!std::equal(stored.begin(), stored.end(), tokens.begin(), tokens.end())) return -1;
   return it->second;
@@ -55,16 +56,17 @@ std::vector<int32_t> BlockManager::FindPrefixHits(const Sequence& seq,
   std::span<const int32_t> tokens = seq.tokens();
   // Full blocks strictly before the last token: the last token is always computed.
   const int32_t max_hits = (seq.num_tokens() - 1) / block_size_;
-  uint64_t parent = 0;
+  uint64_t parent = 0, parent_reg = 0;
   for (int32_t i = 0; i < max_hits; ++i) {
     std::span<const int32_t> block_tokens = tokens.subspan(
         static_cast<size_t>(i) * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_));
     const uint64_t h = HashBlock(parent, block_tokens);
-    const int32_t block = FindCached(h, block_tokens);
+    const int32_t block = FindCached(h, block_tokens, parent_reg);
     if (block < 0) break;
     hits.push_back(block);
     if (hashes != nullptr) hashes->push_back(h);
     parent = h;
+    parent_reg = blocks_[block].reg;
   }
   return hits;
 }
@@ -94,6 +96,7 @@ int32_t BlockManager::Allocate(Sequence& seq) {
   while (static_cast<int32_t>(seq.block_table.size()) < total) {
     seq.block_table.push_back(TakeFreeBlock());
   }
+  seq.block_chain_reg = hits.empty() ? 0 : blocks_[hits.back()].reg;
   const int32_t cached = static_cast<int32_t>(hits.size()) * block_size_;
   seq.num_computed_tokens = cached;
   cached_hit_tokens_ += cached;
@@ -117,13 +120,32 @@ void BlockManager::CommitSlow(Sequence& seq) {
         tokens.subspan(i * static_cast<size_t>(block_size_), static_cast<size_t>(block_size_));
     const uint64_t h = HashBlock(parent, block_tokens);
     seq.block_hashes.push_back(h);
-    if (!enable_prefix_caching_) continue;
+    const uint64_t parent_reg = seq.block_chain_reg;
+    if (!enable_prefix_caching_ || parent_reg == kNoChain) continue;
     const int32_t b = seq.block_table[i];
     Block& block = blocks_[b];
-    // Another sequence may have registered the same content first; this copy stays unhashed.
-    if (block.has_hash || !hash_to_block_.try_emplace(h, b).second) continue;
+    if (block.has_hash) {  // a prefix hit: registered after this very prefix
+      seq.block_chain_reg = block.reg;
+      continue;
+    }
+    const auto [it, inserted] = hash_to_block_.try_emplace(h, b);
+    if (!inserted) {
+      // Registered first by another sequence: the same prefix (this copy stays unhashed, and
+      // the next block's parent is that one), or a different prefix under the same hash, after
+      // which none of this sequence's blocks can be registered.
+      const int32_t other = it->second;
+      const std::span<const int32_t> stored = BlockTokens(other);
+      const bool same = blocks_[other].parent_reg == parent_reg &&
+                        std::equal(stored.begin(), stored.end(), block_tokens.begin(),
+                                   block_tokens.end());
+      seq.block_chain_reg = same ? blocks_[other].reg : kNoChain;
+      continue;
+    }
     block.has_hash = true;
     block.hash = h;
+    block.reg = next_reg_++;
+    block.parent_reg = parent_reg;
+    seq.block_chain_reg = block.reg;
     std::copy(block_tokens.begin(), block_tokens.end(),
               block_tokens_.begin() + static_cast<std::ptrdiff_t>(b) * block_size_);
   }
@@ -143,6 +165,7 @@ void BlockManager::Free(Sequence& seq) {
   }
   seq.block_table.clear();
   seq.block_hashes.clear();
+  seq.block_chain_reg = 0;
   seq.num_computed_tokens = 0;
 }
 
@@ -158,6 +181,7 @@ int32_t BlockManager::TakeFreeBlock() {
     Block& block = blocks_[b];
     hash_to_block_.erase(block.hash);
     block.has_hash = false;
+    block.reg = block.parent_reg = 0;  // its registration ends: children can match no parent
   }
   blocks_[b].ref_count = 1;
   ++num_used_;

@@ -2,7 +2,11 @@
 // KV block bookkeeping, pure CPU state: reference-counted fixed-size blocks and automatic prefix
 // caching. A FULL block whose KV is written is registered under a chained content hash
 // (hash(parent block's hash, the block's token ids)); a later sequence with the same prefix
-// shares it. A block whose refcount drops to 0 keeps its hash and stays in the cache, evictable
+// shares it. The hash only finds a candidate: a hit also needs the candidate's own tokens and
+// its parent (the registration of the cached block before it, unique, never reused) to be the
+// sequence's, so by induction a shared block's whole prefix is the sequence's, token for token,
+// whatever the hashes do (64-bit chains can be made to collide on purpose: a crafted prompt
+// must not place its KV under another user's prefix). A block whose refcount drops to 0 keeps its hash and stays in the cache, evictable
 // in least-recently-freed order. Allocation takes free uncached blocks first, then evicts.
 //
 // Invariant: num_free_blocks() + num_used_blocks() == num_blocks(), where free counts both
@@ -68,12 +72,16 @@ class BlockManager {
   bool is_cached(int32_t block) const { return blocks_[block].has_hash; }
 
   static uint64_t HashBlock(uint64_t parent, std::span<const int32_t> tokens);
+  // Sequence::block_chain_reg of a sequence none of whose later blocks can be registered.
+  static constexpr uint64_t kNoChain = ~uint64_t{0};
 
  private:
   struct Block {
     int32_t ref_count = 0;
     bool has_hash = false;
     uint64_t hash = 0;
+    uint64_t reg = 0;         // while has_hash: this registration's id (from 1, never reused)
+    uint64_t parent_reg = 0;  // while has_hash: the block before it's reg, 0 for a first block
     int32_t lru_prev = -1;  // links in the evictable list (ref_count == 0 && has_hash)
     int32_t lru_next = -1;
   };
@@ -81,7 +89,9 @@ class BlockManager {
   // Cached blocks that `seq` can share: its longest prefix of full blocks that are cached,
   // never including the block holding the last token. Fills `hashes` for them.
   std::vector<int32_t> FindPrefixHits(const Sequence& seq, std::vector<uint64_t>* hashes) const;
-  int32_t FindCached(uint64_t hash, std::span<const int32_t> tokens) const;
+  // The cached block registered under `hash` with these tokens after the block whose
+  // registration is `parent_reg` (0: first); -1 when none.
+  int32_t FindCached(uint64_t hash, std::span<const int32_t> tokens, uint64_t parent_reg) const;
   void AppendSlow(Sequence& seq, int32_t num_tokens);
   void CommitSlow(Sequence& seq);
   int32_t TakeFreeBlock();
@@ -99,6 +109,7 @@ class BlockManager {
   int32_t lru_size_ = 0;
   int32_t num_used_ = 0;   // blocks with ref_count > 0
   int64_t cached_hit_tokens_ = 0;
+  uint64_t next_reg_ = 1;
   absl::flat_hash_map<uint64_t, int32_t> hash_to_block_;
 };
 

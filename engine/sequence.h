@@ -72,6 +72,10 @@ class Sequence {
   std::vector<int32_t> block_table;  // KV block ids, covering at least num_computed_tokens
   // Chained content hash of each full block of `tokens()` whose KV is written, in order.
   std::vector<uint64_t> block_hashes;
+  // BlockManager: the registration of the cached block that stands for this sequence's last
+  // committed full block (0 before its first; BlockManager::kNoChain when a block of its prefix
+  // could not be registered as that prefix), the parent its next registered block records.
+  uint64_t block_chain_reg = 0;
   int32_t num_preemptions = 0;
   bool was_preempted = false;        // back in the waiting queue after a preemption
   int32_t num_cached_tokens = 0;     // prefix-cache hit tokens at the first admission

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "engine/common/splitmix64.h"
 #include "tests/engine/test_util.h"
 
 namespace rtgen::testing {
@@ -162,6 +163,48 @@ TEST_F(BlockManagerTest, SameContentComputedTwiceIsRegisteredOnce) {
   bm.Free(*b);
   EXPECT_EQ(bm.num_free_blocks(), 8);
   EXPECT_EQ(bm.num_cached_free_blocks(), 2);
+}
+
+// Two different first blocks built to share a 64-bit chain hash (HashBlock mixes two ids a word:
+// the collider's third and fourth ids are chosen so the second word lands on the victim's
+// state). A prompt starting with the collider must not place its next block's KV under the
+// victim's prefix: the victim's lookup then finds that block by hash and by its own tokens, and
+// before the parent check it shared it (8 tokens hit, the second block's KV computed after
+// another context); and the victim's own second block, computed later, is registered and found.
+TEST_F(BlockManagerTest, AHashCollisionInThePrefixIsNoHit) {
+  BlockManager bm(16, 4, true);
+  const auto word = [](int32_t x, int32_t y) {
+    return uint64_t{static_cast<uint32_t>(x)} | (uint64_t{static_cast<uint32_t>(y)} << 32);
+  };
+  const uint64_t s0 = SplitMix64(0x5bd1e995ULL ^ (uint64_t{4} << 32));  // parent 0, 4 ids
+  const uint64_t mid = SplitMix64(s0 ^ word(1, 2)) ^ word(3, 4);
+  std::vector<int32_t> collider;
+  for (int32_t x = 100; collider.empty(); ++x) {
+    const uint64_t w = mid ^ SplitMix64(s0 ^ word(x, 0));
+    if ((w & 0x8000000080000000ULL) == 0) {  // both ids non-negative
+      collider = {x, 0, static_cast<int32_t>(static_cast<uint32_t>(w)),
+                  static_cast<int32_t>(w >> 32)};
+    }
+  }
+  ASSERT_NE(collider, Range(1, 4));
+  ASSERT_EQ(BlockManager::HashBlock(0, collider), BlockManager::HashBlock(0, Range(1, 4)));
+
+  auto first = Seq({1, 2, 3, 4, 9});  // registers the victim's first block
+  bm.Allocate(*first);
+  ComputeAll(bm, *first);
+  std::vector<int32_t> crafted = collider;
+  for (int32_t t : {5, 6, 7, 8, 9}) crafted.push_back(t);  // then the victim's second block
+  auto attacker = Seq(crafted);
+  EXPECT_EQ(bm.Allocate(*attacker), 0);
+  ComputeAll(bm, *attacker);
+  auto victim = Seq(Range(1, 9));
+  EXPECT_EQ(bm.Allocate(*victim), 4);
+  EXPECT_EQ(victim->block_table[0], first->block_table[0]);
+  EXPECT_NE(victim->block_table[1], attacker->block_table[1]);
+  ComputeAll(bm, *victim);
+  auto again = Seq(Range(1, 9));
+  EXPECT_EQ(bm.Allocate(*again), 8);  // the victim's own second block, after its own first
+  EXPECT_EQ(again->block_table[1], victim->block_table[1]);
 }
 
 }  // namespace
