@@ -16,7 +16,7 @@ BlockManager::BlockManager(int32_t num_blocks, int32_t block_size, bool enable_p
       blocks_(static_cast<size_t>(num_blocks)),
       block_tokens_(static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size), 0) {
   free_uncached_.reserve(static_cast<size_t>(num_blocks));
-  hash_to_block_.reserve(static_cast<size_t>(num_blocks));
+  cached_.reserve(static_cast<size_t>(num_blocks));
   // Stack: block 0 is taken first.
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_uncached_.push_back(b);
 }
@@ -42,8 +42,8 @@ std::span<const int32_t> BlockManager::BlockTokens(int32_t block) const {
 
 int32_t BlockManager::FindCached(uint64_t hash, std::span<const int32_t> tokens,
                                  uint64_t parent_reg) const {
-  auto it = hash_to_block_.find(hash);
-  if (it == hash_to_block_.end() || blocks_[it->second].parent_reg != parent_reg) return -1;
+  auto it = cached_.find({parent_reg, hash});
+  if (it == cached_.end()) return -1;
   std::span<const int32_t> stored = BlockTokens(it->second);
   if (!std::equal(stored.begin(), stored.end(), tokens.begin(), tokens.end())) return -1;
   return it->second;
@@ -124,20 +124,17 @@ void BlockManager::CommitSlow(Sequence& seq) {
     if (!enable_prefix_caching_ || parent_reg == kNoChain) continue;
     const int32_t b = seq.block_table[i];
     Block& block = blocks_[b];
-    if (block.has_hash) {  // a prefix hit: registered after this very prefix
-      seq.block_chain_reg = block.reg;
-      continue;
-    }
-    const auto [it, inserted] = hash_to_block_.try_emplace(h, b);
+    // Prefix hits' hashes were pushed by Allocate: every block committed here is fresh.
+    assert(!block.has_hash);
+    const auto [it, inserted] = cached_.try_emplace({parent_reg, h}, b);
     if (!inserted) {
-      // Registered first by another sequence: the same prefix (this copy stays unhashed, and
-      // the next block's parent is that one), or a different prefix under the same hash, after
-      // which none of this sequence's blocks can be registered.
+      // Registered first by another sequence after the same parent: the same tokens (this copy
+      // stays unregistered, and the next block's parent is that one), or other tokens under the
+      // same hash, after which none of this sequence's blocks can be registered.
       const int32_t other = it->second;
       const std::span<const int32_t> stored = BlockTokens(other);
-      const bool same = blocks_[other].parent_reg == parent_reg &&
-                        std::equal(stored.begin(), stored.end(), block_tokens.begin(),
-                                   block_tokens.end());
+      const bool same =
+          std::equal(stored.begin(), stored.end(), block_tokens.begin(), block_tokens.end());
       seq.block_chain_reg = same ? blocks_[other].reg : kNoChain;
       continue;
     }
@@ -179,7 +176,7 @@ int32_t BlockManager::TakeFreeBlock() {
     b = lru_head_;
     LruRemove(b);
     Block& block = blocks_[b];
-    hash_to_block_.erase(block.hash);
+    cached_.erase({block.parent_reg, block.hash});
     block.has_hash = false;
     block.reg = block.parent_reg = 0;  // its registration ends: children can match no parent
   }

@@ -1,19 +1,22 @@
 #pragma once
 // KV block bookkeeping, pure CPU state: reference-counted fixed-size blocks and automatic prefix
-// caching. A FULL block whose KV is written is registered under a chained content hash
-// (hash(parent block's hash, the block's token ids)); a later sequence with the same prefix
-// shares it. The hash only finds a candidate: a hit also needs the candidate's own tokens and
-// its parent (the registration of the cached block before it, unique, never reused) to be the
+// caching. A FULL block whose KV is written is registered under its parent's registration (an
+// id, unique and never reused: 0 for a first block) and a chained content hash (hash(parent
+// block's hash, the block's token ids)); a later sequence with the same prefix shares it. A hit
+// needs the candidate's parent to be the sequence's previous hit and its own tokens to be the
 // sequence's, so by induction a shared block's whole prefix is the sequence's, token for token,
-// whatever the hashes do (64-bit chains can be made to collide on purpose: a crafted prompt
-// must not place its KV under another user's prefix). A block whose refcount drops to 0 keeps its hash and stays in the cache, evictable
-// in least-recently-freed order. Allocation takes free uncached blocks first, then evicts.
+// whatever the hashes do (64-bit chains can be made to collide on purpose: a crafted prompt must
+// not place its KV under another user's prefix). A block whose refcount drops to 0 keeps its
+// registration and stays in the cache, evictable in least-recently-freed order; an evicted
+// block's children can no longer be reached and age out the same way. Allocation takes free
+// uncached blocks first, then evicts.
 //
 // Invariant: num_free_blocks() + num_used_blocks() == num_blocks(), where free counts both
 // uncached free blocks and evictable cached ones.
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -89,8 +92,8 @@ class BlockManager {
   // Cached blocks that `seq` can share: its longest prefix of full blocks that are cached,
   // never including the block holding the last token. Fills `hashes` for them.
   std::vector<int32_t> FindPrefixHits(const Sequence& seq, std::vector<uint64_t>* hashes) const;
-  // The cached block registered under `hash` with these tokens after the block whose
-  // registration is `parent_reg` (0: first); -1 when none.
+  // The cached block registered after the block whose registration is `parent_reg` (0: first)
+  // under `hash`, holding these tokens; -1 when none.
   int32_t FindCached(uint64_t hash, std::span<const int32_t> tokens, uint64_t parent_reg) const;
   void AppendSlow(Sequence& seq, int32_t num_tokens);
   void CommitSlow(Sequence& seq);
@@ -110,7 +113,9 @@ class BlockManager {
   int32_t num_used_ = 0;   // blocks with ref_count > 0
   int64_t cached_hit_tokens_ = 0;
   uint64_t next_reg_ = 1;
-  absl::flat_hash_map<uint64_t, int32_t> hash_to_block_;
+  // {parent's registration, chained hash} -> block: children of an evicted parent keep keys no
+  // lookup can form, and never stand in the way of the same content after a new parent.
+  absl::flat_hash_map<std::pair<uint64_t, uint64_t>, int32_t> cached_;
 };
 
 }  // namespace rtgen

@@ -207,5 +207,40 @@ TEST_F(BlockManagerTest, AHashCollisionInThePrefixIsNoHit) {
   EXPECT_EQ(again->block_table[1], victim->block_table[1]);
 }
 
+// A child registered under a parent that is evicted later does not stand in the way of the same
+// content computed after a new parent: A and B run the same 8-token prefix at once (B's copies
+// stay unregistered, its third block registered after A's second), A's blocks are evicted, C
+// computes the prefix again; D then shares all 12 tokens, C's third block among them (keyed by
+// the hash alone, B's stale child kept C's from being registered: 8).
+TEST_F(BlockManagerTest, AChildOfAnEvictedParentDoesNotBlockTheSameContentAgain) {
+  BlockManager bm(12, 4, true);
+  const std::vector<int32_t> prefix = Range(1, 8);
+  const auto prompt = [&](std::vector<int32_t> tail) {
+    std::vector<int32_t> p = prefix;
+    p.insert(p.end(), tail.begin(), tail.end());
+    return p;
+  };
+  auto a = Seq(prompt({9}));
+  auto b = Seq(prompt({20, 21, 22, 23, 30}));
+  EXPECT_EQ(bm.Allocate(*a), 0);
+  EXPECT_EQ(bm.Allocate(*b), 0);  // before A's blocks are computed
+  ComputeAll(bm, *a);
+  ComputeAll(bm, *b);
+  bm.Free(*a);
+  std::vector<std::unique_ptr<Sequence>> fillers;  // take every free block: A's are evicted
+  while (bm.num_free_blocks() > 0) {
+    fillers.push_back(Seq(Range(100 + 4 * static_cast<int32_t>(fillers.size()), 3)));
+    bm.Allocate(*fillers.back());
+  }
+  for (auto& f : fillers) bm.Free(*f);
+  auto c = Seq(prompt({20, 21, 22, 23, 40}));
+  EXPECT_EQ(bm.Allocate(*c), 0);
+  ComputeAll(bm, *c);
+  auto d = Seq(prompt({20, 21, 22, 23, 50}));
+  ASSERT_TRUE(bm.CanAllocate(*d));
+  EXPECT_EQ(bm.Allocate(*d), 12);
+  EXPECT_EQ(d->block_table[2], c->block_table[2]);
+}
+
 }  // namespace
 }  // namespace rtgen::testing
