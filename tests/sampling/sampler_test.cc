@@ -80,9 +80,9 @@ TEST(SamplerTest, NanLogitsCountAsMinusInfinity) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::vector<float> row(5000);
   for (size_t i = 0; i < row.size(); ++i) row[i] = i % 7 == 0 ? nan : normal(rng);
-  for (const auto& [top_k, top_p, min_p] :
-       std::vector<std::tuple<int32_t, float, float>>{
-           {0, 1.0f, 0.0f}, {50, 1.0f, 0.0f}, {0, 0.9f, 0.0f}, {0, 1.0f, 0.05f}, {40, 0.8f, 0.1f}}) {
+  const std::vector<std::tuple<int32_t, float, float>> filters = {
+      {0, 1.0f, 0.0f}, {50, 1.0f, 0.0f}, {0, 0.9f, 0.0f}, {0, 1.0f, 0.05f}, {40, 0.8f, 0.1f}};
+  for (const auto& [top_k, top_p, min_p] : filters) {
     SamplingParams p;
     p.temperature = 1.5f;
     p.top_k = top_k;
