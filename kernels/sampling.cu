@@ -467,7 +467,8 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   sum = BlockSum(sum, dscratch);
   const float lse = m + static_cast<float>(log(sum));
 
-  const int token = DrawToken(l, p.vocab, m, rp, dscratch, iscratch);
+  // Every logit -inf (or NaN): no mass to draw from, id 0 as the CPU gives (m is the block's).
+  const int token = m == -INFINITY ? 0 : DrawToken(l, p.vocab, m, rp, dscratch, iscratch);
   if (threadIdx.x == 0) {
     p.token_ids[row] = token;
     if (p.chain_token_ids != nullptr) p.chain_token_ids[row] = token;

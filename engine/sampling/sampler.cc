@@ -133,8 +133,8 @@ SampledToken SampleToken(std::span<float> logits, const SamplingParams& params,
   SampledToken result;
   if (logits.empty()) return result;
   // A NaN logit (a model's overflow) counts as -inf, as on the device: no mass, never drawn or
-  // listed unless every logit is one (then id 0), and no NaN in the comparisons the sorts below
-  // need to be a strict weak order.
+  // listed unless every logit is one (then id 0, greedy or not), and no NaN in the comparisons
+  // the sorts below need to be a strict weak order.
   for (float& l : logits) {
     if (std::isnan(l)) l = -std::numeric_limits<float>::infinity();
   }
@@ -151,7 +151,9 @@ SampledToken SampleToken(std::span<float> logits, const SamplingParams& params,
   for (int32_t i = 0; i < vocab; ++i) total += weight[i] = std::exp(logits[i] - m);
   const float lse = m + static_cast<float>(std::log(total));
 
-  if (params.greedy()) {
+  // Every logit -inf (or NaN): no mass to draw from, so id 0 as greedy gives (the draw took the
+  // last id, its weights all NaN), on the device as here.
+  if (params.greedy() || m == -std::numeric_limits<float>::infinity()) {
     result.token_id = ArgMax(logits);
   } else {
     const float u = CounterUniform(seed, output.size());

@@ -154,6 +154,28 @@ struct Config {
   float min_p;
 };
 
+// One row of `c` for the device and the CPU sampler alike, with `logprobs` top-n entries and a
+// seed and counter drawn from `rng`.
+void AddRow(const Config& c, int32_t logprobs, std::mt19937_64& rng,
+            std::vector<kernels::SampleRowParams>* device, std::vector<SamplingParams>* host) {
+  SamplingParams h;
+  h.temperature = c.temperature;
+  h.top_k = c.top_k;
+  h.top_p = c.top_p;
+  h.min_p = c.min_p;
+  h.logprobs = logprobs;
+  kernels::SampleRowParams p;
+  p.temperature = h.temperature;
+  p.top_k = h.top_k;
+  p.top_p = h.top_p;
+  p.min_p = h.min_p;
+  p.top_logprobs = h.logprobs;
+  p.seed = rng();
+  p.counter = rng() % 1000;
+  device->push_back(p);
+  host->push_back(h);
+}
+
 TEST(SamplingTest, MatchesCpuSampler) {
   // Top-k without top-p (alone, or with min-p) too: the CPU draws its candidates best first as
   // the device does (it drew them in its heap's order before).
@@ -169,22 +191,7 @@ TEST(SamplingTest, MatchesCpuSampler) {
     std::vector<kernels::SampleRowParams> params;
     std::vector<SamplingParams> host_params;
     for (const Config& c : configs) {
-      for (int r = 0; r < rows_per_config; ++r) {
-        kernels::SampleRowParams p;
-        p.temperature = c.temperature;
-        p.top_k = c.top_k;
-        p.top_p = c.top_p;
-        p.min_p = c.min_p;
-        p.seed = rng();
-        p.counter = rng() % 1000;
-        params.push_back(p);
-        SamplingParams h;
-        h.temperature = c.temperature;
-        h.top_k = c.top_k;
-        h.top_p = c.top_p;
-        h.min_p = c.min_p;
-        host_params.push_back(h);
-      }
+      for (int r = 0; r < rows_per_config; ++r) AddRow(c, 0, rng, &params, &host_params);
     }
     const int rows = static_cast<int>(params.size());
     std::vector<float> logits = RandomNormal(size_t{1} * rows * vocab, 3.0f, rng);
@@ -223,8 +230,9 @@ TEST(SamplingTest, MatchesCpuSampler) {
 // A NaN logit counts as -inf on the device as on the CPU (engine/sampling/sampler.cc): every
 // config of MatchesCpuSampler, greedy rows with top-n logprobs too, over rows with NaN at every
 // 7th id, gives the CPU's token (never a NaN id) with a finite logprob near the CPU's, and the
-// CPU's top-n list; a row of nothing but NaN gives id 0. Before, a greedy row's logprob was NaN
-// and a sampled row's top-k took the NaN ids first (their keys ranked above +inf).
+// CPU's top-n list; a row of nothing but NaN gives id 0, greedy or sampled. Before, a greedy
+// row's logprob was NaN and a sampled row's top-k took the NaN ids first (their keys ranked above
+// +inf); a sampled row of nothing but NaN drew the last id on the CPU.
 TEST(SamplingTest, NanLogitsCountAsMinusInfinity) {
   const std::vector<Config> configs = {{0.0f, 0, 1.0f, 0.0f},   {1.0f, 0, 1.0f, 0.0f},
                                        {0.7f, 0, 0.9f, 0.0f},   {0.8f, 50, 0.95f, 0.0f},
@@ -240,32 +248,19 @@ TEST(SamplingTest, NanLogitsCountAsMinusInfinity) {
     std::vector<SamplingParams> host_params;
     for (const Config& c : configs) {
       for (int r = 0; r < rows_per_config; ++r) {
-        SamplingParams h;
-        h.temperature = c.temperature;
-        h.top_k = c.top_k;
-        h.top_p = c.top_p;
-        h.min_p = c.min_p;
-        h.logprobs = r % 2 == 0 ? 5 : 0;
-        kernels::SampleRowParams p;
-        p.temperature = h.temperature;
-        p.top_k = h.top_k;
-        p.top_p = h.top_p;
-        p.min_p = h.min_p;
-        p.top_logprobs = h.logprobs;
-        p.seed = rng();
-        p.counter = rng() % 1000;
-        params.push_back(p);
-        host_params.push_back(h);
+        AddRow(c, r % 2 == 0 ? 5 : 0, rng, &params, &host_params);
       }
     }
-    params.push_back(kernels::SampleRowParams{});  // greedy, every logit NaN
-    host_params.push_back(SamplingParams{});
-    host_params.back().temperature = 0.0f;
+    // Rows of nothing but NaN: greedy, sampled over every id, sampled with top-k and top-p.
+    const int nan_rows = 3, first_nan_row = static_cast<int>(params.size());
+    for (const Config& c : {configs[0], configs[1], configs[3]}) {
+      AddRow(c, 0, rng, &params, &host_params);
+    }
     const int rows = static_cast<int>(params.size());
     std::vector<float> logits = RandomNormal(size_t{1} * rows * vocab, 3.0f, rng);
     for (int r = 0; r < rows; ++r) {
       for (int i = 0; i < vocab; ++i) {
-        if (i % 7 == 0 || r == rows - 1) logits[size_t{1} * r * vocab + i] = nan;
+        if (i % 7 == 0 || r >= first_nan_row) logits[size_t{1} * r * vocab + i] = nan;
       }
     }
     for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
@@ -275,8 +270,15 @@ TEST(SamplingTest, NanLogitsCountAsMinusInfinity) {
       std::vector<kernels::SampleTopEntry> top;
       SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, nullptr, nullptr, &top,
                      stride);
-      EXPECT_EQ(tokens[rows - 1], 0);
-      for (int r = 0; r < rows - 1; ++r) {
+      for (int r = first_nan_row; r < first_nan_row + nan_rows; ++r) {
+        std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
+                               logits.begin() + size_t{1} * (r + 1) * vocab);
+        std::vector<int32_t> fake_output(params[r].counter, 0);
+        EXPECT_EQ(SampleToken(row, host_params[r], {}, fake_output, params[r].seed).token_id, 0)
+            << "row " << r;
+        EXPECT_EQ(tokens[r], 0) << "row " << r;
+      }
+      for (int r = 0; r < first_nan_row; ++r) {
         SCOPED_TRACE(testing::Message() << "row " << r << " config " << r / rows_per_config);
         std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
                                logits.begin() + size_t{1} * (r + 1) * vocab);

@@ -94,8 +94,20 @@ TEST(SamplerTest, NanLogitsCountAsMinusInfinity) {
       EXPECT_TRUE(std::isfinite(t.logprob));
     }
   }
-  // Nothing but NaN: id 0, as for a row of -inf.
+  // Nothing but NaN (or -inf): id 0, greedy or sampled (a sampled row drew the last id).
   EXPECT_EQ(Sample({nan, nan, nan}, greedy, 1).token_id, 0);
+  SamplingParams sampled;
+  sampled.temperature = 1.0f;
+  const float inf = std::numeric_limits<float>::infinity();
+  for (uint64_t seed = 0; seed < 8; ++seed) {
+    EXPECT_EQ(Sample({nan, nan, nan}, sampled, seed).token_id, 0) << seed;
+    EXPECT_EQ(Sample({-inf, -inf, -inf}, sampled, seed).token_id, 0) << seed;
+    sampled.top_k = 2;
+    sampled.top_p = 0.5f;
+    EXPECT_EQ(Sample({nan, -inf, nan}, sampled, seed).token_id, 0) << seed;
+    sampled.top_k = 0;
+    sampled.top_p = 1.0f;
+  }
 }
 
 TEST(SamplerTest, TinyTemperatureIsGreedyWithAFiniteLogprob) {
