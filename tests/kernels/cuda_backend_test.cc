@@ -174,6 +174,15 @@ TEST(CudaBackendTest, FoldedNormsLogitsMatchCpu) {
 
 TEST(CudaBackendTest, TinyModelLogitsMatchCpu) { RunScenario(TinyConfig()); }
 
+// An odd vocabulary (a Hugging Face directory's rows trimmed to its tokenizer's ids, 32001 or
+// 151665 in real files): the LM head leaves its even-width paths, the logits rows their 16-byte
+// alignment, the sampler its vector loads; prefill and decode logits still match the CPU's.
+TEST(CudaBackendTest, AnOddVocabularyLogitsMatchCpu) {
+  ModelConfig c = TinyConfig();
+  c.vocab_size = 1001;
+  RunScenario(c);
+}
+
 // Norms linked through the row-streaming GEMV (every projection streams by rows).
 TEST(CudaBackendTest, LinkedNormsOneSequenceLogitsMatchCpu) {
   RunOneSequence(AllRowsConfig(), 37, [](const CudaBackend& gpu) {
