@@ -72,9 +72,24 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromJinja(const std::string& jinja_so
                                                      const std::string& bos_text) {
   ChatTemplate t;
   t.bos_text_ = bos_text;
-  if (jinja_source.find(kImStart) != std::string::npos) {
+  if (const size_t im_start = jinja_source.find(kImStart); im_start != std::string::npos) {
+    // ChatML-based templates that lay turns out otherwise, or add what plain ChatML does not,
+    // are refused rather than rendered as plain ChatML: Phi-4's "<|im_sep|>" after the role (no
+    // newlines), reasoning templates' <think> blocks (Qwen3 strips them from earlier turns and
+    // adds empty ones; SmolLM3 too), and dated system blocks (SmolLM3's "Knowledge Cutoff Date").
+    for (const char* marker : {"<|im_sep|>", "<think>", "Knowledge Cutoff", "Today Date"}) {
+      if (jinja_source.find(marker) != std::string::npos) {
+        return absl::UnimplementedError(absl::StrCat(
+            "chat template is ChatML with \"", marker, "\" (Phi-4's separator, a reasoning "
+            "template's <think> blocks or a dated system block), not supported; only plain "
+            "ChatML is"));
+      }
+    }
     t.format_ = Format::kChatML;
     t.default_system_prompt_ = DefaultSystemPrompt(jinja_source);
+    // A template that writes bos_token before its first turn (Hermes-2-Pro-Llama-3's) starts
+    // the prompt with it; SmolLM2's and Qwen's name none.
+    t.chatml_bos_ = jinja_source.substr(0, im_start).find("bos_token") != std::string::npos;
   } else if (jinja_source.find("<|start_header_id|>") != std::string::npos) {
     // Llama 3.1 and later put a system block with dates ("Cutting Knowledge Date: ...", today's
     // date in 3.2) before every conversation, which the Llama 3.0 format leaves out: refused
@@ -116,6 +131,7 @@ absl::StatusOr<std::string> ChatTemplate::Render(std::span<const ChatMessage> me
   std::string out;
   switch (format_) {
     case Format::kChatML:
+      if (chatml_bos_) out = bos_text_;
       if (messages[0].role != "system" && !default_system_prompt_.empty()) {
         absl::StrAppend(&out, kImStart, "system\n", default_system_prompt_, kImEnd, "\n");
       }

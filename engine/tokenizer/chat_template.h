@@ -1,7 +1,9 @@
 #pragma once
 // Renders chat messages into a prompt with the model's chat template. Jinja is not interpreted:
-// the template text is recognised as one of the known formats (ChatML as SmolLM2 and Qwen use
-// it, Llama 3, Llama 2 [INST]) and rendered natively, matching the Jinja output byte for byte.
+// the template text is recognised as one of the known formats (ChatML as SmolLM2 and Qwen2.5
+// use it, Llama 3, Llama 2 [INST]) and rendered natively, matching the Jinja output byte for
+// byte; a variant the renderer does not reproduce (Phi-4, Qwen3's <think> turns, Llama 3.1's
+// dated system block, Mistral's [INST]) is refused when the model loads.
 
 #include <span>
 #include <string>
@@ -36,6 +38,7 @@ class ChatTemplate {
   Format format_ = Format::kChatML;
   std::string default_system_prompt_;  // ChatML only; empty = none
   std::string bos_text_;
+  bool chatml_bos_ = false;  // ChatML only: the template writes bos_token before its turns
 };
 
 }  // namespace rtgen

@@ -1,6 +1,7 @@
 #include "engine/tokenizer/chat_template.h"
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -103,6 +104,46 @@ TEST(ChatTemplateTest, UnrecognisedTemplateIsUnimplemented) {
   ASSERT_FALSE(t.ok());
   EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_TRUE(absl::StrContains(t.status().message(), "messages[0].content")) << t.status();
+}
+
+// ChatML variants plain ChatML would render wrongly are refused naming what they add (each
+// passed as plain ChatML before): a separator after the role instead of a newline (Phi-4), a
+// reasoning template's <think> blocks (Qwen3), a dated system block (SmolLM3).
+TEST(ChatTemplateTest, ChatMLVariantsItDoesNotRenderAreRefused) {
+  const std::string turn =
+      "{% for m in messages %}{{'<|im_start|>' + m['role'] + SEP + m['content'] + "
+      "'<|im_end|>'}}{% endfor %}";
+  for (const auto& [marker, jinja] : std::vector<std::pair<std::string, std::string>>{
+           {"<|im_sep|>", "{% set SEP = '<|im_sep|>' %}" + turn},
+           {"<think>", turn + "{% if add_generation_prompt %}{{'<|im_start|>assistant\n"
+                              "<think>\n\n</think>\n\n'}}{% endif %}"},
+           {"Knowledge Cutoff", "{{'<|im_start|>system\nKnowledge Cutoff Date: June 2025'}}" +
+                                    turn}}) {
+    auto t = ChatTemplate::FromJinja(jinja, "");
+    ASSERT_FALSE(t.ok()) << marker;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented);
+    EXPECT_TRUE(absl::StrContains(t.status().message(), marker)) << t.status();
+  }
+}
+
+// A ChatML template that writes bos_token before its turns (Hermes-2-Pro-Llama-3's) starts the
+// prompt with the BOS text (it was dropped); SmolLM2's, which names none, does not.
+TEST(ChatTemplateTest, ChatMLWritesTheBosItsTemplateWrites) {
+  const std::string turns =
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+      "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+      "{{ '<|im_start|>assistant\n' }}{% endif %}";
+  const std::vector<ChatMessage> msgs = {{"user", "Hi"}};
+  auto with_bos = ChatTemplate::FromJinja("{{bos_token}}" + turns, "<|begin_of_text|>");
+  ASSERT_TRUE(with_bos.ok()) << with_bos.status();
+  auto text = with_bos->Render(msgs, true);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "<|begin_of_text|><|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+  auto without = ChatTemplate::FromJinja(turns, "<|begin_of_text|>");
+  ASSERT_TRUE(without.ok()) << without.status();
+  text = without->Render(msgs, true);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplateTest, ChatMLWithoutDefaultPromptAddsNoSystemTurn) {
