@@ -45,9 +45,12 @@ prometheus::Counter* AddCounter(prometheus::Registry& registry, const std::strin
 
 std::vector<double> DefaultLatencyBuckets() {
   // 2.0 is the TTFT alert's threshold (deploy/prometheus/rtgen-rules.yaml): between 1.0 and
-  // 2.5 histogram_quantile interpolates, and TTFTs all at 1.1 s read as a p99 of 2.49 s.
-  return {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-          0.25,   0.5,     1.0,    2.0,   2.5,    5.0,   10.0, 30.0,  60.0};
+  // 2.5 histogram_quantile interpolates, and TTFTs all at 1.1 s read as a p99 of 2.49 s. The
+  // 0.1 ms steps up to 1 ms are the GPU's token gaps (0.4-0.9 ms): with bounds at 0.5 and 1 ms
+  // alone, gaps all at 0.55 ms read as a p99 of 0.995 ms, and a 70 % regression did not show.
+  return {0.0001, 0.0002, 0.0003, 0.0004, 0.0005, 0.0006, 0.0007, 0.0008, 0.0009,
+          0.001,  0.00125, 0.0015, 0.002, 0.0025, 0.005,  0.01,   0.025,  0.05,
+          0.1,    0.25,   0.5,    1.0,    2.0,    2.5,    5.0,    10.0,   30.0,  60.0};
 }
 
 absl::StatusOr<std::vector<double>> ParseLatencyBuckets(absl::string_view csv) {

@@ -1,8 +1,8 @@
 #pragma once
 // Prometheus metrics (prefix rtgen_, names exactly as in ARCHITECTURE.md), fed by the engine as
-// an EngineObserver plus request counters from the service. Every update is an atomic
-// prometheus-cpp operation on a metric created up front: the engine thread never waits on a lock
-// held by a scrape or a gRPC thread.
+// an EngineObserver plus request counters from the service, on metrics created up front.
+// Counters and gauges update atomically; a histogram's Observe takes that histogram's mutex,
+// which a scrape's Collect holds briefly, so the engine thread can wait that long on a scrape.
 
 #include <array>
 #include <atomic>
