@@ -59,6 +59,8 @@ mutations=(
   's/rate5m > 0.01$/rate5m > 0.001/'
   's/rejected_ratio:rate5m > 0.05$/rejected_ratio:rate5m > 0.5/'
   's/rejected_ratio:rate5m > 0.05$/rejected_ratio:rate5m > 0.01/'
+  's/deadline_ratio:rate5m > 0.05$/deadline_ratio:rate5m > 0.5/'
+  's/deadline_ratio:rate5m > 0.05$/deadline_ratio:rate5m > 0.005/'
   's/finish_reason="error"/finish_reason=~"error|rejected"/'
   's/for: 5m/for: 1m/'
 )
