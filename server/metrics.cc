@@ -1,5 +1,6 @@
 #include "server/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <exception>
 
@@ -40,6 +41,11 @@ prometheus::Counter* AddCounter(prometheus::Registry& registry, const std::strin
                                 const std::string& help) {
   return &BuildCounter().Name(name).Help(help).Register(registry).Add({});
 }
+
+// A duration in seconds, never below 0: arrival and token times are wall-clock readings
+// (absl::Now), which an NTP step can move backwards between two of them; a negative sample would
+// lower the histogram's _sum, which rate() takes for a counter reset.
+double Seconds(absl::Duration d) { return std::max(0.0, absl::ToDoubleSeconds(d)); }
 
 }  // namespace
 
@@ -174,12 +180,12 @@ void Metrics::OnStep(int32_t batch_size, int32_t prompt_tokens, int32_t /*genera
 }
 
 void Metrics::OnFirstScheduled(absl::Duration queue_time) {
-  queue_time_->Observe(absl::ToDoubleSeconds(queue_time));
+  queue_time_->Observe(Seconds(queue_time));
 }
 
 void Metrics::OnToken(absl::Duration since_previous_token, bool first) {
   // The first token's gap is measured from arrival: that is the TTFT.
-  (first ? ttft_ : tpot_)->Observe(absl::ToDoubleSeconds(since_previous_token));
+  (first ? ttft_ : tpot_)->Observe(Seconds(since_previous_token));
   // Here rather than in OnStep: the engine calls OnToken before it streams the token, so a
   // client that scrapes after its stream ended sees every one of its tokens counted.
   generation_tokens_->Increment();
@@ -188,7 +194,7 @@ void Metrics::OnToken(absl::Duration since_previous_token, bool first) {
 void Metrics::OnFinished(FinishReason reason, const Usage& usage) {
   const int index = static_cast<int>(reason);
   if (index > 0 && index < static_cast<int>(requests_.size())) requests_[index]->Increment();
-  e2e_->Observe(absl::ToDoubleSeconds(usage.total_time));
+  e2e_->Observe(Seconds(usage.total_time));
 }
 
 void Metrics::OnPreemption() { preemptions_->Increment(); }

@@ -76,5 +76,18 @@ TEST(MetricsTest, DefaultBucketsResolveSubMillisecondTokenGaps) {
   }
 }
 
+// A duration the wall clock made negative (an NTP step back between arrival and a token) is
+// observed as 0: the _sum of a histogram never goes down, which rate() would read as a reset.
+TEST(MetricsTest, ANegativeDurationIsObservedAsZero) {
+  Metrics m({0.001, 0.01});
+  m.OnToken(absl::Milliseconds(5), /*first=*/true);
+  m.OnToken(absl::Seconds(-3), /*first=*/true);
+  m.OnFirstScheduled(absl::Seconds(-1));
+  const std::string text = m.Render();
+  EXPECT_TRUE(Has(text, "rtgen_time_to_first_token_seconds_sum 0.005")) << text;
+  EXPECT_TRUE(Has(text, "rtgen_time_to_first_token_seconds_bucket{le=\"0.001\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "rtgen_queue_time_seconds_sum 0")) << text;
+}
+
 }  // namespace
 }  // namespace rtgen
