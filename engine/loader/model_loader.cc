@@ -2,14 +2,13 @@
 
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/read_text_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/gguf_file.h"
 #include "engine/tokenizer/json_token_text.h"
@@ -19,14 +18,6 @@ namespace rtgen {
 namespace {
 
 namespace fs = std::filesystem;
-
-absl::StatusOr<std::string> ReadTextFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 // The chat template is optional: a model without one (or with one we do not recognise) can still
 // serve raw prompts; chat requests then fail with a clear error at the edge.
@@ -85,7 +76,7 @@ absl::StatusOr<std::vector<int32_t>> EosTokenIds(const nlohmann::json& json,
 absl::StatusOr<LoadedModel> LoadHfDirectory(const fs::path& dir) {
   LoadedModel model;
   model.path = dir.string();
-  ASSIGN_OR_RETURN(std::string config_json, ReadTextFile(dir / "config.json"));
+  ASSIGN_OR_RETURN(std::string config_json, ReadTextFile((dir / "config.json").string()));
   ASSIGN_OR_RETURN(model.config, ModelConfig::FromHfConfigJson(config_json));
   RETURN_IF_ERROR(model.config.Validate());
   const std::string tokenizer_json = (dir / "tokenizer.json").string();
@@ -100,7 +91,7 @@ absl::StatusOr<LoadedModel> LoadHfDirectory(const fs::path& dir) {
   RETURN_IF_ERROR(AddEosTokenIds(dir.string(), config_json, *model.tokenizer));
   if (fs::exists(dir / "chat_template.jinja")) {
     // Where recent transformers saves the template (tokenizer_config.json then has none).
-    ASSIGN_OR_RETURN(std::string jinja, ReadTextFile(dir / "chat_template.jinja"));
+    ASSIGN_OR_RETURN(std::string jinja, ReadTextFile((dir / "chat_template.jinja").string()));
     const std::optional<int32_t> bos = model.tokenizer->bos_id();
     model.chat_template = ChatTemplateOrNone(jinja, bos ? model.tokenizer->TokenBytes(*bos) : "");
   } else if (fs::exists(dir / "tokenizer_config.json")) {
@@ -156,7 +147,7 @@ absl::Status AddEosTokenIds(const std::string& dir, const std::string& config_js
   std::vector<std::pair<std::string, std::string>> files = {
       {config_path.string(), config_json}};
   if (fs::exists(generation_path)) {
-    ASSIGN_OR_RETURN(std::string text, ReadTextFile(generation_path));
+    ASSIGN_OR_RETURN(std::string text, ReadTextFile(generation_path.string()));
     files.emplace_back(generation_path.string(), std::move(text));
   }
   for (const auto& [where, text] : files) {

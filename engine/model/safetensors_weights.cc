@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/common/read_text_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/safetensors_file.h"
@@ -85,12 +84,10 @@ class ShardSet {
 // file in `dir`.
 absl::StatusOr<std::vector<std::string>> ShardsOfIndex(const std::filesystem::path& dir,
                                                        const std::filesystem::path& index) {
-  std::ifstream in(index, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json root = nlohmann::json::parse(text.str(), nullptr, false);
+  ASSIGN_OR_RETURN(const std::string text, ReadTextFile(index.string()));
+  const nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
   const std::string where = absl::StrCat("safetensors: ", index.string());
-  if (!in || root.is_discarded() || !root.is_object() || !root.contains("weight_map") ||
+  if (root.is_discarded() || !root.is_object() || !root.contains("weight_map") ||
       !root["weight_map"].is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, " is not JSON with a weight_map"));
   }

@@ -2,11 +2,10 @@
 // and Llama 3 use it, or SentencePiece-like with byte_fallback as Llama 2 uses it), plus the
 // tokenizer_config.json beside it for bos/eos/add_bos when present.
 
-#include <fstream>
-#include <sstream>
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/read_text_file.h"
 #include "engine/common/status_macros.h"
 #include "engine/tokenizer/json_token_text.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -19,11 +18,8 @@ namespace {
 using Json = nlohmann::json;
 
 absl::StatusOr<Json> ReadJson(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  Json j = Json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, " is not valid JSON"));
   return j;
 }
