@@ -26,6 +26,8 @@ if [[ "${what}" == all || "${what}" == rtgen ]]; then
   [[ -x "${bin}" ]] || { echo "engine_bench: ${bin} missing (bundle rtgen-engine-bench)" >&2; exit 2; }
   ldd "${bin}" | grep "not found" && { echo "engine_bench: missing libraries" >&2; exit 2; }
   start=$(date +%s)
+  # No file of an earlier run in a reused OUT may stand in for a run that dies before writing.
+  rm -f "${out}/engine_bench_small.json" "${out}/engine_bench_8b.json" "${out}/engine_bench.json"
   echo "== rtgen-engine-bench: ${MODELS_SMALL:-smollm2-135m,llama3.2-1b}"
   "${bin}" --models "${MODELS_SMALL:-smollm2-135m,llama3.2-1b}" --batches "${batches}" \
     --repeats "${REPEATS:-5}" --json "${out}/engine_bench_small.json" 2>&1 | tee "${out}/engine_bench_small.log"
@@ -35,7 +37,9 @@ if [[ "${what}" == all || "${what}" == rtgen ]]; then
     --built-repeats "${REPEATS_8B:-3}" \
     --repeats "${REPEATS_8B:-3}" --json "${out}/engine_bench_8b.json" 2>&1 | tee "${out}/engine_bench_8b.log"
   rc=$(( rc | PIPESTATUS[0] ))
-  # One file: device and bandwidth of the first run, models of both, each run's settings.
+  # One file: the device of the first run, models of both, each run's settings, and each
+  # model's own run's copy bandwidth (its floors' divisor; the top-level figure is the first
+  # run's).
   python3 - "${out}" <<'PY'
 import json, os, sys
 out = sys.argv[1]
@@ -49,13 +53,15 @@ for part in ("engine_bench_small.json", "engine_bench_8b.json"):
         merged = {k: v for k, v in d.items() if k != "settings"}
         merged["settings"], merged["copy_bandwidth_gbs_per_run"] = {}, []
     for name, m in d["models"].items():
-        merged["models"][name] = m
+        merged["models"][name] = dict(m, copy_bandwidth_gbs=d["copy_bandwidth_gbs"])
         merged["settings"][name] = d["settings"]
     merged["copy_bandwidth_gbs_per_run"].append(d["copy_bandwidth_gbs"])
-if merged:
-    json.dump(merged, open(os.path.join(out, "engine_bench.json"), "w"), indent=1)
-    print("wrote", os.path.join(out, "engine_bench.json"))
+if not merged:
+    sys.exit("engine_bench: no run wrote its JSON")
+json.dump(merged, open(os.path.join(out, "engine_bench.json"), "w"), indent=1)
+print("wrote", os.path.join(out, "engine_bench.json"))
 PY
+  rc=$(( rc | $? ))
   echo "rtgen part: $(( $(date +%s) - start )) s"
 fi
 
@@ -65,6 +71,11 @@ if [[ "${what}" == all || "${what}" == peer ]]; then
   if [[ -f "${bundle}/torch_decode_peer.py" ]]; then
     PYTHONUNBUFFERED=1 python3 "${bundle}/torch_decode_peer.py" 2>&1 | tee "${out}/peer.log" | grep -v Warning
     rc=$(( rc | PIPESTATUS[0] ))
+    # The peer prints FAIL for a shape it could not run and carries on with exit 0.
+    if grep -q "FAIL" "${out}/peer.log"; then
+      echo "engine_bench: the peer failed on some shapes (FAIL lines in peer.log)" >&2
+      rc=$(( rc | 8 ))
+    fi
   else
     echo "engine_bench: ${bundle}/torch_decode_peer.py missing (cp ../shared/peers/torch_decode_peer.py ${bundle}/)" >&2
     rc=$(( rc | 2 ))
@@ -106,7 +117,10 @@ for name, m in models.items():
               f"{su['graph_capture_s']:.2f} s, {su['graph_capture_bytes'] / 2**20:.1f} MiB, "
               f"{len(su['graph_buckets'])} buckets, {su.get('graph_count', '?')} graphs")
 if rt:
-    print(f"copy bandwidth: {rt.get('copy_bandwidth_gbs', 0):.1f} GB/s; device: {rt.get('device', {}).get('name')}")
+    per_model = ", ".join(f"{n} {m['copy_bandwidth_gbs']:.1f}" for n, m in models.items()
+                          if "copy_bandwidth_gbs" in m)
+    print(f"copy bandwidth (GB/s, each model's run: its floors' divisor): {per_model}; "
+          f"device: {rt.get('device', {}).get('name')}")
 PY
 echo "files: ${out}/engine_bench.json ${out}/peer_fast.json (logs beside them); exit ${rc}"
 exit "${rc}"
