@@ -132,16 +132,22 @@ SampledToken SampleToken(std::span<float> logits, const SamplingParams& params,
                          uint64_t seed) {
   SampledToken result;
   if (logits.empty()) return result;
-  // A NaN logit (a model's overflow) counts as -inf, as on the device: no mass, never drawn or
-  // listed unless every logit is one (then id 0, greedy or not), and no NaN in the comparisons
-  // the sorts below need to be a strict weak order.
-  for (float& l : logits) {
-    if (std::isnan(l)) l = -std::numeric_limits<float>::infinity();
-  }
   ApplyPenalties(logits, params, prompt, output);
   if (!params.greedy()) {
     const float inv_t = 1.0f / params.temperature;
     for (float& l : logits) l *= inv_t;
+  }
+  // The logits made finite or -inf, as on the device (kernels/sampling.cu), after the penalties
+  // and the temperature (a finite logit scaled past the float range is +inf too):
+  // - a NaN (a model's overflow) counts as -inf: no mass, never drawn or listed unless every logit
+  //   is one (then id 0, greedy or not), and no NaN in the comparisons the sorts below need to be
+  //   a strict weak order;
+  // - a +inf counts as the largest finite float: the +inf ones share all the mass, and no
+  //   inf - inf = NaN in the weights and logprobs. Their logprob reads 0 even when k share it
+  //   (the largest float + log k rounds to itself).
+  for (float& l : logits) {
+    l = std::isnan(l) ? -std::numeric_limits<float>::infinity()
+                      : std::min(l, std::numeric_limits<float>::max());
   }
   // One exp pass serves the logprobs and every filter: weight[i] = exp(logit[i] - max).
   const int32_t vocab = static_cast<int32_t>(logits.size());

@@ -110,6 +110,61 @@ TEST(SamplerTest, NanLogitsCountAsMinusInfinity) {
   }
 }
 
+// A +inf logit (a model's overflow) takes all the mass, shared evenly with any other +inf, as on
+// the device: before, exp(inf - inf) made every weight, lse and logprob NaN, and a sampled row
+// drew the last id whatever its logit.
+TEST(SamplerTest, PlusInfinityLogitsTakeAllTheMass) {
+  const float inf = std::numeric_limits<float>::infinity();
+  SamplingParams greedy;
+  greedy.temperature = 0.0f;
+  greedy.logprobs = 3;
+  const SampledToken g = Sample({1.0f, inf, 2.0f, inf}, greedy, 1);
+  EXPECT_EQ(g.token_id, 1);
+  EXPECT_EQ(g.logprob, 0.0f);
+  ASSERT_EQ(g.top.size(), 3u);
+  EXPECT_EQ(g.top[0].token_id, 1);
+  EXPECT_EQ(g.top[1].token_id, 3);
+  EXPECT_EQ(g.top[2].token_id, 2);
+  EXPECT_LT(g.top[2].logprob, -1e38f);  // no mass left beside the +inf ones
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::vector<float> row(3000);
+  for (float& l : row) l = normal(rng);
+  row[1234] = inf;
+  const std::vector<std::tuple<int32_t, float, float>> filters = {
+      {0, 1.0f, 0.0f}, {50, 1.0f, 0.0f}, {0, 0.9f, 0.0f}, {0, 1.0f, 0.05f}, {40, 0.8f, 0.1f}};
+  for (const auto& [top_k, top_p, min_p] : filters) {
+    SamplingParams p;
+    p.temperature = 0.7f;
+    p.top_k = top_k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    p.repetition_penalty = 1.3f;  // inf / 1.3 is still inf
+    const std::vector<int32_t> prompt = {1234, 5};
+    for (uint64_t seed = 0; seed < 20; ++seed) {
+      const SampledToken t = Sample(row, p, seed, prompt);
+      EXPECT_EQ(t.token_id, 1234) << top_k << " " << top_p << " " << min_p << " seed " << seed;
+      EXPECT_EQ(t.logprob, 0.0f);
+    }
+  }
+  // Two +inf ids share the draw; nothing else is drawn.
+  SamplingParams sampled;
+  sampled.temperature = 1.0f;
+  std::set<int32_t> drawn;
+  for (uint64_t seed = 0; seed < 64; ++seed) {
+    const SampledToken t = Sample({3.0f, inf, 5.0f, inf}, sampled, seed);
+    EXPECT_TRUE(t.token_id == 1 || t.token_id == 3) << t.token_id;
+    EXPECT_TRUE(std::isfinite(t.logprob));
+    drawn.insert(t.token_id);
+  }
+  EXPECT_EQ(drawn.size(), 2u);
+  // A finite logit scaled past the float range (3e38 at temperature 0.5) is +inf too.
+  sampled.temperature = 0.5f;
+  const SampledToken scaled = Sample({1.0f, 3e38f, 0.0f}, sampled, 4);
+  EXPECT_EQ(scaled.token_id, 1);
+  EXPECT_EQ(scaled.logprob, 0.0f);
+}
+
 TEST(SamplerTest, TinyTemperatureIsGreedyWithAFiniteLogprob) {
   // 1 / 1e-38 overflowed every logit above ~3.4 to inf: the draw took the last of them (2 here)
   // and the logprob was NaN. Below the greedy bound the argmax is taken, its logprob unscaled.
