@@ -63,7 +63,8 @@ out, rounds, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 def load(label, r):
     path = os.path.join(out, f"{label}_{r}.json")
     return json.load(open(path)) if os.path.exists(path) else None
-# rows[key][label][r]: round r's (graph, eager) TPOT; floors[key]: the floor; a round without a
+# rows[key][label][r]: round r's (graph, eager) TPOT; floors[key]: the floor of the first run
+# that printed one (each run measures its own copy bandwidth; they differ by ~1 %); a round without a
 # figure (its run failed) prints "-" in its place, so the rounds stay in their columns.
 rows, floors, clocks = {}, {}, {}
 for label in labels:
@@ -81,7 +82,7 @@ for label in labels:
                     gpu = (row["gpu_sm_mhz_median"], row["gpu_power_capped_fraction"])
                     clocks.setdefault(key, {}).setdefault(label, {})[r] = gpu
 print("graph TPOT ms per round (eager in parentheses when timed;"
-      " floor from the run's copy bandwidth)")
+      " floor from the first run's copy bandwidth)")
 print(f"{'model':<14} {'batch':>5} " + " ".join(f"{l:>16}" for l in labels) + "   floor")
 def tpot(cell):
     if cell is None or cell[0] is None:

@@ -7,7 +7,7 @@
 # steps eager, as before session 42), ROUNDS times in turn (default 2), and runs
 # rtgen-bench --request-rate RATE against each (default 300 requests/s, at most 64 at once,
 # prompt 128 +- 50 %, 64 new tokens +- 50 %); prints each run's latency table and its step
-# counters.
+# counters. Exits non-zero when any rtgen-bench run fails (the others still run).
 # Usage: scripts/device/mixed_ab.sh BUNDLE PARTS_DIR   (PARTS_DIR holds smollm2.part* + sha256)
 set -uo pipefail
 bundle="${1:?usage: mixed_ab.sh BUNDLE PARTS_DIR}"
@@ -23,6 +23,7 @@ model=$("$(dirname "$0")/join_model.sh" "${parts}") || exit 2
 port=50661
 metrics=9661
 server=""
+rc=0
 trap '[[ -n "${server}" ]] && kill -TERM ${server} 2>/dev/null; wait 2>/dev/null' EXIT
 run() {  # run LABEL ROUND [ENV=VALUE...]
   local label=$1 round=$2
@@ -49,6 +50,11 @@ run() {  # run LABEL ROUND [ENV=VALUE...]
     --concurrency 64 --num-requests 600 --warmup 10 --input-len 128 --input-len-range 0.5 \
     --output-len 64 --output-len-range 0.5 --seed 7 --no-progress \
     --output "${out}/mixed_${label}_${round}.json"
+  local bench_rc=$?
+  if (( bench_rc != 0 )); then
+    echo "mixed_ab: rtgen-bench failed (exit ${bench_rc}) for ${label}, round ${round}" >&2
+    rc=1
+  fi
   local url="http://127.0.0.1:${metrics}/metrics"
   python3 -c "import urllib.request;print(urllib.request.urlopen('${url}').read().decode())" |
     grep -E '^rtgen_(graph_replays|eager_steps)_total' | grep -v ' 0$' | sort
@@ -59,3 +65,4 @@ for round in $(seq 1 "${rounds}"); do
   run eager_mixed "${round}" RTGEN_MIXED_GRAPHS=0
   run off "${round}" RTGEN_MIXED_DECODE=0 RTGEN_MIXED_GRAPHS=0
 done
+exit "${rc}"

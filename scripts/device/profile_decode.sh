@@ -22,6 +22,13 @@ csv="${out}/ncu_${model}_b${batch}.csv"
   "${bundle}/bin/rtgen-engine-bench" --models "${model}" --batches "${batch}" --steps "${steps}" \
   --repeats 1 --built-repeats 0 --ttft-repeats 1 --ttft-prompts 16 --prompt 128 --no-eager \
   >"${csv}" 2>"${out}/ncu_${model}_b${batch}.log"
+ncu_rc=$?
+if (( ncu_rc != 0 )); then
+  # A partial profile would be summed as if whole: say so, show the log's end, and stop.
+  echo "profile_decode: ncu or the benchmark failed (exit ${ncu_rc})" >&2
+  tail -20 "${out}/ncu_${model}_b${batch}.log" >&2
+  exit 1
+fi
 python3 - "${csv}" "${steps}" <<'PY'
 import csv, sys, collections
 path, steps = sys.argv[1], int(sys.argv[2])
