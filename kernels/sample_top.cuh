@@ -5,6 +5,7 @@
 // (BlockTopKeys); a greedy row split over blocks has each block find its part's, and the last
 // block to finish merges the parts' lists (MergeTopLists).
 
+#include <cfloat>
 #include <cstdint>
 
 #include "kernels/device_utils.cuh"
@@ -12,11 +13,17 @@
 
 namespace rtgen::kernels {
 
+// A logit as the CPU sampler takes it (engine/sampling/sampler.cc SampleToken): NaN counts as -inf
+// (no mass; fmaxf returns the other operand) and +inf as the largest finite float (the +inf ids
+// share all the mass, and no inf - inf = NaN in the sums and logprobs).
+__device__ __forceinline__ float FiniteLogit(float f) {
+  return fminf(fmaxf(f, -INFINITY), FLT_MAX);
+}
+
 // Monotone map of a float to uint32 (larger float -> larger integer); -0 maps as +0, since the
-// CPU's comparison ties them, and NaN as -inf, as the CPU sampler maps it (fmaxf returns the
-// other operand).
+// CPU's comparison ties them, and NaN and +inf as FiniteLogit maps them.
 __device__ __forceinline__ uint32_t OrderedBits(float f) {
-  f = fmaxf(f, -INFINITY);
+  f = FiniteLogit(f);
   const uint32_t u = __float_as_uint(f == 0.0f ? 0.0f : f);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }

@@ -87,8 +87,9 @@ static_assert(sizeof(GreedyState) == kSampleSplitStateBytes);
 
 __device__ __forceinline__ void GreedyUpdate(GreedyState& g, float x, int i) {
   // -inf or NaN (a NaN logit counts as -inf, as on the CPU): no mass, never the argmax unless
-  // every logit is one.
+  // every logit is one. +inf counts as the largest finite float (FiniteLogit).
   if (!(x > -INFINITY)) return;
+  x = fminf(x, FLT_MAX);
   if (x > g.m) {
     g.s = (g.m == -INFINITY ? 0.0 : g.s * static_cast<double>(expf(g.m - x))) + 1.0;
     g.m = x;
@@ -137,9 +138,9 @@ __device__ void GreedyPass(const float* l, int begin, int end, bool vec, GreedyS
     for (int u = 0; u < kBatch; ++u) {
       const int c = c0 + u * kThreads;
       v[u] = c < e4 ? l4[c] : make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
-      // A NaN logit counts as -inf (fmaxf returns the other operand): no NaN in the sum.
-      v[u] = make_float4(fmaxf(v[u].x, -INFINITY), fmaxf(v[u].y, -INFINITY),
-                         fmaxf(v[u].z, -INFINITY), fmaxf(v[u].w, -INFINITY));
+      // NaN as -inf, +inf as the largest float (FiniteLogit): no NaN in the sum.
+      v[u] = make_float4(FiniteLogit(v[u].x), FiniteLogit(v[u].y), FiniteLogit(v[u].z),
+                         FiniteLogit(v[u].w));
     }
     GreedyState b;  // this batch: ids ascend with u, then x, y, z, w
 #pragma unroll
@@ -452,11 +453,11 @@ __global__ void __launch_bounds__(kThreads) SampleKernel(SampleTokensParams p) {
   // Scaled as the CPU sampler scales (engine/sampling/sampler.cc SampleToken: times the
   // rounded inverse, not divided), so both see the same logits bit for bit: the same top-n
   // order on near-ties. Explicit roundings: no contraction into a later operation.
-  // A NaN logit becomes -inf here (fmaxf returns the other operand), as the CPU maps it: no
-  // mass, never a candidate, so the keys, sums and draw below see no NaN.
+  // A NaN logit becomes -inf here and +inf (one scaled past the float range too) the largest
+  // float, as the CPU maps them (FiniteLogit), so the keys, sums and draw below see no NaN.
   const float inv_t = __fdiv_rn(1.0f, rp.temperature);
   for (int i = threadIdx.x; i < p.vocab; i += kThreads) {
-    l[i] = fmaxf(__fmul_rn(l[i], inv_t), -INFINITY);
+    l[i] = FiniteLogit(__fmul_rn(l[i], inv_t));
   }
   __syncthreads();  // also makes the global writes visible to the block
   float m = -INFINITY;

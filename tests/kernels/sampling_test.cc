@@ -176,6 +176,30 @@ void AddRow(const Config& c, int32_t logprobs, std::mt19937_64& rng,
   host->push_back(h);
 }
 
+// Rows [0, rows) of a launch against the CPU sampler on the same logits: the same token, a finite
+// logprob within 1e-3 of the CPU's, and the CPU's top-n entries (logprobs within 1e-4).
+void ExpectRowsMatchCpu(const std::vector<float>& logits, int vocab,
+                        const std::vector<kernels::SampleRowParams>& params,
+                        const std::vector<SamplingParams>& host_params, int rows,
+                        const std::vector<int32_t>& tokens, const std::vector<float>& logprobs,
+                        const std::vector<kernels::SampleTopEntry>& top) {
+  for (int r = 0; r < rows; ++r) {
+    SCOPED_TRACE(testing::Message() << "row " << r);
+    std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
+                           logits.begin() + size_t{1} * (r + 1) * vocab);
+    std::vector<int32_t> fake_output(params[r].counter, 0);  // its size is the counter
+    const SampledToken cpu = SampleToken(row, host_params[r], {}, fake_output, params[r].seed);
+    EXPECT_EQ(tokens[r], cpu.token_id);
+    EXPECT_TRUE(std::isfinite(logprobs[r])) << logprobs[r];
+    EXPECT_NEAR(logprobs[r], cpu.logprob, 1e-3);
+    const kernels::SampleTopEntry* got = top.data() + size_t{1} * r * kernels::kMaxTopLogprobs;
+    for (size_t j = 0; j < cpu.top.size(); ++j) {
+      EXPECT_EQ(got[j].token, cpu.top[j].token_id) << "entry " << j;
+      EXPECT_NEAR(got[j].logprob, cpu.top[j].logprob, 1e-4) << "entry " << j;
+    }
+  }
+}
+
 TEST(SamplingTest, MatchesCpuSampler) {
   // Top-k without top-p (alone, or with min-p) too: the CPU draws its candidates best first as
   // the device does (it drew them in its heap's order before).
@@ -278,21 +302,54 @@ TEST(SamplingTest, NanLogitsCountAsMinusInfinity) {
             << "row " << r;
         EXPECT_EQ(tokens[r], 0) << "row " << r;
       }
-      for (int r = 0; r < first_nan_row; ++r) {
-        SCOPED_TRACE(testing::Message() << "row " << r << " config " << r / rows_per_config);
-        std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
-                               logits.begin() + size_t{1} * (r + 1) * vocab);
-        std::vector<int32_t> fake_output(params[r].counter, 0);  // its size is the counter
-        const SampledToken cpu = SampleToken(row, host_params[r], {}, fake_output, params[r].seed);
-        EXPECT_EQ(tokens[r], cpu.token_id);
-        EXPECT_NE(tokens[r] % 7, 0);
-        EXPECT_TRUE(std::isfinite(logprobs[r])) << logprobs[r];
-        EXPECT_NEAR(logprobs[r], cpu.logprob, 1e-3);
-        const kernels::SampleTopEntry* got = top.data() + size_t{1} * r * kernels::kMaxTopLogprobs;
-        for (size_t j = 0; j < cpu.top.size(); ++j) {
-          EXPECT_EQ(got[j].token, cpu.top[j].token_id) << "entry " << j;
-          EXPECT_NEAR(got[j].logprob, cpu.top[j].logprob, 1e-4) << "entry " << j;
-        }
+      ExpectRowsMatchCpu(logits, vocab, params, host_params, first_nan_row, tokens, logprobs,
+                         top);
+      for (int r = 0; r < first_nan_row; ++r) EXPECT_NE(tokens[r] % 7, 0) << "row " << r;
+    }
+  }
+}
+
+// A +inf logit takes all the mass on the device as on the CPU (engine/sampling/sampler.cc), shared
+// evenly by the +inf ids of a row: every config of NanLogitsCountAsMinusInfinity, rows with one
+// +inf (the last id on some: the scalar tail or the last split) or two (in different splits at
+// 3+ splits), each with NaN at every 7th id too, give the CPU's token (a +inf id) and top-n with
+// a finite logprob. Before, exp(inf - inf) made the logprobs NaN and the draw took any id.
+TEST(SamplingTest, PlusInfinityLogitsTakeAllTheMass) {
+  const std::vector<Config> configs = {{0.0f, 0, 1.0f, 0.0f},   {1.0f, 0, 1.0f, 0.0f},
+                                       {0.7f, 0, 0.9f, 0.0f},   {0.8f, 50, 0.95f, 0.0f},
+                                       {1.0f, 0, 1.0f, 0.05f},  {1.0f, 40, 1.0f, 0.0f}};
+  for (const auto [vocab, stride] : kLayouts) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(testing::Message() << "vocab " << vocab << " stride " << stride << " seed "
+                                    << seed);
+    std::mt19937_64 rng(seed);
+    std::vector<kernels::SampleRowParams> params;
+    std::vector<SamplingParams> host_params;
+    for (const Config& c : configs) {
+      for (int r = 0; r < 4; ++r) AddRow(c, r % 2 == 0 ? 5 : 0, rng, &params, &host_params);
+    }
+    const int rows = static_cast<int>(params.size());
+    std::vector<float> logits = RandomNormal(size_t{1} * rows * vocab, 3.0f, rng);
+    std::vector<std::vector<int>> inf_ids(rows);
+    for (int r = 0; r < rows; ++r) {
+      float* row = logits.data() + size_t{1} * r * vocab;
+      for (int i = 0; i < vocab; i += 7) row[i] = std::numeric_limits<float>::quiet_NaN();
+      const int first = r % 3 == 0 ? vocab - 1 : 1 + static_cast<int>(rng() % (vocab - 2));
+      inf_ids[r] = {first};
+      if (r % 2 == 1) inf_ids[r].push_back((first + vocab / 2) % vocab);
+      for (int id : inf_ids[r]) row[id] = INFINITY;
+    }
+    for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
+      SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
+      std::vector<int32_t> tokens;
+      std::vector<float> logprobs;
+      std::vector<kernels::SampleTopEntry> top;
+      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, nullptr, nullptr, &top,
+                     stride);
+      ExpectRowsMatchCpu(logits, vocab, params, host_params, rows, tokens, logprobs, top);
+      for (int r = 0; r < rows; ++r) {
+        EXPECT_NE(std::find(inf_ids[r].begin(), inf_ids[r].end(), tokens[r]), inf_ids[r].end())
+            << "row " << r << " drew " << tokens[r];
       }
     }
   }
