@@ -52,21 +52,13 @@ inline void ReportUnknownEnvValue(const char* name, const char* value, const cha
   std::fprintf(stderr, "rtgen: %s='%s' is not a value it takes; using %s\n", name, value, taken);
 }
 
-inline bool EnvIsOneOf(const char* value, std::initializer_list<const char*> words) {
-  for (const char* w : words) {
-    if (std::strcmp(value, w) == 0) return true;
-  }
-  return false;
-}
-
-// `unset` when the variable is not set; "0" off, "1" on. `words` are other values its caller
-// tests with EnvIs (they read as on here); anything else is reported and taken as `unset`.
-inline bool EnvOnUnlessZero(const char* name, bool unset = true,
-                            std::initializer_list<const char*> words = {}) {
+// `unset` when the variable is not set; "0" off, "1" on; anything else is reported and taken as
+// `unset`.
+inline bool EnvOnUnlessZero(const char* name, bool unset = true) {
   const char* v = std::getenv(name);
   if (v == nullptr) return unset;
   if (std::strcmp(v, "0") == 0) return false;
-  if (std::strcmp(v, "1") == 0 || EnvIsOneOf(v, words)) return true;
+  if (std::strcmp(v, "1") == 0) return true;
   ReportUnknownEnvValue(name, v, unset ? "the default (on)" : "the default (off)");
   return unset;
 }
@@ -87,18 +79,24 @@ inline long long EnvInt(const char* name, long long fallback) {
   return fallback;
 }
 
-// The index in `words` of the variable's value; -1 (the caller's default) when it is unset or
-// empty, and for any other value, which is reported ("on", "ALL", "1 " are none of the words).
-inline int EnvChoice(const char* name, std::initializer_list<const char*> words) {
+// The index in `words` of the variable's value; `fallback` (the index of the default word, or -1
+// for a default that is none of them) when it is unset or empty, and for any other value, which
+// is reported with the default taken ("on", "ALL", "1 " are none of the words).
+inline int EnvChoice(const char* name, std::initializer_list<const char*> words,
+                     int fallback = -1) {
   const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return -1;
+  if (v == nullptr || *v == '\0') return fallback;
   int index = 0;
   for (const char* w : words) {
     if (std::strcmp(v, w) == 0) return index;
     ++index;
   }
-  ReportUnknownEnvValue(name, v, "the default");
-  return -1;
+  std::string taken = "the default";
+  if (fallback >= 0 && fallback < static_cast<int>(words.size())) {
+    taken += std::string(" (") + words.begin()[fallback] + ")";
+  }
+  ReportUnknownEnvValue(name, v, taken.c_str());
+  return fallback;
 }
 
 }  // namespace rtgen::kernels

@@ -177,7 +177,7 @@ int FeaturesOf(const FusedMlpParams& p) {
 
 int FusedMlpDefaultFeatures() {
   static const int features =
-      EnvChoice("RTGEN_FUSED_MLP_FEATURES", {"16", "8"}) == 1 ? 8 : 16;
+      EnvChoice("RTGEN_FUSED_MLP_FEATURES", {"16", "8"}, 0) == 1 ? 8 : 16;
   return features;
 }
 

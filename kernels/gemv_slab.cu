@@ -224,10 +224,8 @@ bool GemvSlabFits(const GemvParams& p, const GemvRopeParams& r, GemvRowsEpilogue
 }
 
 bool GemvSlabByDefault(const GemvParams& p) {
-  static const int mode = [] {  // 0: never (default), 1: k >= 4096, 2: any k that fits
-    const int choice = EnvChoice("RTGEN_GEMV_SLAB", {"0", "1", "all"});
-    return choice < 0 ? 0 : choice;
-  }();
+  // 0: never (default), 1: k >= 4096, 2: any k that fits
+  static const int mode = EnvChoice("RTGEN_GEMV_SLAB", {"0", "1", "all"}, 0);
   constexpr int kMinK = 4096;  // alone, at k = 2048 level or slower (gemv_slab.h)
   return mode != 0 && (mode == 2 || p.k >= kMinK) &&
          GemvSlabFits(p, {}, GemvRowsEpilogue::kStore);

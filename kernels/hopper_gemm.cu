@@ -445,7 +445,7 @@ int32_t HopperGemmTileN(const HopperGemmParams& p) {
   if (p.tile_n != 0) return p.tile_n;
   // RTGEN_HOPPER_GEMM_TILE=256 (A/B): the wider tile everywhere it fits.
   static const int32_t env_tile =
-      EnvChoice("RTGEN_HOPPER_GEMM_TILE", {"128", "256"}) == 1 ? 256 : 128;
+      EnvChoice("RTGEN_HOPPER_GEMM_TILE", {"128", "256"}, 0) == 1 ? 256 : 128;
   return env_tile;
 }
 

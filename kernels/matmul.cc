@@ -23,11 +23,8 @@ namespace {
 
 // RTGEN_SWIGLU_GEMV: "0" never fuses gate_up with SiLU·mul (A/B), "all" also routes m <= 8 shapes
 // with n > 16384 (Llama-3-8B's gate_up) to the fused GEMV; otherwise fused where the GEMV runs.
-int SwiGluGemvMode() {
-  static const int mode = [] {  // 0, 1 (the default) or 2 ("all")
-    const int choice = EnvChoice("RTGEN_SWIGLU_GEMV", {"0", "1", "all"});
-    return choice < 0 ? 1 : choice;
-  }();
+int SwiGluGemvMode() {  // 0, 1 (the default) or 2 ("all")
+  static const int mode = EnvChoice("RTGEN_SWIGLU_GEMV", {"0", "1", "all"}, 1);
   return mode;
 }
 
@@ -67,10 +64,8 @@ int32_t GemvMaxRows() {
 }
 
 bool GemvShape(const MatmulParams& p, bool any_n) {
-  static const int wide = [] {  // 0, 1 (the default) or 2 ("all")
-    const int choice = EnvChoice("RTGEN_GEMV_WIDE", {"0", "1", "all"});
-    return choice < 0 ? 1 : choice;
-  }();
+  // 0, 1 (the default) or 2 ("all")
+  static const int wide = EnvChoice("RTGEN_GEMV_WIDE", {"0", "1", "all"}, 1);
   if (p.m > GemvMaxRows()) return false;
   if (p.m > kGemvMaxRows) return int64_t{p.n} * p.k <= kGemvSlicedMaxElems;
   if (p.m > 8) return int64_t{p.n} * p.k <= (int64_t{4} << 20);
@@ -106,7 +101,7 @@ absl::StatusOr<bool> RanOnHopper(const MatmulContext& ctx, const MatmulParams& p
 // Read at start-up, when a context is created or a shape tuned.
 enum class TuneMode { kOff, kList, kWide };
 TuneMode TuneModeFromEnv() {
-  switch (EnvChoice("RTGEN_MATMUL_TUNE", {"0", "1", "wide"})) {
+  switch (EnvChoice("RTGEN_MATMUL_TUNE", {"0", "1", "wide"}, 1)) {
     case 0: return TuneMode::kOff;
     case 2: return TuneMode::kWide;
     default: return TuneMode::kList;
@@ -232,7 +227,7 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
   }
   // HopperGemm is opt-in (RTGEN_HOPPER_GEMM=1 or =all): on the H200 it measured slower than
   // cuBLASLt at Llama-3-8B's decode shapes (docs/perf/gpu_notes.md, session 15).
-  const int hopper_choice = EnvChoice("RTGEN_HOPPER_GEMM", {"0", "1", "all"});
+  const int hopper_choice = EnvChoice("RTGEN_HOPPER_GEMM", {"0", "1", "all"}, 0);
   const bool hopper_wanted = hopper_choice >= 1;
   if (use_gemv && hopper_wanted && HopperGemmAvailable(device)) {
     int sms = 0;

@@ -60,10 +60,13 @@ bool PrefillTensorCores(int32_t num_tokens) {
 // -> 0.474).
 enum class Prefetch { kNever, kWhereReleasedEarly, kAlways };
 Prefetch DecodePrefetch() {
-  static const Prefetch mode = kernels::EnvIs("RTGEN_DECODE_PREFETCH", "all") ? Prefetch::kAlways
-                               : kernels::EnvOnUnlessZero("RTGEN_DECODE_PREFETCH")
-                                   ? Prefetch::kWhereReleasedEarly
-                                   : Prefetch::kNever;
+  static const Prefetch mode = [] {
+    switch (kernels::EnvChoice("RTGEN_DECODE_PREFETCH", {"0", "1", "all"}, 1)) {
+      case 0: return Prefetch::kNever;
+      case 2: return Prefetch::kAlways;
+      default: return Prefetch::kWhereReleasedEarly;
+    }
+  }();
   return mode;
 }
 
@@ -450,8 +453,11 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
 }
 
 bool ModelForward::LinksNorms(const ForwardShape& shape) const {
-  static const bool enabled = kernels::EnvOnUnlessZero("RTGEN_NORM_LINK", true, {"final"});
-  static const bool with_final = kernels::EnvIs("RTGEN_NORM_LINK", "final");
+  // 0: never; 1: one row (LinkRows); "final": also where the LM head is not on the GEMV; unset:
+  // the default rule.
+  static const int choice = kernels::EnvChoice("RTGEN_NORM_LINK", {"0", "1", "final"});
+  static const bool enabled = choice != 0;
+  static const bool with_final = choice == 2;
   const int32_t m = shape.num_tokens;
   if (!enabled || m < 1 || m > max_link_rows_ ||
       shape.num_samples != m || (m > 1 && (!shape.decode_only || !shape.samples_in_token_order))) {
@@ -499,7 +505,8 @@ bool ModelForward::LmHeadTakesLink(int32_t rows) const {
 // batch size, =all: classes at every batch size (A/B).
 constexpr int32_t kContextClassRows = 4;
 std::vector<int32_t> ModelForward::DecodeContextBounds(int32_t rows) const {
-  static const int choice = kernels::EnvChoice("RTGEN_DECODE_CONTEXT_CLASSES", {"0", "1", "all"});
+  static const int choice =
+      kernels::EnvChoice("RTGEN_DECODE_CONTEXT_CLASSES", {"0", "1", "all"}, 1);
   const bool off = choice == 0, all = choice == 2;
   // The persistent kernel (batch 1) plans no key partitions: one class.
   if (off || (!all && rows > kContextClassRows) || (rows == 1 && persistent_decode())) {
