@@ -1,7 +1,8 @@
-// rtgen-gemv-bench: the decode GEMV (kernels/gemv.h) at the real decode shapes of SmolLM2-135M,
-// Llama-3.2-1B and Llama-3-8B, against the memory-bandwidth floor and cuBLASLt.
+// rtgen-gemv-bench: the decode GEMV (kernels/gemv.h) at the real decode shapes of SmolLM2-135M
+// and Llama-3-8B (by default; Llama-3.2-1B by --models), against the memory-bandwidth floor and
+// cuBLASLt.
 //
-//   rtgen-gemv-bench [--m 1,2,4,8,16,32,64] [--models smollm2-135m,llama3.2-1b,llama3-8b]
+//   rtgen-gemv-bench [--m 1,2,4,8,16,32,64] [--models smollm2-135m,llama3-8b]
 //                    [--repeats 9]
 //                    [--sweep] [--no-legacy] [--device 0]
 //
@@ -85,21 +86,17 @@ struct Shape {
 
 // The linear layers of each model's decode step, from its synthetic shape (engine/model/
 // synthetic_model.h), as kernels/model_forward.cc runs them: fused qkv, fused gate+up, and the LM
-// head with fp32 logits.
-std::vector<Shape> Shapes(const std::vector<std::string>& models) {
+// head with fp32 logits. An unknown model name is an error (it measured nothing and exited 0).
+absl::StatusOr<std::vector<Shape>> Shapes(const std::vector<std::string>& models) {
   std::vector<Shape> out;
   for (const std::string& m : models) {
-    const absl::StatusOr<ModelConfig> c = SyntheticShape(m);
-    if (!c.ok()) {
-      std::fprintf(stderr, "%s\n", std::string(c.status().message()).c_str());
-      continue;
-    }
-    const int q_dim = c->num_heads * c->head_dim, kv_dim = c->num_kv_heads * c->head_dim;
-    out.push_back({m, "qkv", q_dim + 2 * kv_dim, c->hidden_size, false});
-    out.push_back({m, "o", c->hidden_size, q_dim, false});
-    out.push_back({m, "gate_up", 2 * c->intermediate_size, c->hidden_size, false});
-    out.push_back({m, "down", c->hidden_size, c->intermediate_size, false});
-    out.push_back({m, "lm_head", c->vocab_size, c->hidden_size, true});
+    ASSIGN_OR_RETURN(const ModelConfig c, SyntheticShape(m));
+    const int q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+    out.push_back({m, "qkv", q_dim + 2 * kv_dim, c.hidden_size, false});
+    out.push_back({m, "o", c.hidden_size, q_dim, false});
+    out.push_back({m, "gate_up", 2 * c.intermediate_size, c.hidden_size, false});
+    out.push_back({m, "down", c.hidden_size, c.intermediate_size, false});
+    out.push_back({m, "lm_head", c.vocab_size, c.hidden_size, true});
   }
   return out;
 }
@@ -204,7 +201,8 @@ absl::Status Run(const Options& o) {
       "model", "layer", "n", "k", "m", "MB", "legacy_us", "gemv_us", "GB/s", "%bw", "best_us",
       "%bw", "best(warps,unroll)", "cublas_us", "%bw", "heur0_us", "%bw", "max_err");
   absl::Status failure;
-  for (const Shape& s : Shapes(o.models)) {
+  ASSIGN_OR_RETURN(const std::vector<Shape> shapes, Shapes(o.models));
+  for (const Shape& s : shapes) {
     const size_t w_elems = static_cast<size_t>(s.n) * s.k;
     const size_t w_bytes = w_elems * 2;
     const int copies =
