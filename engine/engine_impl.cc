@@ -40,6 +40,15 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   if (tokenizer == nullptr) return absl::InvalidArgumentError("tokenizer is null");
   RETURN_IF_ERROR(CheckPositive("max_num_seqs", config.max_num_seqs));
   RETURN_IF_ERROR(CheckPositive("max_num_batched_tokens", config.max_num_batched_tokens));
+  // Every running sequence's decode token must fit one step's budget: the scheduler gives the
+  // budget in running order, so the sequences past it would get no token until those before them
+  // finished (vLLM refuses the same).
+  if (config.max_num_batched_tokens < config.max_num_seqs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_num_batched_tokens = ", config.max_num_batched_tokens, " is less than max_num_seqs = ",
+        config.max_num_seqs, ": a step could not decode every running sequence; raise "
+        "max_num_batched_tokens or lower max_num_seqs"));
+  }
   RETURN_IF_ERROR(CheckPositive("max_model_len", config.max_model_len));
   RETURN_IF_ERROR(CheckPositive("block_size", config.block_size));
   // 0 would refuse every request, even on an idle engine (a request waits before its first step).
@@ -312,6 +321,17 @@ void EngineImpl::CollectInFlight() {
     output = absl::InternalError(absl::StrCat("backend ", backend_->name(), " returned ",
                                               output->sampled.size(), " sampled tokens for ",
                                               input.samples.size(), " sampling rows"));
+  }
+  // An id outside the vocabulary fails the step: a negative one would read as a stand-in for a
+  // token still being sampled (engine/pending_token.h), one past it would reach the detokenizer.
+  const int32_t vocab = tokenizer_->vocab_size();
+  for (size_t i = 0; output.ok() && i < output->sampled.size(); ++i) {
+    const int32_t id = output->sampled[i].token_id;
+    if (id < 0 || id >= vocab) {
+      output = absl::InternalError(absl::StrCat("backend ", backend_->name(), " sampled token id ",
+                                                id, " (sampling row ", i,
+                                                ") outside the vocabulary [0, ", vocab, ")"));
+    }
   }
   if (!output.ok()) {
     ++failed_in_a_row_;

@@ -286,6 +286,25 @@ TEST(EngineConfigTest, ADefaultPoolTooLargeToCountIsRefused) {
       << engine.status();
 }
 
+// A step's token budget below max_num_seqs: the sequences past the budget in running order got no
+// decode token, step after step, until those before them finished (and reached their deadlines
+// with none). Refused by name, as vLLM refuses it; equal is the least that works.
+TEST(EngineConfigTest, ABudgetBelowMaxNumSeqsIsRefused) {
+  FakeTokenizer tok;
+  EngineConfig c;
+  c.max_num_seqs = 64;
+  c.max_num_batched_tokens = 32;
+  auto engine = Engine::Create(c, std::make_unique<FakeBackend>(), &tok);
+  ASSERT_FALSE(engine.ok());
+  EXPECT_EQ(engine.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(engine.status().message().find("max_num_batched_tokens = 32 is less than "
+                                           "max_num_seqs = 64"),
+            std::string::npos)
+      << engine.status();
+  c.max_num_batched_tokens = 64;
+  EXPECT_TRUE(Engine::Create(c, std::make_unique<FakeBackend>(), &tok).ok());
+}
+
 TEST(EngineConfigTest, APoolWithMoreSlotsThanInt32CountsIsRefused) {
   // 2^27 blocks of 16 tokens: 2^31 slots, one past what int32 slot numbers hold.
   FakeTokenizer tok;
@@ -333,6 +352,30 @@ TEST_F(EngineTest, BackendErrorFailsTheStepButTheEngineKeepsRunning) {
   ASSERT_TRUE(bad.Wait());
   EXPECT_EQ(bad.rec.last().finish, FinishReason::kError);
   EXPECT_FALSE(bad.rec.last().error.ok());
+  ASSERT_TRUE(engine->Submit(MakeRequest("good", Range(1, 4), 5), good.Sink()).ok());
+  ASSERT_TRUE(good.Wait());
+  EXPECT_EQ(good.rec.tokens(), FakeGreedyOutput(Range(1, 4), 5));
+}
+
+// A sampled id outside the vocabulary fails its step, and its request ends in an error naming the
+// id, instead of streaming: a negative id read as a stand-in for a token still being sampled, and
+// one past the vocabulary reached the detokenizer. The engine keeps serving.
+TEST_F(EngineTest, ASampledIdOutsideTheVocabularyFailsTheStep) {
+  auto engine = Make();
+  for (const int32_t bad_id : {-3, 100000}) {
+    backend_->Script(7, {'a', bad_id, 'b'});
+    Stream s;
+    const std::string id = "bad" + std::to_string(bad_id);
+    ASSERT_TRUE(engine->Submit(MakeRequest(id, {7, 1, 2}, 5), s.Sink()).ok());
+    ASSERT_TRUE(s.Wait());
+    EXPECT_EQ(s.rec.last().finish, FinishReason::kError);
+    EXPECT_EQ(s.rec.last().error.code(), absl::StatusCode::kInternal);
+    EXPECT_NE(s.rec.last().error.message().find("sampled token id " + std::to_string(bad_id)),
+              std::string::npos)
+        << s.rec.last().error;
+    for (int32_t t : s.rec.tokens()) EXPECT_EQ(t, 'a');
+  }
+  Stream good;
   ASSERT_TRUE(engine->Submit(MakeRequest("good", Range(1, 4), 5), good.Sink()).ok());
   ASSERT_TRUE(good.Wait());
   EXPECT_EQ(good.rec.tokens(), FakeGreedyOutput(Range(1, 4), 5));
