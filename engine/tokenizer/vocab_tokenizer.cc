@@ -55,10 +55,7 @@ absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
     const bool control = types_[id] == TokenType::kControl;
     if (control || types_[id] == TokenType::kUserDefined) {
       special_[id] = true;
-      if (!pieces_[id].empty()) {
-        matchable_.push_back({pieces_[id], static_cast<int32_t>(id), control});
-        first_byte_[static_cast<unsigned char>(pieces_[id][0])] = true;
-      }
+      if (!pieces_[id].empty()) AddSpecialPiece(pieces_[id], static_cast<int32_t>(id), control);
     }
   }
   // A merge naming a piece that is no token (merges written in another byte alphabet, a
@@ -73,9 +70,6 @@ absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
       }
     }
   }
-  std::stable_sort(
-      matchable_.begin(), matchable_.end(),
-      [](const Matchable& a, const Matchable& b) { return a.text.size() > b.text.size(); });
   stop_ids_.clear();
   if (eos_id_) stop_ids_.push_back(*eos_id_);
   for (std::string_view piece : kStopPieces) {
@@ -87,28 +81,60 @@ absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
   return absl::OkStatus();
 }
 
+int32_t VocabTokenizer::ChildOf(int32_t node, unsigned char byte) const {
+  const auto& children = special_trie_[node].children;
+  const auto it = std::lower_bound(children.begin(), children.end(), std::make_pair(byte, -1));
+  return it != children.end() && it->first == byte ? it->second : -1;
+}
+
+void VocabTokenizer::AddSpecialPiece(const std::string& piece, int32_t id, bool control) {
+  int32_t node = 0;
+  for (const char c : piece) {
+    const unsigned char byte = static_cast<unsigned char>(c);
+    int32_t next = ChildOf(node, byte);
+    if (next < 0) {
+      next = static_cast<int32_t>(special_trie_.size());
+      special_trie_.emplace_back();  // before taking a reference into the vector
+      auto& children = special_trie_[node].children;
+      children.insert(std::lower_bound(children.begin(), children.end(), std::make_pair(byte, -1)),
+                      {byte, next});
+    }
+    node = next;
+  }
+  // Ids arrive in ascending order: the first one a node sees is its lowest.
+  TrieNode& end = special_trie_[node];
+  if (end.any_id < 0) end.any_id = id;
+  if (!control && end.non_control_id < 0) end.non_control_id = id;
+}
+
+std::pair<int32_t, size_t> VocabTokenizer::MatchSpecial(std::string_view text,
+                                                        bool parse_special) const {
+  std::pair<int32_t, size_t> best = {-1, 0};
+  int32_t node = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    node = ChildOf(node, static_cast<unsigned char>(text[i]));
+    if (node < 0) break;
+    const TrieNode& n = special_trie_[node];
+    const int32_t id = parse_special ? n.any_id : n.non_control_id;
+    if (id >= 0) best = {id, i + 1};
+  }
+  return best;
+}
+
 std::vector<VocabTokenizer::Segment> VocabTokenizer::SplitSpecial(std::string_view text,
                                                                   bool parse_special) const {
   std::vector<Segment> out;
   size_t plain_start = 0;
   size_t pos = 0;
   while (pos < text.size()) {
-    const Matchable* hit = nullptr;
-    if (first_byte_[static_cast<unsigned char>(text[pos])]) {
-      for (const Matchable& m : matchable_) {
-        if ((parse_special || !m.control) && text.substr(pos, m.text.size()) == m.text) {
-          hit = &m;
-          break;
-        }
-      }
-    }
-    if (hit == nullptr) {
+    const auto [id, length] = MatchSpecial(text.substr(pos), parse_special);
+    if (id < 0) {
       ++pos;
       continue;
     }
     if (plain_start < pos) out.push_back({text.substr(plain_start, pos - plain_start), -1});
-    out.push_back({text.substr(pos, hit->text.size()), hit->id});
-    pos += hit->text.size();
+    out.push_back({text.substr(pos, length), id});
+    pos += length;
     plain_start = pos;
   }
   if (plain_start < text.size()) out.push_back({text.substr(plain_start), -1});

@@ -232,5 +232,46 @@ TEST(SpmTokenizerTest, JsonWithByteFallbackMergesByRank) {
   EXPECT_TRUE((*tok)->IsSpecial(1));
 }
 
+// Special tokens in the input, as the byte trie matches them (vocab_tokenizer.h): at a position
+// the longest piece wins, control pieces only with parse_special, user-defined ones always, and
+// of two tokens with the same piece the lower id (the lowest of the allowed kind).
+TEST(SpmTokenizerTest, SpecialPiecesLongestFirstLowestIdAmongDuplicates) {
+  Vocab v = SmallVocab();
+  const int32_t first = static_cast<int32_t>(v.tokens.size());
+  v.Add("<|a|>", 0, 3);   // first: a control piece
+  v.Add("<|a|>h", 0, 3);  // + 1: a longer control piece starting with it
+  v.Add("<u>", 0, 4);     // + 2: user-defined
+  v.Add("<d>", 0, 3);     // + 3: a control piece ...
+  v.Add("<d>", 0, 4);     // + 4: ... and the same piece user-defined
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddString("tokenizer.ggml.model", "llama");
+  w.AddStringArray("tokenizer.ggml.tokens", v.tokens);
+  w.AddFloat32Array("tokenizer.ggml.scores", v.scores);
+  w.AddInt32Array("tokenizer.ggml.token_type", v.types);
+  w.AddBool("tokenizer.ggml.add_space_prefix", false);
+  w.AddUint32("tokenizer.ggml.bos_token_id", 1);
+  const std::string path = testing::UniqueTempPath("spm_specials.gguf");
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto tok = LoadTokenizerFromGguf(**file);
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  const auto h = (*tok)->TokenId("h");
+  ASSERT_TRUE(h.has_value());
+  const std::string text = "h<|a|>hh<|a|><u><d><|a";
+  EXPECT_EQ((*tok)->Encode(text, /*parse_special=*/true).value(),
+            (std::vector<int32_t>{*h, first + 1, *h, first, first + 2, first + 3,
+                                  // "<|a": no piece ends here; plain text, byte by byte
+                                  3 + '<', 3 + '|', 3 + 'a'}));
+  const std::vector<int32_t> plain = (*tok)->Encode(text, /*parse_special=*/false).value();
+  std::vector<int32_t> specials;
+  for (int32_t id : plain) {
+    if (id >= first) specials.push_back(id);
+  }
+  EXPECT_EQ(specials, (std::vector<int32_t>{first + 2, first + 4}));
+  EXPECT_EQ((*tok)->Decode(plain), text);
+}
+
 }  // namespace
 }  // namespace rtgen
