@@ -56,9 +56,18 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
   // 1. Decodes (one uncomputed token), in running_'s order: higher classes first. The victim is
   // running_'s last sequence, at or after this one, so never one already scheduled in this pass
   // nor of a higher class.
+  bool pool_short = false;  // a decode waits for a block: no admissions this step either
   for (size_t i = 0; i < running_.size() && budget > 0;) {
     Sequence* seq = running_[i];
     if (seq->num_uncomputed_tokens() != 1 || EndsWithPending(*seq, config_.max_model_len)) {
+      ++i;
+      continue;
+    }
+    // Its token of the step in flight is not known yet and may end it (a stop token, EOS, a stop
+    // string): then the block would never be used, and a sequence preempted for it would
+    // recompute for nothing. It waits one step; by the next Schedule its token is known.
+    if (seq->has_pending() && !block_manager_.CanAppend(*seq, 1)) {
+      pool_short = true;
       ++i;
       continue;
     }
@@ -93,8 +102,8 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
     budget -= n;
   }
 
-  // 3. Admissions, unless this step had to preempt (the pool is tight).
-  while (batch.num_preempted == 0 && budget > 0 && !waiting_.empty() &&
+  // 3. Admissions, unless this step had to preempt or leave a decode waiting (the pool is tight).
+  while (batch.num_preempted == 0 && !pool_short && budget > 0 && !waiting_.empty() &&
          static_cast<int32_t>(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = *waiting_.begin();
     if (!block_manager_.CanAllocate(*seq)) break;  // head of line: keeps the queue's order

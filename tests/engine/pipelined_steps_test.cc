@@ -71,6 +71,31 @@ TEST(PipelinedStepsTest, PendingTokenThatEndsByLengthIsNotDecodedAgain) {
   EXPECT_EQ(rec.last().finish, FinishReason::kLength);
 }
 
+// A decode whose sequence still waits for its pending token, in a full pool, waits one step
+// instead of preempting: that token may end the sequence (here the stop token 'z'), and the block
+// would never be used. Before, step 3 preempted B (the newest) for A's next block, A then
+// stopped, and B recomputed its prompt for nothing.
+TEST(PipelinedStepsTest, APendingDecodeWaitsForItsTokenRatherThanPreempting) {
+  FakeTokenizer tok;
+  SchedulerConfig c = SmallConfig();
+  c.num_kv_blocks = 3;  // A's prompt (3 tokens) takes one block, B's (7) two
+  StepDriver d(c, &tok, nullptr, /*pipelined=*/true);
+  d.backend.Script(9, {'a', 'z'});
+  Recorded a, b;
+  Request ra = MakeRequest("a", {9, 1, 2}, 10);
+  ra.stopping.stop_token_ids = {'z'};
+  d.scheduler.Add(MakeSeq(&tok, std::move(ra), &a, 0));
+  d.scheduler.Add(MakeSeq(&tok, MakeRequest("b", Range(50, 7), 3), &b, 1));
+  while (d.scheduler.num_live() > 0) d.Step();
+  d.Drain();
+  EXPECT_EQ(d.scheduler.num_preemptions(), 0);
+  EXPECT_EQ(a.tokens(), (std::vector<int32_t>{'a', 'z'}));
+  EXPECT_EQ(a.last().finish, FinishReason::kStop);
+  EXPECT_EQ(b.tokens(), FakeGreedyOutput(Range(50, 7), 3));
+  d.ExpectBlocksBalanced();
+  EXPECT_EQ(d.scheduler.block_manager().num_used_blocks(), 0);
+}
+
 TEST(PipelinedStepsTest, CancelWhileItsStepIsInFlightFreesItOnce) {
   FakeTokenizer tok;
   StepDriver d(SmallConfig(), &tok, nullptr, /*pipelined=*/true);
