@@ -69,10 +69,11 @@ if [[ "${what}" == all || "${what}" == peer ]]; then
   start=$(date +%s)
   echo "== torch peer"
   if [[ -f "${bundle}/torch_decode_peer.py" ]]; then
+    rm -f "${out}/peer_fast.json"  # no earlier run's figures in the table if this one dies
     PYTHONUNBUFFERED=1 python3 "${bundle}/torch_decode_peer.py" 2>&1 | tee "${out}/peer.log" | grep -v Warning
     rc=$(( rc | PIPESTATUS[0] ))
     # The peer prints FAIL for a shape it could not run and carries on with exit 0.
-    if grep -q "FAIL" "${out}/peer.log"; then
+    if grep -q "^FAIL " "${out}/peer.log"; then
       echo "engine_bench: the peer failed on some shapes (FAIL lines in peer.log)" >&2
       rc=$(( rc | 8 ))
     fi

@@ -64,8 +64,8 @@ def load(label, r):
     path = os.path.join(out, f"{label}_{r}.json")
     return json.load(open(path)) if os.path.exists(path) else None
 # rows[key][label][r]: round r's (graph, eager) TPOT; floors[key]: the floor of the first run
-# that printed one (each run measures its own copy bandwidth; they differ by ~1 %); a round without a
-# figure (its run failed) prints "-" in its place, so the rounds stay in their columns.
+# that printed one (each run measures its own copy bandwidth; they differ by ~1 %); a round
+# without a figure (its run failed) prints "-" in its place, so the rounds stay in their columns.
 rows, floors, clocks = {}, {}, {}
 for label in labels:
     for r in range(1, rounds + 1):
@@ -75,7 +75,8 @@ for label in labels:
         for name, m in d["models"].items():
             for row in m.get("decode", []):
                 key = (name, row["batch"])
-                floors.setdefault(key, row.get("floor_ms"))
+                if floors.get(key) is None:
+                    floors[key] = row.get("floor_ms")
                 cell = (row.get("tpot_ms"), row.get("eager_tpot_ms"))
                 rows.setdefault(key, {}).setdefault(label, {})[r] = cell
                 if row.get("gpu_samples"):

@@ -2,8 +2,8 @@
 # scripts/device/engine_bench.sh on this machine, against a stand-in rtgen-engine-bench and a
 # stand-in PyTorch peer: each model keeps its own run's copy bandwidth in the merged JSON (its
 # floors' divisor; the first run's stood for both), a peer that prints FAIL for a shape makes the
-# script exit non-zero, and a run that dies before writing its JSON is not replaced by the file
-# an earlier run left in the same OUT.
+# script exit non-zero, and a run that dies before writing its JSON (the rtgen runs' or the
+# peer's) is not replaced by the file an earlier run left in the same OUT.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 work=$(mktemp -d)
@@ -27,7 +27,8 @@ printf '{"device": {"name": "stand-in"}, "copy_bandwidth_gbs": %s, "settings": {
   "${bw}" "${models}" > "${json}"
 BENCH
 chmod +x "${work}/bundle/bin/rtgen-engine-bench"
-printf 'print("FAIL llama3-8b 64 compiled RuntimeError()")\n' > "${work}/bundle/torch_decode_peer.py"
+printf 'print("FAIL llama3-8b 64 compiled RuntimeError()")\n' \
+  > "${work}/bundle/torch_decode_peer.py"
 
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
@@ -51,8 +52,11 @@ status=$?
 [[ ${status} != 0 ]] || fail "both runs died, yet engine_bench.sh exited 0"
 [[ ! -e "${work}/out/engine_bench.json" ]] || fail "an earlier run's JSON stood in for a dead run"
 
+# A stale peer file from an earlier run in the same OUT: its figure must not reach the table.
+printf '{"smollm2-135m/bs1/graph": {"tpot_ms": 9.876}}\n' > "${work}/out/peer_fast.json"
 out=$(run peer)
 status=$?
+grep -q "9.876" <<< "${out}" && fail "an earlier run's peer figure reached the table"
 [[ ${status} != 0 ]] || fail "the peer printed FAIL, yet engine_bench.sh exited 0: ${out}"
 grep -q "the peer failed" <<< "${out}" || fail "the peer's failure was not reported"
 grep -q Traceback <<< "${out}" && fail "the summary crashed"
