@@ -233,8 +233,10 @@ TEST(SpmTokenizerTest, JsonWithByteFallbackMergesByRank) {
 }
 
 // Special tokens in the input, as the byte trie matches them (vocab_tokenizer.h): at a position
-// the longest piece wins, control pieces only with parse_special, user-defined ones always, and
-// of two tokens with the same piece the lower id (the lowest of the allowed kind).
+// the longest piece wins, control pieces only with parse_special, user-defined ones always (a
+// user-defined piece inside a longer control one still matches without parse_special), pieces of
+// bytes past 0x7F too, and of two tokens with the same piece the lower id (the lowest of the
+// allowed kind).
 TEST(SpmTokenizerTest, SpecialPiecesLongestFirstLowestIdAmongDuplicates) {
   Vocab v = SmallVocab();
   const int32_t first = static_cast<int32_t>(v.tokens.size());
@@ -243,6 +245,10 @@ TEST(SpmTokenizerTest, SpecialPiecesLongestFirstLowestIdAmongDuplicates) {
   v.Add("<u>", 0, 4);     // + 2: user-defined
   v.Add("<d>", 0, 3);     // + 3: a control piece ...
   v.Add("<d>", 0, 4);     // + 4: ... and the same piece user-defined
+  v.Add("<u>x", 0, 3);    // + 5: a control piece that starts with the user-defined "<u>"
+  v.Add("\xC3\xA9!", 0, 4);  // + 6: user-defined, "é!"
+  v.Add("<w>", 0, 4);     // + 7: user-defined ...
+  v.Add("<w>", 0, 4);     // + 8: ... twice
   GgufWriter w;
   w.AddString("general.architecture", "llama");
   w.AddString("tokenizer.ggml.model", "llama");
@@ -259,17 +265,17 @@ TEST(SpmTokenizerTest, SpecialPiecesLongestFirstLowestIdAmongDuplicates) {
   ASSERT_TRUE(tok.ok()) << tok.status();
   const auto h = (*tok)->TokenId("h");
   ASSERT_TRUE(h.has_value());
-  const std::string text = "h<|a|>hh<|a|><u><d><|a";
+  const std::string text = "h<|a|>hh<|a|><u><d><|a<u>x\xC3\xA9!<w>";
   EXPECT_EQ((*tok)->Encode(text, /*parse_special=*/true).value(),
             (std::vector<int32_t>{*h, first + 1, *h, first, first + 2, first + 3,
                                   // "<|a": no piece ends here; plain text, byte by byte
-                                  3 + '<', 3 + '|', 3 + 'a'}));
+                                  3 + '<', 3 + '|', 3 + 'a', first + 5, first + 6, first + 7}));
   const std::vector<int32_t> plain = (*tok)->Encode(text, /*parse_special=*/false).value();
   std::vector<int32_t> specials;
   for (int32_t id : plain) {
     if (id >= first) specials.push_back(id);
   }
-  EXPECT_EQ(specials, (std::vector<int32_t>{first + 2, first + 4}));
+  EXPECT_EQ(specials, (std::vector<int32_t>{first + 2, first + 4, first + 2, first + 6, first + 7}));
   EXPECT_EQ((*tok)->Decode(plain), text);
 }
 
