@@ -313,7 +313,8 @@ TEST(SamplingTest, NanLogitsCountAsMinusInfinity) {
 // evenly by the +inf ids of a row: every config of NanLogitsCountAsMinusInfinity, rows with one
 // +inf (the last id on some: the scalar tail or the last split) or two (in different splits at
 // 3+ splits), each with NaN at every 7th id too, give the CPU's token (a +inf id) and top-n with
-// a finite logprob. Before, exp(inf - inf) made the logprobs NaN and the draw took any id.
+// a finite logprob. On some rows the first is 3e38 instead, +inf once a temperature below 1
+// scales it. Before, exp(inf - inf) made the logprobs NaN and the draw took any id.
 TEST(SamplingTest, PlusInfinityLogitsTakeAllTheMass) {
   const std::vector<Config> configs = {{0.0f, 0, 1.0f, 0.0f},   {1.0f, 0, 1.0f, 0.0f},
                                        {0.7f, 0, 0.9f, 0.0f},   {0.8f, 50, 0.95f, 0.0f},
@@ -338,6 +339,7 @@ TEST(SamplingTest, PlusInfinityLogitsTakeAllTheMass) {
       inf_ids[r] = {first};
       if (r % 2 == 1) inf_ids[r].push_back((first + vocab / 2) % vocab);
       for (int id : inf_ids[r]) row[id] = INFINITY;
+      if (r % 4 == 2) row[first] = 3e38f;
     }
     for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
       SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
@@ -475,6 +477,8 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
       if (!seen.empty()) {
         row[seen[rng() % seen.size()]] = top + 0.5f;
         row[seen[rng() % seen.size()]] = -top - 0.5f;  // a negative one: l * penalty
+        // A +inf one on some rows: still +inf penalized, then the largest float on both sides.
+        if (r % 4 == 1) row[seen[rng() % seen.size()]] = INFINITY;
       }
     }
     const PenaltyInputs pen = penalties.Finish();
@@ -496,9 +500,14 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
         EXPECT_NEAR(logprobs[r], cpu.logprob, 1e-3) << "row " << r;
         if (host_params[r].greedy()) {
           penalty_decided += cpu.token_id != unpenalized;
-          EXPECT_EQ(std::memcmp(after.data() + size_t{1} * r * vocab, row.data(),
-                                sizeof(float) * vocab),
-                    0)
+          // The device leaves a greedy row's penalized logits raw (its loads map NaN and +inf as
+          // FiniteLogit does); the CPU's row holds them mapped.
+          std::vector<float> taken(after.begin() + size_t{1} * r * vocab,
+                                   after.begin() + size_t{1} * (r + 1) * vocab);
+          for (float& x : taken) {
+            x = std::isnan(x) ? -INFINITY : std::min(x, std::numeric_limits<float>::max());
+          }
+          EXPECT_EQ(std::memcmp(taken.data(), row.data(), sizeof(float) * vocab), 0)
               << "row " << r << ": penalized logits differ from the CPU's";
         }
       }
