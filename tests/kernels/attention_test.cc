@@ -27,6 +27,42 @@ struct AttnShape {
 
 class DecodeAttentionTest : public ::testing::TestWithParam<AttnShape> {};
 
+// Keys made to dominate one query head's scores each (k = 2q: a score of 2 sqrt(head_dim) against
+// ~N(0, 1) for the random keys), so an output that drops or doubles one of them is off by O(1),
+// not by the ~1 / sqrt(e N) that a near-uniform attention over N random keys hides under the 1e-2
+// tolerance once N is in the thousands (0.0105 at 3000 keys). Per sequence: its last key, its
+// first, and up to four keys on either side of a 64-key tile or a `partition`-key partition edge,
+// each for the query heads (of every kv head) in turn.
+void PlantDominantKeys(const std::vector<int32_t>& ctx, const std::vector<uint16_t>& q, int stride,
+                       int heads, int partition, std::mt19937_64& rng, Cache* c) {
+  const int group = heads / c->kv_heads;
+  for (size_t s = 0; s < ctx.size(); ++s) {
+    const int n = ctx[s];
+    if (n == 0) continue;
+    std::vector<int> edges;
+    for (const int unit : {64, partition}) {
+      for (int m = unit; unit > 0 && m < n; m += unit) {
+        edges.push_back(m - 1);
+        edges.push_back(m);
+      }
+    }
+    std::shuffle(edges.begin(), edges.end(), rng);
+    std::vector<int> keys = {n - 1, 0};
+    for (size_t i = 0; i < edges.size() && keys.size() < 6; ++i) keys.push_back(edges[i]);
+    for (size_t j = 0; j < keys.size(); ++j) {
+      const int p = keys[j];
+      const size_t block = static_cast<size_t>(c->tables[s * c->max_blocks + p / c->block_size]);
+      for (int g = 0; g < c->kv_heads; ++g) {
+        const int h = g * group + static_cast<int>(j) % group;
+        const uint16_t* qh = q.data() + s * stride + size_t{1} * h * c->hd;
+        uint16_t* k = c->k.data() +
+                      ((block * c->block_size + p % c->block_size) * c->kv_heads + g) * c->hd;
+        for (int i = 0; i < c->hd; ++i) k[i] = ToBf16(2.0f * FromBf16(qh[i]));
+      }
+    }
+  }
+}
+
 TEST_P(DecodeAttentionTest, MatchesReference) {
   const AttnShape a = GetParam();
   const uint64_t seed = FreshSeed();
@@ -44,6 +80,8 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
     plan.num_splits = a.splits;
     plan.partition_size = (max_ctx + a.splits - 1) / a.splits;
   }
+  PlantDominantKeys(a.ctx, q, stride, a.heads, plan.num_splits > 1 ? plan.partition_size : 0,
+                    rng, &c);
   DeviceArray<uint16_t> d_q(q), d_k(c.k), d_v(c.v);
   DeviceArray<int32_t> d_tables(c.tables), d_ctx(a.ctx);
   DeviceArray<uint16_t> d_out(size_t{1} * seqs * q_dim);
@@ -51,11 +89,16 @@ TEST_P(DecodeAttentionTest, MatchesReference) {
   DeviceArray<float> d_po(parts * a.hd), d_ml(parts * 2);
   kernels::DecodeAttentionParams p = DecodeParams(
       c, seqs, a.heads, plan, {d_q, stride, d_k, d_v, d_tables, d_ctx, d_out, d_po, d_ml});
-  std::vector<double> want(size_t{1} * seqs * q_dim);
+  std::vector<double> want(size_t{1} * seqs * q_dim), last_dropped(want.size());
   for (int s = 0; s < seqs; ++s) {
     Reference(c, s, a.ctx[s], q.data() + size_t{1} * s * stride, a.heads, p.scale,
               want.data() + size_t{1} * s * q_dim);
+    Reference(c, s, std::max(a.ctx[s] - 1, 0), q.data() + size_t{1} * s * stride, a.heads,
+              p.scale, last_dropped.data() + size_t{1} * s * q_dim);
   }
+  // The test could tell: the outputs without each sequence's last key are far off.
+  const std::vector<float> dropped(last_dropped.begin(), last_dropped.end());
+  EXPECT_GT(RelL2(dropped, want), 0.05);
   // On tensor cores where they apply, then always on CUDA cores: each a separate combine launch
   // (counters null), then the in-kernel merge, launched twice: the counters must come back to
   // zero, and the second launch must repeat the first bit for bit.
