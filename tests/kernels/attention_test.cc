@@ -359,7 +359,17 @@ INSTANTIATE_TEST_SUITE_P(
                       // Block sizes that are not powers of two: slots by division, not shifts
                       // (PartitionRange::Slot).
                       AttnShape{32, 8, 128, 24, {700, 1, 129, 48}, 1},
-                      AttnShape{9, 3, 64, 12, {300, 13, 0}, 3}));
+                      AttnShape{9, 3, 64, 12, {300, 13, 0}, 3},
+                      // More than 32 partitions (the merges' strided loops over them): one kv
+                      // head or two at batch 1-2 and a long context (47 and 36 here).
+                      AttnShape{8, 1, 64, 16, {12000, 9}, 0},
+                      AttnShape{16, 2, 128, 16, {9000}, 0},
+                      // head_dim 80 and 96 (the CUDA-core kernel only; lanes holding no dims).
+                      AttnShape{6, 2, 80, 16, {300, 1, 65}, 1},
+                      AttnShape{8, 4, 96, 16, {700, 129}, 3},
+                      // Groups of 32 query heads on one kv head (multi-query attention).
+                      AttnShape{32, 1, 64, 16, {300, 5}, 1},
+                      AttnShape{32, 1, 128, 16, {700, 2}, 3}));
 
 }  // namespace
 }  // namespace rtgen::testing_gpu
