@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "kernels/prefill_attention.h"
 #include "kernels/prefill_attention_mma.h"
+#include "kernels/step_arrays.h"
 #include "tests/kernels/attention_reference.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/slow_kv_writer.h"
@@ -31,7 +32,54 @@ struct PrefillShape {
   // Each query row 4 times its own position's key: the softmax peaks on the diagonal key (a
   // kernel that drops or misplaces it is far off), wherever in the tiles it falls.
   bool peaked = false;
+  // The step's decode rows (one-token sequences at their newest position) marked
+  // kPrefillKeepRow, as a mixed step marks them for decode attention: left as they are.
+  bool keep_decode_rows = false;
 };
+
+// The cache slot of sequence s's key at `pos`; -1 where its block table has no block.
+int64_t KeySlot(const Cache& c, int s, int pos) {
+  const int32_t block = c.tables[static_cast<size_t>(s) * c.max_blocks + pos / c.block_size];
+  return block < 0 ? -1 : int64_t{block} * c.block_size + pos % c.block_size;
+}
+
+// Query rows that single out one key (q = 4 k: a score of 4 sqrt(head_dim) against N(0, 4) for the
+// rest), on the even heads of every row that is not padding; the odd heads keep their random q,
+// so the sums over many keys stay tested. A row whose next position is a 64-key tile edge, a page
+// edge or its sequence's end (with the slot past it in the page) baits the causal mask: q is 4
+// times the key at pos + 1, which a mask one key too long would let dominate. Every other row
+// picks, head by head in turn, one of its keys at 0, 63, 64, 127, 128, its own position, the
+// first of its chunk, the last one cached before it, or either side of its page's start: a kernel
+// that drops or misplaces that key is off by O(1), where near-uniform attention over a few hundred
+// keys hides one key under the row tolerance (a read-only review's simulation: a dropped key in a
+// 1000-key row is caught in 16 % of the rows). Returns the count of baited rows.
+int PlantKeys(const Cache& c, const PrefillShape& a, const std::vector<int32_t>& token_seq,
+              const std::vector<int32_t>& positions, int stride, std::vector<uint16_t>* q) {
+  const int group = a.heads / a.kv_heads;
+  int baited = 0;
+  for (size_t t = 0; t < positions.size(); ++t) {
+    const int s = token_seq[t], pos = positions[t];
+    if (pos < 0) continue;
+    const auto [ctx, q_len] = a.seqs[s];
+    const int next = pos + 1;
+    const bool bait = (next % 64 == 0 || next % c.block_size == 0 || next == ctx) &&
+                      next < c.max_blocks * c.block_size && KeySlot(c, s, next) >= 0;
+    baited += bait;
+    const int page = pos / c.block_size * c.block_size;
+    std::vector<int> picks;
+    for (const int j : {0, 63, 64, 127, 128, pos, ctx - q_len, ctx - q_len - 1, page, page - 1}) {
+      if (j >= 0 && j <= pos) picks.push_back(j);
+    }
+    for (int h = 0; h < a.heads; h += 2) {
+      const int key = bait ? next : picks[(t + static_cast<size_t>(h) / 2) % picks.size()];
+      const int64_t slot = KeySlot(c, s, key);
+      const uint16_t* k = c.k.data() + (slot * a.kv_heads + h / group) * a.hd;
+      uint16_t* row = q->data() + t * stride + static_cast<size_t>(h) * a.hd;
+      for (int i = 0; i < a.hd; ++i) row[i] = ToBf16(4.0f * FromBf16(k[i]));  // exact in bf16
+    }
+  }
+  return baited;
+}
 
 // The step's (sequence, position) per token, plus one padding token (position -1) in the middle.
 std::vector<std::pair<int32_t, int32_t>> StepTokens(const PrefillShape& a) {
@@ -104,6 +152,13 @@ TEST_P(PrefillAttentionTest, BothKernelsMatchReference) {
     token_seq.push_back(s);
     positions.push_back(p);
   }
+  // The decode rows a mixed step leaves to decode attention: kept as they are (0xffff, NaN).
+  std::vector<bool> kept(positions.size(), false);
+  for (size_t t = 0; a.keep_decode_rows && t < positions.size(); ++t) {
+    if (positions[t] < 0) continue;
+    const auto [ctx, q_len] = a.seqs[token_seq[t]];
+    kept[t] = q_len == 1 && positions[t] == ctx - 1;
+  }
   const int tokens = static_cast<int>(positions.size()), q_dim = a.heads * a.hd;
   const int stride = q_dim + 2 * a.kv_heads * a.hd;  // q rows inside the qkv projection's rows
   std::vector<uint16_t> q = ToBf16(RandomNormal(size_t{1} * tokens * stride, 1.0f, rng));
@@ -119,8 +174,18 @@ TEST_P(PrefillAttentionTest, BothKernelsMatchReference) {
       }
     }
   }
+  if (!a.peaked) {
+    const int baited = PlantKeys(c, a, token_seq, positions, stride, &q);
+    EXPECT_GT(baited, 0) << "no row baits the causal mask";
+  }
+  // Kept rows' positions as a mixed step writes them (after the planting, which reads them).
+  std::vector<int32_t> attention_positions = positions;
+  for (size_t t = 0; t < positions.size(); ++t) {
+    if (kept[t]) attention_positions[t] = kernels::kPrefillKeepRow;
+  }
   DeviceArray<uint16_t> d_q(q), d_k(c.k), d_v(c.v), d_out(size_t{1} * tokens * q_dim);
-  DeviceArray<int32_t> d_seq(token_seq), d_pos(positions), d_tables(c.tables), d_ctx(ctx);
+  DeviceArray<int32_t> d_seq(token_seq), d_pos(attention_positions), d_tables(c.tables),
+      d_ctx(ctx);
   kernels::PrefillAttentionParams p =
       StepParams({d_q, stride, d_k, d_v, d_seq, d_pos, d_tables, d_ctx, d_out}, c, a.heads, tokens,
                  static_cast<int>(a.seqs.size()));
@@ -128,7 +193,7 @@ TEST_P(PrefillAttentionTest, BothKernelsMatchReference) {
 
   std::vector<double> want(size_t{1} * tokens * q_dim, 0.0);
   for (int t = 0; t < tokens; ++t) {
-    if (positions[t] < 0) continue;  // padding: zeros
+    if (positions[t] < 0 || kept[t]) continue;  // padding: zeros; kept rows: compared below
     Reference(c, token_seq[t], positions[t] + 1, q.data() + size_t{1} * t * stride, a.heads,
               p.scale, want.data() + size_t{1} * t * q_dim);
   }
@@ -143,14 +208,23 @@ TEST_P(PrefillAttentionTest, BothKernelsMatchReference) {
     p.key_groups = groups;
     GPU_CHECK(cudaMemset(d_out.bf16(), 0xff, size_t{1} * tokens * q_dim * sizeof(uint16_t)));
     GPU_CHECK(kernels::PrefillAttention(p, nullptr));
-    const std::vector<float> out = FromBf16(d_out.ToHost());
+    const std::vector<uint16_t> bits = d_out.ToHost();
+    std::vector<float> out = FromBf16(bits);
+    for (int t = 0; t < tokens; ++t) {
+      if (!kept[t]) continue;
+      for (int i = 0; i < q_dim; ++i) {
+        ASSERT_EQ(bits[size_t{1} * t * q_dim + i], 0xffff) << "kept row " << t << ", element " << i;
+        out[size_t{1} * t * q_dim + i] = 0.0f;  // as `want` holds it, for the sums below
+      }
+    }
     EXPECT_LE(RelL2(out, want), 1e-2);
     // Row by row too (one (token, head) row: hd elements), so no row's error hides in the sum.
     double worst = 0.0;
     for (size_t row = 0; row * a.hd < out.size(); ++row) {
       const std::span<const float> got(out.data() + row * a.hd, a.hd);
       const std::span<const double> ref(want.data() + row * a.hd, a.hd);
-      if (positions[row / a.heads] >= 0) worst = std::max(worst, RelL2(got, ref));
+      const size_t t = row / a.heads;
+      if (positions[t] >= 0 && !kept[t]) worst = std::max(worst, RelL2(got, ref));
     }
     EXPECT_LE(worst, 3e-2) << "the worst (token, head) row";
     for (int i = 0; i < q_dim; ++i) {
@@ -179,6 +253,12 @@ INSTANTIATE_TEST_SUITE_P(
         // dealt among the chunk's.
         PrefillShape{32, 8, 128, 16, {{20, 1}, {50, 1}, {7, 1}, {300, 80}}},
         PrefillShape{32, 8, 128, 16, {{20, 1}, {50, 1}, {7, 1}, {300, 80}}, true},
+        // The same with the decode rows left to decode attention (kPrefillKeepRow).
+        PrefillShape{32, 8, 128, 16, {{20, 1}, {50, 1}, {7, 1}, {300, 80}}, false, false, true},
+        PrefillShape{32, 8, 128, 16, {{20, 1}, {50, 1}, {7, 1}, {300, 80}}, true, false, true},
+        // A block of two runs at head_dim 128 (the tensor-core kernel's): row 128 of a 128-token
+        // prompt beside 63 rows of the next sequence's chunk.
+        PrefillShape{32, 8, 128, 16, {{128, 128}, {200, 70}}},
         // Peaked softmax: the diagonal key carries each row, early and late in the tiles; pages
         // of 24 keys (not dividing a 64-key tile).
         PrefillShape{9, 3, 64, 24, {{600, 600}, {90, 30}}, false, true},
