@@ -14,6 +14,7 @@ namespace {
 
 struct MatmulCase {
   int m, n, k;
+  bool gemv = false;  // the GEMV's shape (matmul.cc GemvShape) where the context has the GEMV
 };
 
 class MatmulTest : public ::testing::TestWithParam<std::tuple<MatmulCase, bool, bool>> {};
@@ -69,8 +70,10 @@ TEST_P(MatmulTest, MatchesReference) {
   DeviceArray<float> d_yf(size_t{1} * shape.m * shape.n);
   DeviceArray<uint16_t> d_yb(size_t{1} * shape.m * shape.n);
   void* y = f32_out ? static_cast<void*>(d_yf.get()) : static_cast<void*>(d_yb.get());
-  const absl::Status st = kernels::Matmul(
-      **ctx, {d_x.bf16(), d_w.bf16(), y, f32_out, shape.m, shape.n, shape.k}, nullptr);
+  const kernels::MatmulParams params{d_x.bf16(), d_w.bf16(), y, f32_out, shape.m, shape.n, shape.k};
+  // The route each case names: a regression to cuBLASLt everywhere met the reference as well.
+  EXPECT_EQ(kernels::MatmulRunsOnCublas(**ctx, params), !(use_gemv && shape.gemv));
+  const absl::Status st = kernels::Matmul(**ctx, params, nullptr);
   ASSERT_TRUE(st.ok()) << st;
   const std::vector<float> out = f32_out ? d_yf.ToHost() : FromBf16(d_yb.ToHost());
   const std::vector<double> want = Reference(shape, x, w);
@@ -80,18 +83,21 @@ TEST_P(MatmulTest, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, MatmulTest,
-    ::testing::Combine(::testing::Values(MatmulCase{1, 576, 576}, MatmulCase{3, 1728, 576},
-                                         MatmulCase{8, 576, 1536}, MatmulCase{17, 3072, 576},
-                                         MatmulCase{64, 2048, 2048}, MatmulCase{5, 4000, 200},
-                                         MatmulCase{2, 130, 37}, MatmulCase{32, 1024, 4096},
-                                         MatmulCase{64, 1536, 3584}, MatmulCase{48, 520, 264},
-                                         // Wide shapes (LM heads) on either side of the GEMV's
-                                         // 1-4 row, k <= 2048 routing (matmul.cc GemvShape).
-                                         MatmulCase{1, 20000, 576}, MatmulCase{4, 17000, 136},
-                                         MatmulCase{5, 17000, 136}, MatmulCase{2, 16500, 2056},
-                                         // One row of >= 24 MiB with >= 4096 features: the
-                                         // row-streaming GEMV, wide or not.
-                                         MatmulCase{1, 4096, 3072}, MatmulCase{1, 20480, 1288}),
+    ::testing::Combine(
+        ::testing::Values(
+            MatmulCase{1, 576, 576, true}, MatmulCase{3, 1728, 576, true},
+            MatmulCase{8, 576, 1536, true},
+            // 17-48 rows: the GEMV in slices of 16 rows under 2 Mi weight elements, else not.
+            MatmulCase{17, 3072, 576, true}, MatmulCase{48, 520, 264, true},
+            MatmulCase{32, 1024, 4096}, MatmulCase{64, 2048, 2048}, MatmulCase{64, 1536, 3584},
+            MatmulCase{5, 4000, 200, true},
+            MatmulCase{2, 130, 37},  // k not a multiple of 8: cuBLASLt
+            // Wide shapes (LM heads) on either side of the GEMV's 1-4 row, k <= 2048 routing
+            // (matmul.cc GemvShape).
+            MatmulCase{1, 20000, 576, true}, MatmulCase{4, 17000, 136, true},
+            MatmulCase{5, 17000, 136}, MatmulCase{2, 16500, 2056},
+            // One row of >= 24 MiB with >= 4096 features: the row-streaming GEMV, wide or not.
+            MatmulCase{1, 4096, 3072, true}, MatmulCase{1, 20480, 1288, true}),
                        ::testing::Bool(), ::testing::Bool()));
 
 // Decode-batch shapes are tuned once per process, where tuning is allowed: a second context
