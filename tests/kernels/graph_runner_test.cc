@@ -100,15 +100,18 @@ void ExpectDecodeStepsEqual(Backend* graph, Backend* eager, const ModelConfig& c
 // logits are bitwise equal at every step. `linked`: whether these steps link their norms through
 // the GEMVs (checked, so the test covers the path it means to; a padded bucket's graph links
 // when its rows do), `final_linked` whether the final norm too (the LM head on the GEMV);
-// `folded`: whether they fold their norms (model_forward.h FoldsNorms).
+// `folded`: whether they fold their norms (model_forward.h FoldsNorms). `padded_bucket`: the
+// graph's one bucket, past num_seqs (0: buckets 1, 2, 4, 8, or num_seqs itself past 8).
 void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool linked,
-                             bool final_linked, bool folded = false) {
+                             bool final_linked, bool folded = false, int32_t padded_bucket = 0) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
   const std::vector<int32_t> buckets =
-      num_seqs > 8 ? std::vector<int32_t>{num_seqs} : std::vector<int32_t>{1, 2, 4, 8};
-  const int32_t max_num_seqs = std::max(16, num_seqs);
+      padded_bucket > 0 ? std::vector<int32_t>{padded_bucket}
+      : num_seqs > 8    ? std::vector<int32_t>{num_seqs}
+                        : std::vector<int32_t>{1, 2, 4, 8};
+  const int32_t max_num_seqs = std::max({16, num_seqs, padded_bucket});
   auto graph = Make(c, seed, true, buckets, max_num_seqs);
   auto eager = Make(c, seed, false, {1, 2, 4, 8}, max_num_seqs);
   ASSERT_TRUE(graph && eager);
@@ -139,6 +142,11 @@ TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
   ExpectReplayEqualsEager(SmolLm2Config(), 12, 3, true, false);
   ExpectReplayEqualsEager(SmolLm2Config(), 20, 3, false, false, false);
   ExpectReplayEqualsEager(SmolLm2Config(), 72, 3, false, false, true);
+  // Rows padded into buckets past 8 (the production buckets 16 and 24): 12 real rows in bucket
+  // 16's graph, through the upper-half linked kernels; 20 in bucket 24's, whose second slice of
+  // 16 rows holds 4 real ones.
+  ExpectReplayEqualsEager(SmolLm2Config(), 12, 3, true, false, false, 16);
+  ExpectReplayEqualsEager(SmolLm2Config(), 20, 3, false, false, false, 24);
 }
 
 // One sequence where the step links its norms through the GEMVs (norm sums in fixed point,
