@@ -2,10 +2,12 @@
 // GPU's bf16 activations) on random tiny and SmolLM2-shaped weights, over chunked prefill,
 // mixed and decode steps.
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -18,11 +20,18 @@ namespace {
 
 // Full-model tolerance: bf16 activations rounded ~7 times per layer; fp32 residual stream.
 constexpr double kLogitsTol = 2e-2;
+// One logits row's: the worst row of a step measured 0.0172 (pooled 0.015) on an H100 over these
+// tests (session 60); a head zeroed in one layer of one row reads 0.048-0.073 (a review's float64
+// model of the SmolLM2 shape).
+constexpr double kRowLogitsTol = 2.5e-2;
 
 std::unique_ptr<CudaBackend> MakeCuda(const ModelConfig& c, uint64_t seed, int32_t num_blocks) {
   return MakeCudaBackend(c, seed, {.num_blocks = num_blocks});
 }
 
+// The step's logits rows (one per sample) within kLogitsTol of the CPU's over all rows, and each
+// row within kRowLogitsTol: pooled over 16 rows, one row's error is diluted about four times (a
+// head zeroed in one layer of one row read ~0.06 alone, ~0.015 pooled).
 void ExpectSameLogits(Backend& cpu, Backend& gpu, const StepInput& in, const std::string& what) {
   auto want = cpu.ComputeLogits(in);
   auto got = gpu.ComputeLogits(in);
@@ -30,8 +39,17 @@ void ExpectSameLogits(Backend& cpu, Backend& gpu, const StepInput& in, const std
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_EQ(got->size(), want->size());
   const double err = RelL2(*got, *want);
-  std::printf("  %s: logits rel L2 %.3g\n", what.c_str(), err);  // measured error, for the log
+  const size_t rows = in.samples.size(), vocab = rows > 0 ? got->size() / rows : 0;
+  double worst = 0.0;
+  for (size_t r = 0; r < rows; ++r) {
+    worst = std::max(worst, RelL2(std::span<const float>(got->data() + r * vocab, vocab),
+                                  std::span<const float>(want->data() + r * vocab, vocab)));
+  }
+  // Measured errors, for the log.
+  std::printf("  %s: logits rel L2 %.3g, worst of %zu rows %.3g\n", what.c_str(), err, rows,
+              worst);
   EXPECT_LE(err, kLogitsTol) << what;
+  EXPECT_LE(worst, kRowLogitsTol) << what << ": the worst row";
 }
 
 // Greedy sampling (temperature 0) for the sequences' rows.
