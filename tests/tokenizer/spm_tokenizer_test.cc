@@ -52,9 +52,8 @@ Vocab SmallVocab() {
   return v;
 }
 
-// SmallVocab's tokenizer.ggml.* keys, without the special token ids.
-GgufWriter SmallVocabGguf() {
-  const Vocab v = SmallVocab();
+// A vocabulary's tokenizer.ggml.* keys, without the special token ids.
+GgufWriter VocabGguf(const Vocab& v) {
   GgufWriter w;
   w.AddString("general.architecture", "llama");
   w.AddString("tokenizer.ggml.model", "llama");
@@ -63,6 +62,8 @@ GgufWriter SmallVocabGguf() {
   w.AddInt32Array("tokenizer.ggml.token_type", v.types);
   return w;
 }
+
+GgufWriter SmallVocabGguf() { return VocabGguf(SmallVocab()); }
 
 std::unique_ptr<Tokenizer> LoadViaGguf(bool add_space_prefix) {
   GgufWriter w = SmallVocabGguf();
@@ -249,12 +250,7 @@ TEST(SpmTokenizerTest, SpecialPiecesLongestFirstLowestIdAmongDuplicates) {
   v.Add("\xC3\xA9!", 0, 4);  // + 6: user-defined, "é!"
   v.Add("<w>", 0, 4);     // + 7: user-defined ...
   v.Add("<w>", 0, 4);     // + 8: ... twice
-  GgufWriter w;
-  w.AddString("general.architecture", "llama");
-  w.AddString("tokenizer.ggml.model", "llama");
-  w.AddStringArray("tokenizer.ggml.tokens", v.tokens);
-  w.AddFloat32Array("tokenizer.ggml.scores", v.scores);
-  w.AddInt32Array("tokenizer.ggml.token_type", v.types);
+  GgufWriter w = VocabGguf(v);
   w.AddBool("tokenizer.ggml.add_space_prefix", false);
   w.AddUint32("tokenizer.ggml.bos_token_id", 1);
   const std::string path = testing::UniqueTempPath("spm_specials.gguf");
