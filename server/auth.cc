@@ -1,13 +1,12 @@
 #include "server/auth.h"
 
-#include <fstream>
-#include <sstream>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "engine/common/read_text_file.h"
 
 namespace rtgen {
 namespace {
@@ -28,12 +27,12 @@ bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
 }  // namespace
 
 absl::StatusOr<TokenAuthenticator> TokenAuthenticator::FromFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("auth-token-file: cannot read '", path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
+  const absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok()) {
+    return absl::NotFoundError(absl::StrCat("auth-token-file: cannot read '", path, "'"));
+  }
   std::vector<std::string> tokens;
-  for (absl::string_view line : absl::StrSplit(text.str(), '\n')) {
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line.front() == '#') continue;
     tokens.emplace_back(line);

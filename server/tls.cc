@@ -1,24 +1,20 @@
 #include "server/tls.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <grpcpp/security/server_credentials.h>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/read_text_file.h"
 #include "engine/common/status_macros.h"
 
 namespace rtgen {
 
 absl::StatusOr<std::string> ReadPemFile(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(what, ": cannot read '", path, "'"));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (text.str().find("-----BEGIN") == std::string::npos) {
+  absl::StatusOr<std::string> text = ReadTextFile(path);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat(what, ": cannot read '", path, "'"));
+  if (text->find("-----BEGIN") == std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": '", path, "' is not a PEM file"));
   }
-  return text.str();
+  return text;
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(

@@ -1,6 +1,7 @@
 #pragma once
 // A whole file's bytes, for the small text files a model directory holds (config.json,
-// tokenizer.json, a safetensors index): one reader for every loader.
+// tokenizer.json, a safetensors index) and the server's auth-token and PEM files: one reader for
+// every loader.
 
 #include <string>
 
