@@ -89,11 +89,19 @@ int32_t DecodeMinPartition() {
   return keys;
 }
 
+// RTGEN_NORM_LINK, read once for LinkRows and LinksNorms: 0 never links; 1 links one row
+// only; 2 ("final") links too where the LM head is not on the GEMV; -1 (unset) the default rule.
+enum NormLinkSwitch { kNormLinkNever = 0, kNormLinkOneRow = 1, kNormLinkFinal = 2 };
+int NormLinkChoice() {
+  static const int choice = kernels::EnvChoice("RTGEN_NORM_LINK", {"0", "1", "final"});
+  return choice;
+}
+
 // The most rows a decode step links its norms at (ModelForward::LinksNorms): `wanted` (the
 // backend's option, 16 by default: measured), or RTGEN_NORM_LINK_ROWS=N (A/B), at most the
 // kernels' kGemvMaxLinkRows (16); RTGEN_NORM_LINK=1: one.
 int32_t LinkRows(int32_t wanted) {
-  if (kernels::EnvIs("RTGEN_NORM_LINK", "1")) return 1;
+  if (NormLinkChoice() == kNormLinkOneRow) return 1;
   const long long from_env = kernels::EnvInt("RTGEN_NORM_LINK_ROWS", 0);
   const long long rows = from_env >= 1 ? from_env : wanted;
   return static_cast<int32_t>(std::clamp<long long>(rows, 1, kernels::kGemvMaxLinkRows));
@@ -453,11 +461,9 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
 }
 
 bool ModelForward::LinksNorms(const ForwardShape& shape) const {
-  // 0: never; 1: one row (LinkRows); "final": also where the LM head is not on the GEMV; unset:
-  // the default rule.
-  static const int choice = kernels::EnvChoice("RTGEN_NORM_LINK", {"0", "1", "final"});
-  static const bool enabled = choice != 0;
-  static const bool with_final = choice == 2;
+  const int choice = NormLinkChoice();
+  const bool enabled = choice != kNormLinkNever;
+  const bool with_final = choice == kNormLinkFinal;
   const int32_t m = shape.num_tokens;
   if (!enabled || m < 1 || m > max_link_rows_ ||
       shape.num_samples != m || (m > 1 && (!shape.decode_only || !shape.samples_in_token_order))) {
