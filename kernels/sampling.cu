@@ -87,9 +87,9 @@ static_assert(sizeof(GreedyState) == kSampleSplitStateBytes);
 
 __device__ __forceinline__ void GreedyUpdate(GreedyState& g, float x, int i) {
   // -inf or NaN (a NaN logit counts as -inf, as on the CPU): no mass, never the argmax unless
-  // every logit is one. +inf counts as the largest finite float (FiniteLogit).
-  if (!(x > -INFINITY)) return;
-  x = fminf(x, FLT_MAX);
+  // every logit is one. +inf counts as the largest finite float.
+  x = FiniteLogit(x);
+  if (x == -INFINITY) return;
   if (x > g.m) {
     g.s = (g.m == -INFINITY ? 0.0 : g.s * static_cast<double>(expf(g.m - x))) + 1.0;
     g.m = x;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <span>
@@ -145,7 +146,7 @@ struct Layout {
 
 // 1001 unpadded: rows not 16-byte aligned (the scalar loads, split or not); padded to 1004: the
 // 16-byte loads with the last id alone in its float4 and padding after it.
-constexpr Layout kLayouts[] = {{1000, 0}, {1001, 0}, {1001, 1004}, {49152, 0}};
+constexpr Layout kLayouts[] = {{1000, 0}, {1001, 0}, {1001, 1004}, {49152, 0}, {128256, 0}};
 
 struct Config {
   float temperature;
@@ -197,6 +198,24 @@ void ExpectRowsMatchCpu(const std::vector<float>& logits, int vocab,
       EXPECT_EQ(got[j].token, cpu.top[j].token_id) << "entry " << j;
       EXPECT_NEAR(got[j].logprob, cpu.top[j].logprob, 1e-4) << "entry " << j;
     }
+  }
+}
+
+// At greedy splits 1, 3 and the most, each with top-n entries: rows [0, cpu_rows) match the CPU
+// sampler (ExpectRowsMatchCpu), and `check` adds a test's own expectations on the tokens.
+void ExpectEverySplitMatchesCpu(const std::vector<float>& logits, int vocab, int stride,
+                                const std::vector<kernels::SampleRowParams>& params,
+                                const std::vector<SamplingParams>& host_params, int cpu_rows,
+                                const std::function<void(const std::vector<int32_t>&)>& check) {
+  for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
+    SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
+    std::vector<int32_t> tokens;
+    std::vector<float> logprobs;
+    std::vector<kernels::SampleTopEntry> top;
+    SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, nullptr, nullptr, &top,
+                   stride);
+    ExpectRowsMatchCpu(logits, vocab, params, host_params, cpu_rows, tokens, logprobs, top);
+    check(tokens);
   }
 }
 
@@ -287,25 +306,20 @@ TEST(SamplingTest, NanLogitsCountAsMinusInfinity) {
         if (i % 7 == 0 || r >= first_nan_row) logits[size_t{1} * r * vocab + i] = nan;
       }
     }
-    for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
-      SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
-      std::vector<int32_t> tokens;
-      std::vector<float> logprobs;
-      std::vector<kernels::SampleTopEntry> top;
-      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, nullptr, nullptr, &top,
-                     stride);
-      for (int r = first_nan_row; r < first_nan_row + nan_rows; ++r) {
-        std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
-                               logits.begin() + size_t{1} * (r + 1) * vocab);
-        std::vector<int32_t> fake_output(params[r].counter, 0);
-        EXPECT_EQ(SampleToken(row, host_params[r], {}, fake_output, params[r].seed).token_id, 0)
-            << "row " << r;
-        EXPECT_EQ(tokens[r], 0) << "row " << r;
-      }
-      ExpectRowsMatchCpu(logits, vocab, params, host_params, first_nan_row, tokens, logprobs,
-                         top);
-      for (int r = 0; r < first_nan_row; ++r) EXPECT_NE(tokens[r] % 7, 0) << "row " << r;
-    }
+    ExpectEverySplitMatchesCpu(
+        logits, vocab, stride, params, host_params, first_nan_row,
+        [&](const std::vector<int32_t>& tokens) {
+          for (int r = first_nan_row; r < first_nan_row + nan_rows; ++r) {
+            std::vector<float> row(logits.begin() + size_t{1} * r * vocab,
+                                   logits.begin() + size_t{1} * (r + 1) * vocab);
+            std::vector<int32_t> fake_output(params[r].counter, 0);
+            EXPECT_EQ(SampleToken(row, host_params[r], {}, fake_output, params[r].seed).token_id,
+                      0)
+                << "row " << r;
+            EXPECT_EQ(tokens[r], 0) << "row " << r;
+          }
+          for (int r = 0; r < first_nan_row; ++r) EXPECT_NE(tokens[r] % 7, 0) << "row " << r;
+        });
   }
 }
 
@@ -341,19 +355,14 @@ TEST(SamplingTest, PlusInfinityLogitsTakeAllTheMass) {
       for (int id : inf_ids[r]) row[id] = INFINITY;
       if (r % 4 == 2) row[first] = 3e38f;
     }
-    for (int splits : {1, 3, kernels::kMaxSampleSplits}) {
-      SCOPED_TRACE(testing::Message() << "greedy splits " << splits);
-      std::vector<int32_t> tokens;
-      std::vector<float> logprobs;
-      std::vector<kernels::SampleTopEntry> top;
-      SampleOnDevice(logits, vocab, params, splits, &tokens, &logprobs, nullptr, nullptr, &top,
-                     stride);
-      ExpectRowsMatchCpu(logits, vocab, params, host_params, rows, tokens, logprobs, top);
-      for (int r = 0; r < rows; ++r) {
-        EXPECT_NE(std::find(inf_ids[r].begin(), inf_ids[r].end(), tokens[r]), inf_ids[r].end())
-            << "row " << r << " drew " << tokens[r];
-      }
-    }
+    ExpectEverySplitMatchesCpu(
+        logits, vocab, stride, params, host_params, rows, [&](const std::vector<int32_t>& tokens) {
+          for (int r = 0; r < rows; ++r) {
+            EXPECT_NE(std::find(inf_ids[r].begin(), inf_ids[r].end(), tokens[r]),
+                      inf_ids[r].end())
+                << "row " << r << " drew " << tokens[r];
+          }
+        });
   }
 }
 
