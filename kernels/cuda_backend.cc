@@ -65,6 +65,7 @@ struct CudaBackend::Impl {
   std::unique_ptr<ModelForward> forward;
   std::unique_ptr<GraphRunner> graphs;          // decode steps
   std::unique_ptr<GraphRunner> prefill_graphs;  // prefill and mixed steps
+  int64_t decode_graph_replays = 0;             // queued (CudaBackend::decode_graph_replays)
   // Launched, not collected; oldest first. PendingToken(j) of a new step reads the token of
   // in_flight.back()'s samples[j], from its logits row sample_row[j] (ModelForward's chain
   // tokens); a launch after a step with host-sampled rows is refused, so that token is on the
@@ -208,6 +209,8 @@ std::vector<int32_t> CudaBackend::graph_buckets() const {
 size_t CudaBackend::graph_count() const {
   return impl_->graphs ? impl_->graphs->num_graphs() : 0;
 }
+
+int64_t CudaBackend::decode_graph_replays() const { return impl_->decode_graph_replays; }
 
 std::vector<int32_t> CudaBackend::prefill_graph_tokens() const {
   return impl_->prefill_graphs ? impl_->prefill_graphs->buckets() : std::vector<int32_t>{};
@@ -483,6 +486,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
                                       penalty_entries));
     if (plan.bucket > 0) {
       RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream));
+      ++impl.decode_graph_replays;
     } else if (plan.prefill_tokens > 0) {
       RETURN_IF_ERROR(
           impl.prefill_graphs->Replay(plan.prefill_tokens, plan.prefill_variant, impl.stream));
@@ -499,8 +503,10 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     return absl::OkStatus();
   };
   if (absl::Status queued = enqueue(); !queued.ok()) {
-    // Part of the step may be queued: let it finish before the host slot is filled again.
+    // Part of the step may be queued: let it finish before the host slot is filled again, and
+    // clear the runtime's last error, so that the next step's launch checks see only their own.
     (void)cudaStreamSynchronize(impl.stream);
+    (void)cudaGetLastError();
     return queued;
   }
   impl.in_flight.push_back(std::move(plan));

@@ -105,6 +105,9 @@ class CudaBackend : public Backend {
   std::vector<int32_t> graph_buckets() const;
   // Decode graphs captured: one per bucket and context class (graph_runner.h).
   size_t graph_count() const;
+  // Decode steps queued as a graph replay since creation (ComputeLogits's too, whose steps
+  // replay the same graphs and leave the sampled tokens unread).
+  int64_t decode_graph_replays() const;
   // Captured prefill token buckets, ascending (graphs of one sequence's chunk sampling its last
   // row or none, and multi-sequence ones).
   std::vector<int32_t> prefill_graph_tokens() const;

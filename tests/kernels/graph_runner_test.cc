@@ -65,10 +65,10 @@ std::vector<TestSeq> Prefill(std::vector<Backend*> backends, const ModelConfig& 
 
 // `steps` greedy decode steps of `seqs` (already in both backends' caches, at the same blocks:
 // next[0] == next[1]) on a graph-replaying and an eager backend, each sequence fed the step's
-// random token plus its index (modulo the vocabulary): the logits are bitwise equal at every
-// step.
-void ExpectDecodeStepsEqual(Backend* graph, Backend* eager, const ModelConfig& c, int steps,
-                            std::mt19937_64& rng, std::vector<TestSeq>* seqs,
+// random token plus its index (modulo the vocabulary): the graph backend replays a graph at every
+// step and the eager one none, and the logits are bitwise equal at every step.
+void ExpectDecodeStepsEqual(CudaBackend* graph, CudaBackend* eager, const ModelConfig& c,
+                            int steps, std::mt19937_64& rng, std::vector<TestSeq>* seqs,
                             std::vector<int32_t>* next) {
   SamplingParams greedy;
   greedy.temperature = 0.0f;
@@ -84,10 +84,13 @@ void ExpectDecodeStepsEqual(Backend* graph, Backend* eager, const ModelConfig& c
       bg.Add(g[i], 1, &greedy);
       be.Add(e[i], 1, &greedy);
     }
+    const int64_t graph_replays = graph->decode_graph_replays();
     auto lg = graph->ComputeLogits(bg.Build(true));
     auto le = eager->ComputeLogits(be.Build(true));
     ASSERT_TRUE(lg.ok()) << lg.status();
     ASSERT_TRUE(le.ok()) << le.status();
+    ASSERT_EQ(graph->decode_graph_replays(), graph_replays + 1) << "step " << step;
+    ASSERT_EQ(eager->decode_graph_replays(), 0) << "step " << step;
     ASSERT_EQ(lg->size(), le->size());
     EXPECT_EQ(std::memcmp(lg->data(), le->data(), lg->size() * sizeof(float)), 0)
         << c.name << " step " << step;
