@@ -9,9 +9,11 @@
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/matmul.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/test_backends.h"
 
@@ -309,6 +311,43 @@ TEST(CudaBackendTest, LinkedNormsPastEightRowsLogitsMatchCpu) {
   steps.Prefill(0, 8, "prefill of eight");  // two prefills: a step holds at most 512 tokens
   steps.Prefill(8, 8, "prefill of eight more");
   for (const size_t count : {12, 16, 9, 4, 16}) {
+    steps.Decode(count, "decode of " + std::to_string(count));
+  }
+}
+
+// Decode steps of 17-48 sequences: SmolLM2-135M's layer projections run on the GEMV in slices
+// of 16 rows (kernels/matmul.cc kGemvSlicedRows; every slice reads the weight again), past the
+// rows that link norms, with the qkv projection's RoPE fused. Logits against the CPU backend at
+// steps of 17, 48, 24, 33 and 48 rows (a slice of one row, whole slices, and partial ones).
+TEST(CudaBackendTest, SlicedGemvDecodeLogitsMatchCpu) {
+  const ModelConfig c = SmolLm2Config();
+  auto ctx = kernels::MatmulContext::Create(/*use_gemv=*/true);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  const int32_t h = c.hidden_size, inter = c.intermediate_size;
+  const int32_t qkv = (c.num_heads + 2 * c.num_kv_heads) * c.head_dim;
+  for (const int32_t rows : {17, 24, 33, 48}) {
+    for (const auto& [n, k] : {std::pair{qkv, h}, {h, h}, {2 * inter, h}, {h, inter}}) {
+      kernels::MatmulParams p;
+      p.m = rows;
+      p.n = n;
+      p.k = k;
+      ASSERT_FALSE(kernels::MatmulRunsOnCublas(**ctx, p))
+          << rows << " rows, n " << n << ", k " << k << ": the path this test covers";
+      if (n == qkv) {
+        ASSERT_TRUE(kernels::MatmulFusesRope(**ctx, p)) << rows << " rows: RoPE fused";
+      }
+    }
+  }
+  StepsAgainstCpu steps(c, {.num_blocks = 256, .max_num_seqs = 48}, 48, 3, 1);
+  SCOPED_TRACE(steps.seed());
+  ASSERT_TRUE(steps.ok());
+  for (const int32_t rows : {17, 48}) {
+    ASSERT_FALSE(steps.gpu().links_norms_at(rows)) << rows << ": past the linked rows";
+  }
+  for (size_t first = 0; first < 48; first += 8) {  // steps of at most 512 tokens
+    steps.Prefill(first, 8, "prefill of eight from " + std::to_string(first));
+  }
+  for (const size_t count : {17, 48, 24, 33, 48}) {
     steps.Decode(count, "decode of " + std::to_string(count));
   }
 }
