@@ -198,7 +198,17 @@ TEST(GemvMergedInputTest, NormProducerJoinsTheMergedRowsProducts) {
     GPU_CHECK(tuning.warps == 0 ? kernels::Gemv(p, nullptr)
                                 : kernels::GemvTuned(p, tuning, nullptr));
     const std::vector<float> after = d_res.ToHost();
-    EXPECT_NE(d_sum.ToHost()[0], 0u) << (merge ? "merged" : "plain") << ": no squares added";
+    // The next norm's input and sum from the residual the launch left: normed = bf16(h * weight)
+    // bit for bit, the squares' sum (fixed point) within 1e-5 of the host's.
+    const std::vector<uint16_t> normed = d_normed.ToHost();
+    double want_sq = 0.0;
+    for (int j = 0; j < n; ++j) {
+      EXPECT_EQ(normed[j], ToBf16(after[j] * weight[j])) << "feature " << j;
+      want_sq += double{after[j]} * after[j];
+    }
+    EXPECT_NEAR(static_cast<double>(d_sum.ToHost()[0]) / kernels::kNormSumScale, want_sq,
+                1e-5 * want_sq)
+        << (merge ? "merged" : "plain") << ": the squares' sum";
     if (with_pending) {
       EXPECT_EQ(d_pending.ToHost(), std::vector<long long>(n, 0)) << "pending products not zeroed";
     }
