@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
+#include "gtest/gtest.h"
 #include "kernels/gemv.h"
 #include "kernels/rope_inv_freq.h"
 
@@ -87,7 +89,15 @@ std::vector<int> GemvRowCounts() {
   return out;
 }
 
-uint64_t FreshSeed() { return std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}(); }
+uint64_t FreshSeed() {
+  if (const char* v = std::getenv("RTGEN_TEST_SEED"); v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const unsigned long long seed = std::strtoull(v, &end, 10);
+    if (*end == '\0') return seed;
+    ADD_FAILURE() << "RTGEN_TEST_SEED='" << v << "' is not a decimal seed; a fresh one is taken";
+  }
+  return std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();
+}
 
 std::vector<float> RandomUniform(size_t n, float lo, float hi, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> d(lo, hi);

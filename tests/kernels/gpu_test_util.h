@@ -74,7 +74,8 @@ int SmallestRowsK(int n);
 // ones up to kGemvMaxSlicedRows (kernels/gemv.h): a second slice of one row, of eight, a full one.
 std::vector<int> GemvRowCounts();
 
-// A fresh seed per test run (printed by the tests through SCOPED_TRACE).
+// A fresh seed per test run (printed by the tests through SCOPED_TRACE); RTGEN_TEST_SEED=N gives
+// N instead, to replay a failure (every call of the run gives it).
 uint64_t FreshSeed();
 std::vector<float> RandomUniform(size_t n, float lo, float hi, std::mt19937_64& rng);
 std::vector<float> RandomNormal(size_t n, float stddev, std::mt19937_64& rng);

@@ -18,10 +18,14 @@ constexpr int32_t kPairBlocks = 256;
 
 // A padded step against the eager one: bf16 activations over 30 layers make logits agree to
 // ~1e-2 relative L2, ~2e-2 at worst (the real file's GPU-CPU check sees 0.026 at a prompt's last
-// row); at logits of magnitude ~10 that moves a logprob by up to a few tenths (0.30 seen at a
-// 1-token chunk, which runs the one-row GEMV path with linked norms when eager).
+// row); at logits of magnitude ~10 that moves a logprob by up to half a unit, and the two steps'
+// errors add. Measured at a 1-token chunk (which runs the one-row GEMV path with linked norms
+// when eager) over 12 seeds on an H100 (session 61), each top-5 logprob against the CPU
+// backend's: the eager step up to 0.47, the padded graph up to 0.39; between them 0.71 (errors of
+// opposite signs: the bound of 0.6 before failed 1 of 17 runs). A padding row sampled in place
+// of the last real row, or one that attended, misses by whole units and changes the top-5 ids.
 constexpr double kPaddedRelL2 = 3e-2;
-constexpr float kPaddedLogprob = 0.6f;
+constexpr float kPaddedLogprob = 1.0f;
 
 struct Pair {
   std::unique_ptr<CudaBackend> graph, eager;
