@@ -89,13 +89,11 @@ int32_t DecodeMinPartition() {
   return keys;
 }
 
-// RTGEN_NORM_LINK, read once for LinkRows and LinksNorms: 0 never links; 1 links one row
-// only; 2 ("final") links too where the LM head is not on the GEMV; -1 (unset) the default rule.
+// RTGEN_NORM_LINK, as LinkRows and LinksNorms read it: 0 never links; 1 links one row only; 2
+// ("final") only where the final norm links too (session 30's rule); -1 (unset or unknown) the
+// default rule. Read when called (LinksNorms keeps it in a static).
 enum NormLinkSwitch { kNormLinkNever = 0, kNormLinkOneRow = 1, kNormLinkFinal = 2 };
-int NormLinkChoice() {
-  static const int choice = kernels::EnvChoice("RTGEN_NORM_LINK", {"0", "1", "final"});
-  return choice;
-}
+int NormLinkChoice() { return kernels::EnvChoice("RTGEN_NORM_LINK", {"0", "1", "final"}); }
 
 // The most rows a decode step links its norms at (ModelForward::LinksNorms): `wanted` (the
 // backend's option, 16 by default: measured), or RTGEN_NORM_LINK_ROWS=N (A/B), at most the
@@ -461,9 +459,9 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
 }
 
 bool ModelForward::LinksNorms(const ForwardShape& shape) const {
-  const int choice = NormLinkChoice();
-  const bool enabled = choice != kNormLinkNever;
-  const bool with_final = choice == kNormLinkFinal;
+  static const int choice = NormLinkChoice();
+  static const bool enabled = choice != kNormLinkNever;
+  static const bool with_final = choice == kNormLinkFinal;
   const int32_t m = shape.num_tokens;
   if (!enabled || m < 1 || m > max_link_rows_ ||
       shape.num_samples != m || (m > 1 && (!shape.decode_only || !shape.samples_in_token_order))) {

@@ -316,9 +316,10 @@ TEST(CudaBackendTest, LinkedNormsPastEightRowsLogitsMatchCpu) {
 }
 
 // Decode steps of 17-48 sequences: SmolLM2-135M's layer projections run on the GEMV in slices
-// of 16 rows (kernels/matmul.cc kGemvSlicedRows; every slice reads the weight again), past the
-// rows that link norms, with the qkv projection's RoPE fused. Logits against the CPU backend at
-// steps of 17, 48, 24, 33 and 48 rows (a slice of one row, whole slices, and partial ones).
+// of 16 rows (gemv.h kGemvMaxRows, up to matmul.cc's kGemvSlicedRows; every slice reads the
+// weight again), past the rows that link norms, with the qkv projection's RoPE fused. Logits
+// against the CPU backend at steps of 17, 48, 24, 33 and 48 rows (a slice of one row, whole
+// slices, and partial ones).
 TEST(CudaBackendTest, SlicedGemvDecodeLogitsMatchCpu) {
   const ModelConfig c = SmolLm2Config();
   auto ctx = kernels::MatmulContext::Create(/*use_gemv=*/true);

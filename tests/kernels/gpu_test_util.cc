@@ -1,6 +1,8 @@
 #include "tests/kernels/gpu_test_util.h"
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -92,8 +94,10 @@ std::vector<int> GemvRowCounts() {
 uint64_t FreshSeed() {
   if (const char* v = std::getenv("RTGEN_TEST_SEED"); v != nullptr && *v != '\0') {
     char* end = nullptr;
+    errno = 0;
     const unsigned long long seed = std::strtoull(v, &end, 10);
-    if (*end == '\0') return seed;
+    // Digits only: strtoull would take " 5", "+5", "-5" (as 2^64 - 5) and clamp an overflow.
+    if (std::isdigit(static_cast<unsigned char>(v[0])) && *end == '\0' && errno == 0) return seed;
     ADD_FAILURE() << "RTGEN_TEST_SEED='" << v << "' is not a decimal seed; a fresh one is taken";
   }
   return std::random_device{}() * 0x9E3779B97F4A7C15ull ^ std::random_device{}();

@@ -221,7 +221,8 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
         done += count;
       }
     }
-    ExpectDecodeStepsEqual(graph.get(), eager.get(), c, 2, rng, &seqs, &next);
+    ASSERT_NO_FATAL_FAILURE(ExpectDecodeStepsEqual(graph.get(), eager.get(), c, 2, rng, &seqs,
+                                                   &next));
     // One more step on both: the same greedy tokens, and the class of its longest context
     // (the prompt, the two steps above and this one's token).
     const int longest = *std::max_element(prompts.begin(), prompts.end()) + 3;

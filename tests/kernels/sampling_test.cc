@@ -203,7 +203,7 @@ void ExpectRowsMatchCpu(const std::vector<float>& logits, int vocab,
 
 // At greedy splits 1, 3 and the most, each with top-n entries: rows [0, cpu_rows) match the CPU
 // sampler (ExpectRowsMatchCpu), and `check` adds a test's own expectations on the tokens.
-void ExpectEverySplitMatchesCpu(const std::vector<float>& logits, int vocab, int stride,
+void ExpectEverySplitMatchesCpu(const std::vector<float>& logits, int vocab, int64_t stride,
                                 const std::vector<kernels::SampleRowParams>& params,
                                 const std::vector<SamplingParams>& host_params, int cpu_rows,
                                 const std::function<void(const std::vector<int32_t>&)>& check) {
