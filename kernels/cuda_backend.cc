@@ -212,6 +212,10 @@ size_t CudaBackend::graph_count() const {
 
 int64_t CudaBackend::decode_graph_replays() const { return impl_->decode_graph_replays; }
 
+void CudaBackend::FailNextEagerStepAfterLayersForTesting(int32_t layers) {
+  if (impl_->forward) impl_->forward->FailNextRunAfterLayersForTesting(layers);
+}
+
 std::vector<int32_t> CudaBackend::prefill_graph_tokens() const {
   return impl_->prefill_graphs ? impl_->prefill_graphs->buckets() : std::vector<int32_t>{};
 }
@@ -505,8 +509,15 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   if (absl::Status queued = enqueue(); !queued.ok()) {
     // Part of the step may be queued: let it finish before the host slot is filled again, and
     // clear the runtime's last error, so that the next step's launch checks see only their own.
+    // A kernel that leaves state for a later one never queued (a linked norm's sum) would leave
+    // it for the next step: zero it.
     (void)cudaStreamSynchronize(impl.stream);
     (void)cudaGetLastError();
+    if (const absl::Status reset = impl.forward->ResetStepState(impl.stream); !reset.ok()) {
+      return absl::InternalError(absl::StrCat(queued.message(), "; and resetting the step state ",
+                                              "after it failed: ", reset.message()));
+    }
+    (void)cudaStreamSynchronize(impl.stream);
     return queued;
   }
   impl.in_flight.push_back(std::move(plan));

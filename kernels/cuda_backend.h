@@ -108,6 +108,9 @@ class CudaBackend : public Backend {
   // Decode steps queued as a graph replay since creation (ComputeLogits's too, whose steps
   // replay the same graphs and leave the sampled tokens unread).
   int64_t decode_graph_replays() const;
+  // Testing: the next step that runs eagerly fails after queuing `layers` layers
+  // (ModelForward::FailNextRunAfterLayersForTesting), as a step failing partway would.
+  void FailNextEagerStepAfterLayersForTesting(int32_t layers);
   // Captured prefill token buckets, ascending (graphs of one sequence's chunk sampling its last
   // row or none, and multi-sequence ones).
   std::vector<int32_t> prefill_graph_tokens() const;

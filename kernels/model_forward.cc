@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
 #include "kernels/decode_attention_mma.h"
@@ -403,6 +404,14 @@ int32_t ModelForward::ContextBound(const ForwardShape& shape) const {
   return shape.context_bound > 0 ? std::min(shape.context_bound, max_context_) : max_context_;
 }
 
+absl::Status ModelForward::ResetStepState(cudaStream_t stream) {
+  for (const DeviceBuffer* b : {&norm_sums_, &mlp_pending_, &mlp_arrivals_, &split_counters_,
+                                &sample_counters_}) {
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(b->get(), 0, b->bytes(), stream));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step,
                                const KvPool& kv, cudaStream_t stream) {
   const ModelConfig& c = config_;
@@ -434,7 +443,12 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   split_decode_rows_ = SplitsDecodeRows(shape);
   attention_cluster_ = AttentionInCluster(shape, step, kv);
   fused_mlp_ = link_final_norm_ && shape.num_tokens == 1 && !attention_cluster_ && FusesMlp();
+  const int32_t fail_after = std::exchange(fail_after_layers_, -1);
   for (int layer = 0; layer < c.num_layers; ++layer) {
+    if (layer == fail_after) {
+      return absl::InternalError(absl::StrCat("injected failure after ", layer,
+                                              " layers (FailNextRunAfterLayersForTesting)"));
+    }
     RETURN_IF_ERROR(fold_step_ ? FoldedLayer(layer, shape, step, kv, stream)
                                : Layer(layer, shape, step, kv, stream));
   }

@@ -149,6 +149,16 @@ class ModelForward {
 
   const float* logits() const { return logits_.as<const float>(); }  // [num_samples, vocab]
 
+  // Zeroes, on `stream`, the state that is zero between steps and that one kernel of a step
+  // leaves for a later one to consume: the linked norms' sums, the fused MLP's pending products
+  // and arrival counter, and the split counters of attention and sampling. For a step that
+  // failed partway through queuing (its queued kernels finished): one whose producer ran but
+  // whose consumer was never queued leaves a sum the next step would add to.
+  absl::Status ResetStepState(cudaStream_t stream);
+  // Testing: the next Run that runs the layers one by one returns an error after queuing
+  // `layers` of them (a step failing partway through queuing); negative: none.
+  void FailNextRunAfterLayersForTesting(int32_t layers) { fail_after_layers_ = layers; }
+
   // Whether the linear layers may tune a new shape now (MatmulContext::AllowTuning; off when
   // created): the backend allows it around its graph warm-up runs only.
   void AllowMatmulTuning(bool allow) { matmul_->AllowTuning(allow); }
@@ -284,6 +294,7 @@ class ModelForward {
   // last layer's arrival counter (u32): zero between uses.
   DeviceBuffer mlp_pending_;
   DeviceBuffer mlp_arrivals_;
+  int32_t fail_after_layers_ = -1;  // FailNextRunAfterLayersForTesting (one run)
   // With folded norms: f32 [2, tokens], the attention and FFN norms' row scales, and the stream
   // that computes them beside the projections.
   DeviceBuffer norm_scales_;

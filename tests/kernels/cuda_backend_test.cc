@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <random>
@@ -523,6 +524,59 @@ TEST(CudaBackendTest, FailedKvReallocationRefusesSteps) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
   ASSERT_TRUE(gpu->AllocateKvCache({8, kTestBlockSize}).ok());
   EXPECT_TRUE(gpu->ComputeLogits(in).ok());
+}
+
+// A step that fails partway through queuing (injected after 7 of SmolLM2's 30 layers, as a
+// launch or cuBLASLt error there would) leaves no state behind: run again, it gives the logits of
+// a twin backend that never failed, bit for bit, and so do the steps after it. One sequence links
+// its norms, so the failed step's layer 6 added its sum for layer 7's norm, which no consumer of
+// that step zeroed (before, the next step added to it: its logits differed).
+TEST(CudaBackendTest, StepFailingPartwayLeavesNoState) {
+  const ModelConfig c = SmolLm2Config();
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  auto failing = MakeCuda(c, seed, 16);
+  auto twin = MakeCuda(c, seed, 16);
+  ASSERT_TRUE(failing && twin);
+  ASSERT_TRUE(failing->links_norms_at(1)) << "the path this test means to cover";
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  TestSeq f;  // the failing backend's sequence; t the twin's
+  f.tokens.resize(20);
+  for (int32_t& id : f.tokens) id = tok(rng);
+  TestSeq t = f;
+  int32_t next_f = 0, next_t = 0;
+  const SamplingParams greedy = Greedy();
+  const auto step = [&](CudaBackend& gpu, TestSeq& s, int32_t* next, int32_t count) {
+    StepBuilder b(kTestBlockSize, next);
+    b.Add(s, count, &greedy);
+    return gpu.ComputeLogits(b.Build(/*decode_only=*/count == 1));
+  };
+  const auto expect_equal = [&](int32_t count, const std::string& what) {
+    auto lf = step(*failing, f, &next_f, count);
+    auto lt = step(*twin, t, &next_t, count);
+    ASSERT_TRUE(lf.ok()) << lf.status();
+    ASSERT_TRUE(lt.ok()) << lt.status();
+    ASSERT_EQ(f.blocks, t.blocks);
+    ASSERT_EQ(lf->size(), lt->size());
+    EXPECT_EQ(std::memcmp(lf->data(), lt->data(), lf->size() * sizeof(float)), 0) << what;
+  };
+  ASSERT_NO_FATAL_FAILURE(expect_equal(20, "prefill"));
+  for (int i = 0; i < 4; ++i) {  // positions 20-23: in the second block, no block allocated
+    const int32_t id = tok(rng);
+    f.tokens.push_back(id);
+    t.tokens.push_back(id);
+    if (i == 1) {
+      const TestSeq before = f;
+      failing->FailNextEagerStepAfterLayersForTesting(7);
+      const absl::Status failed = step(*failing, f, &next_f, 1).status();
+      EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+      EXPECT_NE(failed.message().find("injected failure after 7 layers"), std::string::npos)
+          << failed;
+      f = before;  // the engine fails such a step's sequences; here the step runs again
+    }
+    ASSERT_NO_FATAL_FAILURE(expect_equal(1, "decode " + std::to_string(i)));
+  }
 }
 
 }  // namespace
