@@ -153,7 +153,9 @@ class ModelForward {
   // leaves for a later one to consume: the linked norms' sums, the fused MLP's pending products
   // and arrival counter, and the split counters of attention and sampling. For a step that
   // failed partway through queuing (its queued kernels finished): one whose producer ran but
-  // whose consumer was never queued leaves a sum the next step would add to.
+  // whose consumer was never queued leaves a sum the next step would add to. Safe whenever no
+  // step is in flight: every sum left then has been read (the final norm's too, which the next
+  // step's first FFN-norm consumer would zero).
   absl::Status ResetStepState(cudaStream_t stream);
   // Testing: the next Run that runs the layers one by one returns an error after queuing
   // `layers` of them (a step failing partway through queuing); negative: none.
