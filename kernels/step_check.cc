@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/common/status_macros.h"
 #include "engine/pending_token.h"
 #include "engine/sampling/step_samples_check.h"
 
@@ -57,6 +58,20 @@ absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
         return absl::InvalidArgumentError(absl::StrCat("positions[", t, "] = ", in.positions[t],
                                                        " is outside its context of ", ctx));
       }
+      if (in.slot_mapping[t] < -1 || in.slot_mapping[t] >= int64_t{nb} * bs) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("slot_mapping[", t, "] = ", in.slot_mapping[t], " is outside the pool"));
+      }
+      // Attention reads position p through the block table, so a token's key is stored there or
+      // nowhere (-1): any other slot would leave a stale key in its place and overwrite a key of
+      // whichever sequence owns that slot. (Decode rows: below, with their own message.)
+      const int32_t pos = in.positions[t];
+      const int64_t slot = int64_t{row[pos / bs]} * bs + pos % bs;
+      if (!in.is_decode_only && in.slot_mapping[t] != -1 && in.slot_mapping[t] != slot) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slot_mapping[", t, "] = ", in.slot_mapping[t], " must be -1 or the slot of position ",
+            pos, " through its block table (", slot, ")"));
+      }
     }
     // A decode step writes only each sequence's newest key: decode attention may read the older
     // ones before the step's qkv launch has completed (DecodeAttentionParams::prefetch_kv).
@@ -87,15 +102,19 @@ absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
           PendingSampleIndex(in.token_ids[t]),
           " of the previous step, which is not in flight or did not sample it on the device"));
     }
-    if (in.slot_mapping[t] < -1 || in.slot_mapping[t] >= int64_t{nb} * bs) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("slot_mapping[", t, "] = ", in.slot_mapping[t], " is outside the pool"));
-    }
   }
   if (static_cast<int32_t>(in.samples.size()) > cap.max_seqs) {
     return absl::InvalidArgumentError("more samples than the CUDA backend's max_num_seqs");
   }
-  return CheckStepSamples(in, /*params_required=*/true);
+  RETURN_IF_ERROR(CheckStepSamples(in, /*params_required=*/true));
+  // The engine validates a request's parameters when it is submitted; a direct caller's reach
+  // the sampler here (a repetition penalty of 0 makes the penalized logits infinite).
+  for (size_t i = 0; i < in.samples.size(); ++i) {
+    if (const absl::Status st = in.samples[i].params->Validate(cap.vocab_size); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("samples[", i, "].params: ", st.message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace rtgen

@@ -31,10 +31,13 @@ struct CudaStepLimits {
 // - a decode-only step has one token a sequence, at its context's last position, stored to that
 //   position's slot or nowhere (-1): decode attention may read the older keys before the step's
 //   own are written;
+// - every token is stored to its position's slot through its block table or nowhere (-1), so
+//   that no key lands in another position's or another sequence's slot;
 // - slot_mapping entries are -1 or slots of the pool; token ids are in the vocabulary or
 //   PendingToken stand-ins for which `pending_row` (the logits row of the step launched before,
 //   -1 when it did not sample that token on the device) gives a row;
-// - every sample names a sequence with tokens in this step and has parameters; at most max_seqs.
+// - every sample names a sequence with tokens in this step and has valid parameters
+//   (SamplingParams::Validate over the vocabulary); at most max_seqs.
 absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
                            absl::FunctionRef<int32_t(int32_t)> pending_row);
 

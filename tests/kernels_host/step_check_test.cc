@@ -71,7 +71,19 @@ TEST(CudaStepCheckTest, WellFormedStepsPass) {
   StepInput no_samples = Prefill();
   no_samples.samples.clear();
   EXPECT_TRUE(Check(no_samples).ok()) << Check(no_samples);
+  StepInput prefill_unstored = Prefill();
+  prefill_unstored.slot_mapping[3] = -1;  // a prompt token may store nothing too
+  EXPECT_TRUE(Check(prefill_unstored).ok()) << Check(prefill_unstored);
 }
+
+SamplingParams With(void (*set)(SamplingParams&)) {
+  SamplingParams p;
+  set(p);
+  return p;
+}
+const SamplingParams kZeroRepetitionPenalty =
+    With([](SamplingParams& p) { p.repetition_penalty = 0.0f; });
+const SamplingParams kTopKPastVocab = With([](SamplingParams& p) { p.top_k = 101; });
 
 struct Bad {
   const char* what;
@@ -137,6 +149,14 @@ INSTANTIATE_TEST_SUITE_P(
             "slot_mapping[1] = 160 is outside the pool"},
         Bad{"slot below -1", [](StepInput& in) { in.slot_mapping[0] = -2; }, false,
             "slot_mapping[0] = -2 is outside the pool"},
+        Bad{"prompt token stored elsewhere in its block",
+            [](StepInput& in) { in.slot_mapping[6] = 57; }, false,
+            "slot_mapping[6] = 57 must be -1 or the slot of position 11 through its block table "
+            "(59)"},
+        Bad{"prompt token stored in another sequence's block",
+            [](StepInput& in) { in.slot_mapping[0] = 58; }, false,
+            "slot_mapping[0] = 58 must be -1 or the slot of position 0 through its block table "
+            "(32)"},
         Bad{"query_start past the tokens", [](StepInput& in) { in.query_start[1] = 9; }, false,
             "query_start of sequence 0 is bad"},
         Bad{"token past the vocabulary", [](StepInput& in) { in.token_ids[4] = 100; }, false,
@@ -171,6 +191,12 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"two samples of one sequence",
             [](StepInput& in) { in.samples[1].seq_index = 0; }, false,
             "samples[1] names sequence 0, as samples[0] does: one sample a sequence"},
+        Bad{"sample with a repetition penalty of 0",
+            [](StepInput& in) { in.samples[1].params = &kZeroRepetitionPenalty; }, false,
+            "samples[1].params: sampling.repetition_penalty"},
+        Bad{"sample with top_k past the vocabulary",
+            [](StepInput& in) { in.samples[0].params = &kTopKPastVocab; }, true,
+            "samples[0].params: sampling.top_k"},
         Bad{"more samples than rows",
             [](StepInput& in) {
               for (int i = 0; i < 3; ++i) in.samples.push_back(in.samples[0]);
