@@ -108,15 +108,15 @@ class ModelForward {
   // it).
   bool LinksFinalNorm(const ForwardShape& shape) const;
   // Folded norms: at creation, where a decode step of max_seqs rows would take this path (its
-  // qkv projection on cuBLASLt: Llama-3-8B's shapes from 9 rows), each layer's attention and FFN
-  // norm weights are folded into the qkv and gate/up weights (norm_fold.h; the norms' weights
-  // become ones, so every other path computes the same function). A decode step that then
-  // folds (not linked, qkv on cuBLASLt, RTGEN_DECODE_ROPE off) keeps its residual stream in
-  // bf16 (as vLLM's and Hugging Face's bf16 models do) instead of fp32: the embedding writes
-  // it, the o and down projections add to it in place (Matmul accumulate), qkv and gate/up read
-  // it as it is, and RoPE + KV store and SiLU·mul scale their rows by 1 / rms of it, which a
-  // side stream computes while the qkv or gate/up projection runs, so a layer has no norm on
-  // its main path. RTGEN_NORM_FOLD=0: never (A/B).
+  // qkv projection on cuBLASLt: Llama-3-8B's shapes from 9 rows, SmolLM2-135M's past the sliced
+  // GEMV's 48), each layer's attention and FFN norm weights are folded into the qkv and gate/up
+  // weights (norm_fold.h; the norms' weights become ones, so every other path computes the same
+  // function). A decode step that then folds (not linked, qkv on cuBLASLt, RTGEN_DECODE_ROPE
+  // off) keeps its residual stream in bf16 (as vLLM's and Hugging Face's bf16 models do)
+  // instead of fp32: the embedding writes it, the o and down projections add to it in place
+  // (Matmul accumulate), qkv and gate/up read it as it is, and RoPE + KV store and SiLU·mul
+  // scale their rows by 1 / rms of it, which a side stream computes while the qkv or gate/up
+  // projection runs, so a layer has no norm on its main path. RTGEN_NORM_FOLD=0: never (A/B).
   bool FoldsNorms(const ForwardShape& shape) const;
   // True when a step of this shape has decode attention copy its older keys before its PDL wait
   // (DecodeAttentionParams::prefetch_kv): a decode step writes only each sequence's newest key,

@@ -97,7 +97,8 @@ void RunScenario(const ModelConfig& c) {
   }
 }
 
-// One sequence: a prefill of `prompt` tokens, then decode steps of one token (which link their
+// One sequence: a prefill of `prompt` tokens and a chunk of one more, then decode steps of one
+// token (which link their
 // norms through the GEMVs, kernels/model_forward.h, where the shapes allow); then steps that do
 // not link them, then one-token steps again. expect_path asserts that the backend takes the path
 // the test means to cover.
@@ -121,6 +122,11 @@ void RunOneSequence(const ModelConfig& c, int32_t prompt,
   StepBuilder b(16, &next_block);
   b.Add(seq, static_cast<int32_t>(seq.tokens.size()), &greedy);
   ExpectSameLogits(*cpu, *gpu, b.Build(false), "prefill");
+  // A one-token chunk that is not decode-only (a prompt's last token alone): it links its norms
+  // as a one-token decode step does, with prefill attention's kernel.
+  seq.tokens.push_back(tok(rng));
+  b.Add(seq, 1, &greedy);
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "one-token prefill chunk");
   const auto decode_alone = [&](const std::string& what) {
     seq.tokens.push_back(tok(rng));
     b.Add(seq, 1, &greedy);
@@ -354,6 +360,31 @@ TEST(CudaBackendTest, SlicedGemvDecodeLogitsMatchCpu) {
   }
 }
 
+// A backend of 64 sequences (the engine's default max_num_seqs) folds SmolLM2-135M's norms into
+// its weights at creation (model_forward_folded.cc: its qkv projection at 64 rows runs on
+// cuBLASLt), as the server runs the real file: decode steps of 49-64 rows run the folded layers
+// (a bf16 residual stream), and steps of 1-48 rows the linked and sliced GEMVs over the folded
+// weights with norms of ones. Logits against the CPU backend's unfolded model (norm weights
+// 0.8-1.2) at steps of 1, 4, 12, 40, 56 and 64 rows.
+TEST(CudaBackendTest, FoldedSmolLm2WeightsLogitsMatchCpu) {
+  StepsAgainstCpu steps(SmolLm2Config(), {.num_blocks = 512, .max_num_seqs = 64}, 64, 2, 1);
+  SCOPED_TRACE(steps.seed());
+  ASSERT_TRUE(steps.ok());
+  for (const int32_t rows : {49, 56, 64}) {
+    ASSERT_TRUE(steps.gpu().folds_norms_at(rows)) << rows << ": the path this test covers";
+  }
+  for (const int32_t rows : {1, 4, 12}) {
+    ASSERT_TRUE(steps.gpu().links_norms_at(rows)) << rows << ": the path this test covers";
+  }
+  ASSERT_FALSE(steps.gpu().folds_norms_at(40));
+  for (size_t first = 0; first < 64; first += 8) {  // steps of at most 512 tokens
+    steps.Prefill(first, 8, "prefill of eight from " + std::to_string(first));
+  }
+  for (const size_t count : {1, 4, 12, 40, 56, 64}) {
+    steps.Decode(count, "decode of " + std::to_string(count));
+  }
+}
+
 // Mixed steps: decode rows (one-token sequences at rows 0, 1, ...) beside prompt chunks go to
 // decode attention, the other rows to prefill attention (ModelForward::SplitsDecodeRows): beside
 // one chunk (prefill attention's tensor-core kernel), beside three short ones in the same 64 rows
@@ -418,7 +449,7 @@ TEST(CudaBackendTest, MixedStepsLogitsMatchCpu) {
   RunMixed(TinyConfig());  // heads of 32: decode attention on CUDA cores
 }
 
-// One sequence at contexts of 151-158 keys, on models whose o projection input is at most 1024
+// One sequence at contexts of 152-159 keys, on models whose o projection input is at most 1024
 // elements (kernels/decode_plan.h's rule): decode attention leaves four partitions of 64 keys
 // and the o projection's GEMV merges them as it reads its input. Logits against the CPU backend
 // at TinyConfig's heads (attention on CUDA cores) and SmolLM2-135M's (9 heads of 64 over 3 kv
@@ -430,7 +461,7 @@ TEST(CudaBackendTest, PartitionsMergedByOProjectionLogitsMatchCpu) {
   for (const ModelConfig& c : {TinyConfig(), smol}) {
     SCOPED_TRACE(c.name);
     RunOneSequence(c, 150, [](const CudaBackend& gpu) {
-      for (int32_t context = 151; context <= 158; ++context) {  // RunOneSequence's
+      for (int32_t context = 152; context <= 159; ++context) {  // RunOneSequence's decodes
         ASSERT_TRUE(gpu.merges_in_o_at(1, context)) << "the path this test means to cover";
         ASSERT_FALSE(gpu.merges_in_o_at(2, context)) << "one sequence only";
       }

@@ -136,7 +136,7 @@ void ExpectReplayEqualsEager(const ModelConfig& c, int num_seqs, int steps, bool
 // (the tiny model at 4; SmolLM2-135M at 3, replayed in bucket 4's graph, at 7 in bucket 8's and
 // at 12 through the GEMV's upper-half kernels, its final norm a launch at 7 and 12: the LM head
 // runs on cuBLASLt); past the 16 rows a step links no norms: SmolLM2-135M at 20 runs its layers
-// on the GEMV in slices of 16 rows (gemv.h kGemvMaxSlicedRows), and past 64 rows every
+// on the GEMV in slices of 16 rows (up to matmul.cc's kGemvSlicedRows, 48), and past them every
 // projection on cuBLASLt with folded norms (a backend of 72 sequences folds its decode steps').
 TEST(GraphRunnerTest, ReplayIsBitwiseEqualToEager) {
   ExpectReplayEqualsEager(TinyConfig(), 4, 3, true, true);
