@@ -42,6 +42,9 @@ struct CudaBackend::StepPlan {
   std::vector<char> on_host;          // per StepInput::samples entry: sampled in Collect
   bool host_sampled = false;          // a row is sampled on the host from the logits buffer
   bool top = false;                   // a row sampled on the device asks for top-n logprobs
+  // A launch after it failed once its sampler was queued: that sampler may have written the
+  // chain tokens of this one's rows, so no later launch may name this one's samples.
+  bool chain_lost = false;
 };
 
 struct CudaBackend::Impl {
@@ -485,9 +488,12 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
                                            pending ? last_token : -1, entries,
                                            &penalty_entries, &row));
   }
+  bool sampler_may_have_run = false;  // this step's sampler: it writes the chain tokens
   const auto enqueue = [&]() -> absl::Status {
     RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream, plan.slot,
                                       penalty_entries));
+    // A graph holds its sampler: once its launch is tried, it may have run.
+    sampler_may_have_run = plan.bucket > 0 || plan.prefill_tokens > 0;
     if (plan.bucket > 0) {
       RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream));
       ++impl.decode_graph_replays;
@@ -497,8 +503,10 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     } else {
       const ForwardShape shape{n, s, num_rows, in.is_decode_only, sample, context_bound,
                                samples_in_token_order};
-      RETURN_IF_ERROR(
-          impl.forward->Run(shape, impl.step->device(rows, seqs), impl.kv, impl.stream));
+      const absl::Status ran =
+          impl.forward->Run(shape, impl.step->device(rows, seqs), impl.kv, impl.stream);
+      sampler_may_have_run = impl.forward->sampler_queued();
+      RETURN_IF_ERROR(ran);
     }
     if (sample) {
       RETURN_IF_ERROR(impl.step->Download(rows, seqs, impl.stream, plan.slot, plan.top));
@@ -513,6 +521,9 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
     // it for the next step: zero it.
     (void)cudaStreamSynchronize(impl.stream);
     (void)cudaGetLastError();
+    if (sampler_may_have_run && sample && !impl.in_flight.empty()) {
+      impl.in_flight.back().chain_lost = true;
+    }
     if (const absl::Status reset = impl.forward->ResetStepState(impl.stream); !reset.ok()) {
       return absl::InternalError(absl::StrCat(queued.message(), "; and resetting the step state ",
                                               "after it failed: ", reset.message()));
@@ -528,7 +539,10 @@ int32_t CudaBackend::PendingRow(int32_t token_id) const {
   if (impl_->in_flight.empty()) return -1;
   const StepPlan& previous = impl_->in_flight.back();
   const int32_t j = PendingSampleIndex(token_id);
-  if (!previous.sample || j >= static_cast<int32_t>(previous.sample_row.size())) return -1;
+  if (!previous.sample || previous.chain_lost ||
+      j >= static_cast<int32_t>(previous.sample_row.size())) {
+    return -1;
+  }
   return previous.sample_row[j];
 }
 

@@ -414,6 +414,7 @@ absl::Status ModelForward::ResetStepState(cudaStream_t stream) {
 
 absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step,
                                const KvPool& kv, cudaStream_t stream) {
+  sampler_queued_ = false;
   const ModelConfig& c = config_;
   if (shape.num_tokens <= 0 || shape.num_tokens > capacity_.max_tokens ||
       shape.num_seqs > capacity_.max_seqs || shape.num_samples > capacity_.max_seqs) {
@@ -436,8 +437,8 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
   if (persistent_step) {
     const PersistentActivations acts{At<float>(residual_), At<float>(logits_)};
     RETURN_IF_ERROR(persistent_->Run(step, kv, acts, stream));
-    return shape.sample && shape.num_samples == 1 ? Sample(shape, step, stream)
-                                                  : absl::OkStatus();
+    sampler_queued_ = shape.sample && shape.num_samples == 1;
+    return sampler_queued_ ? Sample(shape, step, stream) : absl::OkStatus();
   }
   prefetch_kv_ = PrefetchesKv(shape);
   split_decode_rows_ = SplitsDecodeRows(shape);
@@ -469,7 +470,13 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
     if (link_final_norm_) lm_head.link = ConsumerLink(2 * c.num_layers - 1);
     RETURN_IF_ERROR(kernels::Matmul(*matmul_, lm_head, stream));
   }
-  return shape.sample ? Sample(shape, step, stream) : absl::OkStatus();
+  sampler_queued_ = shape.sample;
+  if (shape.sample) RETURN_IF_ERROR(Sample(shape, step, stream));
+  if (fail_after == c.num_layers) {
+    return absl::InternalError(
+        "injected failure after the whole step (FailNextRunAfterLayersForTesting)");
+  }
+  return absl::OkStatus();
 }
 
 bool ModelForward::LinksNorms(const ForwardShape& shape) const {

@@ -158,8 +158,12 @@ class ModelForward {
   // step's first FFN-norm consumer would zero).
   absl::Status ResetStepState(cudaStream_t stream);
   // Testing: the next Run that runs the layers one by one returns an error after queuing
-  // `layers` of them (a step failing partway through queuing); negative: none.
+  // `layers` of them (a step failing partway through queuing); the layer count: after queuing
+  // the whole step, sampler included; negative: none.
   void FailNextRunAfterLayersForTesting(int32_t layers) { fail_after_layers_ = layers; }
+  // Whether the last Run got as far as queuing (or trying to queue) its sampler, which writes
+  // the chain tokens of its logits rows: a failed Run that did not leaves the earlier step's.
+  bool sampler_queued() const { return sampler_queued_; }
 
   // Whether the linear layers may tune a new shape now (MatmulContext::AllowTuning; off when
   // created): the backend allows it around its graph warm-up runs only.
@@ -297,6 +301,7 @@ class ModelForward {
   DeviceBuffer mlp_pending_;
   DeviceBuffer mlp_arrivals_;
   int32_t fail_after_layers_ = -1;  // FailNextRunAfterLayersForTesting (one run)
+  bool sampler_queued_ = false;     // sampler_queued()
   // With folded norms: f32 [2, tokens], the attention and FFN norms' row scales, and the stream
   // that computes them beside the projections.
   DeviceBuffer norm_scales_;

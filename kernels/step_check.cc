@@ -100,7 +100,8 @@ absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
       return absl::InvalidArgumentError(absl::StrCat(
           "token_ids[", t, "] = ", in.token_ids[t], " names sample ",
           PendingSampleIndex(in.token_ids[t]),
-          " of the previous step, which is not in flight or did not sample it on the device"));
+          " of the previous step, which is not in flight, did not sample it on the device, or was "
+          "followed by a launch that failed once its sampler was queued"));
     }
   }
   if (static_cast<int32_t>(in.samples.size()) > cap.max_seqs) {

@@ -35,7 +35,8 @@ struct CudaStepLimits {
 //   that no key lands in another position's or another sequence's slot;
 // - slot_mapping entries are -1 or slots of the pool; token ids are in the vocabulary or
 //   PendingToken stand-ins for which `pending_row` (the logits row of the step launched before,
-//   -1 when it did not sample that token on the device) gives a row;
+//   -1 when it did not sample that token on the device or a launch after it failed once its
+//   sampler was queued: CudaBackend) gives a row;
 // - every sample names a sequence with tokens in this step and has valid parameters
 //   (SamplingParams::Validate over the vocabulary); at most max_seqs.
 absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,

@@ -11,11 +11,13 @@
 // limit mid-stream. Three sequences ask for top-n logprobs, which the device returns as the
 // CPU sampler does.
 // Also the refusals: a stand-in naming a row sampled on the host, a third step in flight,
-// Execute while steps are in flight.
+// Execute while steps are in flight, a stand-in naming a step after which a launch failed once
+// its sampler was queued (a failure before that keeps the chain).
 
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
 
 #include "engine/pending_token.h"
 #include "gtest/gtest.h"
@@ -142,7 +144,11 @@ Streams Serial(const ModelConfig& c, uint64_t seed, bool graphs,
   return streams;
 }
 
-std::vector<std::vector<int32_t>> Pipelined(const ModelConfig& c, uint64_t seed, bool graphs) {
+// Steps launched one ahead of their collection. With fail_step >= 0 (eager), that step's first
+// launch fails after `fail_after_layers` layers
+// (CudaBackend::FailNextEagerStepAfterLayersForTesting) and it is launched again.
+std::vector<std::vector<int32_t>> Pipelined(const ModelConfig& c, uint64_t seed, bool graphs,
+                                            int fail_step = -1, int32_t fail_after_layers = 0) {
   Session r = Start(c, seed, graphs);
   std::vector<std::vector<int32_t>> streams(kSeqs);
   if (!r.backend) return streams;
@@ -151,6 +157,11 @@ std::vector<std::vector<int32_t>> Pipelined(const ModelConfig& c, uint64_t seed,
   for (int step = 0; step <= kSteps; ++step) {
     if (step < kSteps) {
       inputs[step % 2] = BuildStep(r, step, params);
+      if (step == fail_step) {
+        r.backend->FailNextEagerStepAfterLayersForTesting(fail_after_layers);
+        const absl::Status failed = r.backend->Launch(inputs[step % 2]);
+        EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+      }
       const absl::Status launched = r.backend->Launch(inputs[step % 2]);
       EXPECT_TRUE(launched.ok()) << launched;
       if (!launched.ok()) return streams;
@@ -270,6 +281,46 @@ TEST(PipelinedStepsGpuTest, StreamsEqualSerialStepsGraphAndEager) {
   ForEachShapeAndMode([](const ModelConfig& c, uint64_t seed, bool graphs) {
     ExpectEqualStreams(Pipelined(c, seed, graphs), Serial(c, seed, graphs));
   });
+}
+
+// A launch that fails while the step before it is in flight (eager steps). Partway through its
+// layers, as a launch or cuBLASLt error there would, the earlier step's samples still chain: the
+// same step launched again gives the serial run's streams. Once its whole forward, sampler
+// included, was queued, its sampler may have written the earlier step's chain tokens: a launch
+// naming those samples is refused by name (before, it read whatever the failed step sampled),
+// and the earlier step still collects the serial run's tokens.
+TEST(PipelinedStepsGpuTest, AFailedLaunchKeepsTheChainOnlyWhereItCan) {
+  for (const ModelConfig& c : {TinyConfig(), SmolLm2Config()}) {
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
+    const Streams serial = Serial(c, seed, /*graphs=*/false);
+    ExpectEqualStreams(Pipelined(c, seed, false, /*fail_step=*/2, /*fail_after_layers=*/1),
+                       serial);
+    Session r = Start(c, seed, /*graphs=*/false);
+    ASSERT_TRUE(r.backend);
+    const std::vector<SamplingParams> params = Params();
+    const StepInput first = BuildStep(r, 0, params);
+    ASSERT_TRUE(r.backend->Launch(first).ok());
+    const std::vector<int> order = Order(0);
+    for (size_t k = 0; k < order.size(); ++k) {
+      r.seqs[order[k]].tokens.push_back(PendingToken(static_cast<int32_t>(k)));
+      r.seqs[order[k]].output.push_back(PendingToken(static_cast<int32_t>(k)));
+    }
+    const StepInput second = BuildStep(r, 1, params);
+    r.backend->FailNextEagerStepAfterLayersForTesting(c.num_layers);
+    const absl::Status failed = r.backend->Launch(second);
+    EXPECT_EQ(failed.code(), absl::StatusCode::kInternal) << failed;
+    const absl::Status refused = r.backend->Launch(second);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+    EXPECT_NE(refused.message().find("followed by a launch that failed"), std::string::npos)
+        << refused;
+    absl::StatusOr<StepOutput> out = r.backend->Collect();
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->sampled.size(), order.size());
+    for (size_t k = 0; k < order.size(); ++k) {
+      EXPECT_EQ(out->sampled[k].token_id, serial[order[k]][0]) << "sequence " << order[k];
+    }
+  }
 }
 
 TEST(PipelinedStepsGpuTest, DevicePenaltiesEqualTheHostSampler) {
