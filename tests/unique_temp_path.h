@@ -3,12 +3,14 @@
 //
 // ctest runs every TEST as its own process, several at once. Two processes that write the same
 // fixed path race: one truncates the file while the other has it mapped, and the reader dies with
-// SIGBUS. The pid and a per-process counter make each path unique; `name` keeps it readable.
+// SIGBUS. The pid, a random word and a per-process counter make each path unique; `name` keeps it
+// readable.
 
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,9 +20,14 @@ namespace rtgen::testing {
 
 inline std::string UniqueTempPath(const std::string& name) {
   static std::atomic<int> counter{0};
+  // Pids are reused: a path left behind by an earlier process of the same pid (a directory whose
+  // files nobody removed) would be this one's too, stale files and all. A random word a process
+  // tells them apart.
+  static const std::string process = std::to_string(getpid()) + "_" +
+                                     std::to_string(std::random_device{}());
   std::string dir = ::testing::TempDir();
   if (dir.empty() || dir.back() != '/') dir += '/';
-  return dir + "rtgen_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + name;
+  return dir + "rtgen_" + process + "_" + std::to_string(counter++) + "_" + name;
 }
 
 // A UniqueTempPath removed, with the files beside it named path + each of `suffixes`, when the

@@ -37,7 +37,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadJson(Json merges, Json added = Js
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/tokenizer.json") << root.dump();
   if (!config.is_null()) std::ofstream(dir + "/tokenizer_config.json") << config.dump();
-  return LoadTokenizerFromJson(dir + "/tokenizer.json");
+  auto loaded = LoadTokenizerFromJson(dir + "/tokenizer.json");
+  std::filesystem::remove_all(dir);
+  return loaded;
 }
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadGguf(const GgufWriter& w) {
