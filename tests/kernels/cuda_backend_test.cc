@@ -254,6 +254,14 @@ class StepsAgainstCpu {
     }
     ExpectSameLogits(*cpu_, *gpu_, b_.Build(false), what);
   }
+  // Every sequence prefilled, `group` a step (a step holds at most 512 tokens).
+  void PrefillAll(size_t group) {
+    for (size_t first = 0; first < seqs_.size(); first += group) {
+      const size_t count = std::min(group, seqs_.size() - first);
+      Prefill(first, count, "prefill of " + std::to_string(count) + " from " +
+                                std::to_string(first));
+    }
+  }
   // One random token for each of sequences [0, count), decoded in one step.
   void Decode(size_t count, const std::string& what) {
     for (size_t i = 0; i < count; ++i) {
@@ -315,8 +323,7 @@ TEST(CudaBackendTest, LinkedNormsPastEightRowsLogitsMatchCpu) {
     ASSERT_FALSE(steps.gpu().links_final_norm_at(rows)) << rows;
   }
   ASSERT_TRUE(steps.gpu().links_final_norm_at(4));
-  steps.Prefill(0, 8, "prefill of eight");  // two prefills: a step holds at most 512 tokens
-  steps.Prefill(8, 8, "prefill of eight more");
+  steps.PrefillAll(8);
   for (const size_t count : {12, 16, 9, 4, 16}) {
     steps.Decode(count, "decode of " + std::to_string(count));
   }
@@ -352,9 +359,7 @@ TEST(CudaBackendTest, SlicedGemvDecodeLogitsMatchCpu) {
   for (const int32_t rows : {17, 48}) {
     ASSERT_FALSE(steps.gpu().links_norms_at(rows)) << rows << ": past the linked rows";
   }
-  for (size_t first = 0; first < 48; first += 8) {  // steps of at most 512 tokens
-    steps.Prefill(first, 8, "prefill of eight from " + std::to_string(first));
-  }
+  steps.PrefillAll(8);
   for (const size_t count : {17, 48, 24, 33, 48}) {
     steps.Decode(count, "decode of " + std::to_string(count));
   }
@@ -377,9 +382,7 @@ TEST(CudaBackendTest, FoldedSmolLm2WeightsLogitsMatchCpu) {
     ASSERT_TRUE(steps.gpu().links_norms_at(rows)) << rows << ": the path this test covers";
   }
   ASSERT_FALSE(steps.gpu().folds_norms_at(40));
-  for (size_t first = 0; first < 64; first += 8) {  // steps of at most 512 tokens
-    steps.Prefill(first, 8, "prefill of eight from " + std::to_string(first));
-  }
+  steps.PrefillAll(8);
   for (const size_t count : {1, 4, 12, 40, 56, 64}) {
     steps.Decode(count, "decode of " + std::to_string(count));
   }
