@@ -18,6 +18,12 @@ bool EndsWithPending(const Sequence& seq, int32_t max_model_len) {
           seq.num_tokens() >= max_model_len);
 }
 
+// From `start` to `end`, never negative: both are wall-clock readings (as gRPC's deadlines
+// are), so a clock stepped back between them reads as no time, not as a negative duration.
+absl::Duration Elapsed(absl::Time start, absl::Time end) {
+  return std::max(end - start, absl::ZeroDuration());
+}
+
 }  // namespace
 
 bool Scheduler::WaitingOrder::operator()(const Sequence* a, const Sequence* b) const {
@@ -226,10 +232,10 @@ void Scheduler::FinishSequence(Sequence* seq, StreamChunk chunk, absl::Time now)
   usage.prompt_tokens = seq->num_prompt_tokens();
   usage.cached_tokens = seq->num_cached_tokens;
   usage.generated_tokens = seq->num_known_output_tokens();  // a pending token was never sent
-  usage.queue_time = (seq->ever_scheduled ? seq->first_scheduled_time : now) - arrival;
+  usage.queue_time = Elapsed(arrival, seq->ever_scheduled ? seq->first_scheduled_time : now);
   usage.time_to_first_token =
-      usage.generated_tokens > 0 ? seq->first_token_time - arrival : absl::ZeroDuration();
-  usage.total_time = now - arrival;
+      usage.generated_tokens > 0 ? Elapsed(arrival, seq->first_token_time) : absl::ZeroDuration();
+  usage.total_time = Elapsed(arrival, now);
   if (observer_ != nullptr) observer_->OnFinished(chunk.finish, usage);
   seq->sink(std::move(chunk));
   auto it = live_.find(seq->id());

@@ -198,6 +198,24 @@ TEST_F(SchedulerTest, APreemptedSequenceFindingItsOwnBlocksIsNoPrefixCacheHit) {
   EXPECT_EQ(counter.hits, 0);
 }
 
+TEST_F(SchedulerTest, UsageTimesAreNeverNegativeWhenTheClockStepsBack) {
+  // Arrival and step times are wall-clock readings: a clock stepped back after arrival (an NTP
+  // correction) read as negative queue, first-token and total times in the response's usage.
+  StepDriver d(Config(64, 64), &tok_);
+  Recorded a;
+  Request r = MakeRequest("a", Range(1, 4), 2);
+  const absl::Time arrival = absl::Now();
+  r.arrival = arrival;
+  d.scheduler.Add(MakeSeq(&tok_, std::move(r), &a, order_++));
+  const absl::Time earlier = arrival - absl::Minutes(5);
+  while (d.scheduler.num_live() > 0) d.Step(earlier);
+  ASSERT_EQ(a.finals, 1);
+  EXPECT_EQ(a.last().usage.generated_tokens, 2);
+  EXPECT_EQ(a.last().usage.queue_time, absl::ZeroDuration());
+  EXPECT_EQ(a.last().usage.time_to_first_token, absl::ZeroDuration());
+  EXPECT_EQ(a.last().usage.total_time, absl::ZeroDuration());
+}
+
 TEST_F(SchedulerTest, SharedPrefixIsReusedAndReportedInUsage) {
   StepDriver d(Config(64, 64), &tok_);
   Recorded a, b;
