@@ -214,6 +214,19 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
                                      "of %d tokens",
                                      prompt_len, stopping.max_tokens(), limits.max_model_len));
     }
+    // Within the KV pool too (a pool smaller than the context), as the engine checks it, but
+    // naming the field. The last token's KV is never written: one token more.
+    if (limits.kv_pool_tokens > 0 &&
+        prompt_len + int64_t{stopping.max_tokens()} - 1 > limits.kv_pool_tokens) {
+      return Invalid("stopping.max_tokens",
+                     absl::StrFormat("%d prompt tokens + max_tokens %d need %d KV slots but the "
+                                     "KV pool holds %d tokens (--num-kv-blocks x the block "
+                                     "size); at most %d here",
+                                     prompt_len, stopping.max_tokens(),
+                                     prompt_len + int64_t{stopping.max_tokens()} - 1,
+                                     limits.kv_pool_tokens,
+                                     limits.kv_pool_tokens - prompt_len + 1));
+    }
     out.stopping.max_tokens = stopping.max_tokens();
   } else {
     int64_t most = std::min(limits.default_max_tokens, room);

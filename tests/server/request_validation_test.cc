@@ -184,6 +184,18 @@ TEST(RequestValidationTest, UnsetMaxTokensIsClippedToTheContextAndFieldsAreCopie
   const absl::Status too_long = ToEngineRequest(request, small_pool).status();
   ExpectInvalid(too_long, "prompt: 10 prompt tokens do not fit in the KV pool of 9 tokens");
   EXPECT_EQ(too_long.message().find("max_tokens"), absl::string_view::npos) << too_long;
+  // An explicit max_tokens within the context but past the pool: refused naming the field
+  // (the engine's refusal named no field). 10 + 31 - 1 = 40 slots fit a pool of 40, 41 do not.
+  small_pool.kv_pool_tokens = 40;
+  request.mutable_stopping()->set_max_tokens(31);
+  out = ToEngineRequest(request, small_pool);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->stopping.max_tokens, 31);
+  request.mutable_stopping()->set_max_tokens(32);
+  ExpectInvalid(ToEngineRequest(request, small_pool).status(),
+                "stopping.max_tokens: 10 prompt tokens + max_tokens 32 need 41 KV slots but the "
+                "KV pool holds 40 tokens");
+  request.mutable_stopping()->clear_max_tokens();
   out = ToEngineRequest(request, Limits(&tokenizer));  // the rest of this test's request
   EXPECT_FLOAT_EQ(out->sampling.temperature, 0.5f);
   EXPECT_EQ(out->sampling.seed, std::optional<uint64_t>(7));
