@@ -161,7 +161,14 @@ absl::Status EngineImpl::Submit(Request request, StreamSink sink) {
                      config_.max_waiting, "); retry later"));
   }
   const int64_t order = next_order_++;
-  if (request.id.empty()) request.id = absl::StrCat("rtgen-", order);
+  if (request.id.empty()) {
+    // The first "rtgen-<n>" from this order that no live request holds: a caller may have
+    // chosen such an id itself.
+    for (int64_t n = order;; ++n) {
+      request.id = absl::StrCat("rtgen-", n);
+      if (!live_ids_.contains(request.id)) break;
+    }
+  }
   if (live_ids_.contains(request.id)) {
     return absl::AlreadyExistsError(
         absl::StrCat("request_id \"", request.id, "\" is already in flight"));

@@ -496,5 +496,17 @@ TEST_F(EngineTest, DuplicateLiveIdIsRejected) {
             absl::StatusCode::kAlreadyExists);
 }
 
+TEST_F(EngineTest, AGeneratedIdSkipsACallersLiveIdOfTheSameForm) {
+  // The engine names a request without an id "rtgen-<its order>"; a caller's live "rtgen-1"
+  // made the second request (order 1) fail as a duplicate of an id it never sent.
+  Stream a, b;  // outlive the engine, whose shutdown still finishes them through their sinks
+  auto engine = Make();
+  backend_->SetStepDelay(absl::Milliseconds(5));
+  ASSERT_TRUE(engine->Submit(MakeRequest("rtgen-1", Range(1, 4), 100), a.Sink()).ok());
+  const absl::Status generated = engine->Submit(MakeRequest("", Range(1, 4), 2), b.Sink());
+  ASSERT_TRUE(generated.ok()) << generated;
+  EXPECT_TRUE(b.Wait());
+}
+
 }  // namespace
 }  // namespace rtgen::testing
