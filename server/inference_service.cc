@@ -59,8 +59,11 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::Generate(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* wire) {
   const absl::Time arrival = absl::Now();
   const uint64_t number = next_request_number_.fetch_add(1, std::memory_order_relaxed);
+  // Only an authenticated caller's message is parsed (up to --max-message-bytes of work).
+  const grpc::Status auth = Authenticate(*context);
   v1::GenerateRequest request;
-  const absl::Status parsed = ParseAllowingInvalidUtf8(*wire, request);
+  const absl::Status parsed =
+      auth.ok() ? ParseAllowingInvalidUtf8(*wire, request) : absl::OkStatus();
   std::string client_id =
       request.request_id().empty() ? absl::StrCat("req-", number) : request.request_id();
   // Client ids need not be unique; the engine's id must be among live requests.
@@ -69,7 +72,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* InferenceService::Generate(
                                       SanitizeUtf8(client_id));
   active_streams_.fetch_add(1, std::memory_order_acq_rel);
   reactor->set_on_done([this] { active_streams_.fetch_sub(1, std::memory_order_acq_rel); });
-  if (grpc::Status auth = Authenticate(*context); !auth.ok()) {
+  if (!auth.ok()) {
     reactor->Reject(absl::Status(static_cast<absl::StatusCode>(auth.error_code()),
                                  auth.error_message()));
     return reactor;
