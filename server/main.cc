@@ -30,6 +30,9 @@ ABSL_FLAG(std::string, host, "0.0.0.0", "address to serve gRPC on (IPv6 as :: or
 ABSL_FLAG(int32_t, port, 50051, "gRPC port (0: any free port)");
 ABSL_FLAG(int32_t, metrics_port, 9090,
           "Prometheus /metrics port (0: any free port; negative: off)");
+ABSL_FLAG(std::string, metrics_host, "",
+          "address to serve /metrics on (empty: --host's; its wildcard 0.0.0.0 or :: serves every "
+          "address, IPv6 and IPv4)");
 ABSL_FLAG(int32_t, max_num_seqs, 64, "sequences per engine step");
 ABSL_FLAG(int32_t, max_num_batched_tokens, 512, "tokens per engine step");
 ABSL_FLAG(int32_t, max_model_len, 2048, "context per request, tokens");
@@ -120,6 +123,7 @@ int main(int argc, char** argv) {
   config.backend.max_penalty_tokens = absl::GetFlag(FLAGS_max_penalty_tokens);
   config.host = absl::GetFlag(FLAGS_host);
   config.port = absl::GetFlag(FLAGS_port);
+  config.metrics_host = absl::GetFlag(FLAGS_metrics_host);
   config.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   config.max_connection_age_s = absl::GetFlag(FLAGS_max_connection_age_s);
   config.engine_health.max_failed_steps = absl::GetFlag(FLAGS_unhealthy_after_failed_steps);

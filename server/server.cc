@@ -36,6 +36,15 @@ std::string GrpcListenAddress(const std::string& host, int port) {
   return bare_ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
 }
 
+std::string MetricsListenHost(const ServerConfig& config) {
+  std::string host = config.metrics_host.empty() ? config.host : config.metrics_host;
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (config.metrics_host.empty() && (host == "0.0.0.0" || host == "::")) return "";
+  return host;
+}
+
 absl::Status CheckServerConfig(const ServerConfig& config) {
   if (config.backend.threads < 0 || config.backend.threads > kMaxThreads) {
     return absl::InvalidArgumentError(absl::StrCat("threads: must be within [0, ", kMaxThreads,
@@ -171,7 +180,7 @@ absl::Status Server::StartServing(const ServerConfig& config,
   if (auth_ != nullptr) service_->set_authenticator(auth_.get());
   // /metrics first: a port it cannot bind fails start-up before gRPC listens and says SERVING.
   if (config.metrics_port >= 0) {
-    RETURN_IF_ERROR(metrics_->StartExposer(config.metrics_host, config.metrics_port));
+    RETURN_IF_ERROR(metrics_->StartExposer(MetricsListenHost(config), config.metrics_port));
   }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -229,7 +238,8 @@ absl::Status Server::StartServing(const ServerConfig& config,
                : config.tls.client_ca_path.empty() ? "TLS"
                                                    : "mutual TLS",
                auth_ != nullptr ? ", bearer auth" : "",
-               config.metrics_port >= 0 ? absl::StrCat("on :", metrics_->exposer_port())
+               config.metrics_port >= 0 ? absl::StrCat("on ", GrpcListenAddress(MetricsListenHost(config),
+                                                                      metrics_->exposer_port()))
                                         : std::string("off"));
   return absl::OkStatus();
 }

@@ -29,7 +29,7 @@ struct ServerConfig {
   BackendOptions backend;
   std::string host = "0.0.0.0";
   int port = 50051;                 // 0: any free port (see Server::port())
-  std::string metrics_host = "";    // "": every address, IPv6 and IPv4 (metrics_http_server.h)
+  std::string metrics_host = "";    // "": the gRPC host's (MetricsListenHost)
   int metrics_port = 9090;          // 0: any free port; negative: no /metrics endpoint
   int max_connection_age_s = 0;     // > 0: close connections after this age (load balancing)
   int max_connection_age_grace_s = -1;  // streams' extra time after the age (< 0: the age)
@@ -45,6 +45,12 @@ struct ServerConfig {
 // The address gRPC listens on: "host:port", with a bare IPv6 host bracketed ("::" becomes
 // "[::]:port"; without the brackets the resolver takes the last colon's part for the host).
 std::string GrpcListenAddress(const std::string& host, int port);
+
+// The address /metrics listens on: config.metrics_host, or where that is empty the gRPC host's,
+// so that --host=127.0.0.1 keeps /metrics off other interfaces too. A wildcard (0.0.0.0, :: or
+// [::], each dual-stack in gRPC) gives "": every address, IPv6 and IPv4 (metrics_http_server.h).
+// Brackets around an IPv6 literal are dropped.
+std::string MetricsListenHost(const ServerConfig& config);
 
 // The checks of `config`'s own fields that Start and StartWithEngine run before anything else
 // (the engine's and the backend's are theirs): each error names its flag.

@@ -1,10 +1,17 @@
 // Where the server listens: a gRPC or /metrics port outside [0, 65535] is refused at start-up
-// naming the flag (the resolver would take it modulo 65536 and quietly serve another port), and a
+// naming the flag (the resolver would take it modulo 65536 and quietly serve another port), a
 // bare IPv6 host (--host=::1) is bracketed for gRPC, which otherwise reads "::1:50051" as a host
-// without a port.
+// without a port, and /metrics follows --host unless --metrics-host names its own.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -46,6 +53,45 @@ TEST(ListenAddressTest, BareIpv6HostsAreBracketed) {
   EXPECT_EQ(GrpcListenAddress("fe80::1%eth0", 2), "[fe80::1%eth0]:2");
   EXPECT_EQ(GrpcListenAddress("::ffff:127.0.0.1", 3), "[::ffff:127.0.0.1]:3");
   EXPECT_EQ(GrpcListenAddress("unix:/tmp/socket", 4), "unix:/tmp/socket:4");  // not IPv6
+}
+
+TEST(ListenAddressTest, MetricsFollowTheGrpcHostUnlessNamed) {
+  ServerConfig config;
+  for (const auto& [host, want] : std::vector<std::pair<std::string, std::string>>{
+           {"0.0.0.0", ""}, {"::", ""}, {"[::]", ""}, {"", ""}, {"127.0.0.1", "127.0.0.1"},
+           {"::1", "::1"}, {"[::1]", "::1"}, {"localhost", "localhost"}}) {
+    config.host = host;
+    EXPECT_EQ(MetricsListenHost(config), want) << "--host=" << host;
+  }
+  config.host = "127.0.0.1";
+  config.metrics_host = "0.0.0.0";  // named: as given (IPv4's wildcard alone)
+  EXPECT_EQ(MetricsListenHost(config), "0.0.0.0");
+  config.metrics_host = "[::1]";
+  EXPECT_EQ(MetricsListenHost(config), "::1");
+}
+
+// Whether `address` accepts a connection on `port`.
+bool Accepts(const char* address, int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, address, &addr.sin_addr);
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  close(fd);
+  return ok;
+}
+
+TEST(ListenAddressTest, MetricsStayOnTheLoopbackHostTheServerWasGiven) {
+  // --host=127.0.0.1 kept gRPC on the loopback while /metrics (no --metrics-host) listened on
+  // every address. 127.0.0.2 reaches this machine's loopback too, but not a socket bound to
+  // 127.0.0.1.
+  ServerConfig config = SmallServerConfig();
+  config.metrics_port = 0;
+  RunningServer running = StartServer(config);
+  const int port = running.server->metrics_port();
+  EXPECT_TRUE(Accepts("127.0.0.1", port)) << "no /metrics on 127.0.0.1:" << port;
+  EXPECT_FALSE(Accepts("127.0.0.2", port)) << "/metrics answered on 127.0.0.2:" << port;
 }
 
 // Whether this machine has the IPv6 loopback (a container may have IPv6 off).

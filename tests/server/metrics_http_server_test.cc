@@ -99,9 +99,9 @@ bool HasIpv6Loopback() {
 }
 
 TEST(MetricsHttpServerTest, TheDefaultHostServesIpv4AndIpv6) {
-  // "" (the server's default): every address. Bound to 0.0.0.0 it was IPv4 only, and an
-  // IPv6-only cluster's scrapes failed while gRPC (dual-stack) answered.
-  EXPECT_EQ(ServerConfig().metrics_host, "");  // the server's /metrics takes this path
+  // "" (the server's default, --host=0.0.0.0, gives it): every address. Bound to 0.0.0.0 it was
+  // IPv4 only, and an IPv6-only cluster's scrapes failed while gRPC (dual-stack) answered.
+  EXPECT_EQ(MetricsListenHost(ServerConfig()), "");  // the server's /metrics takes this path
   auto server = MetricsHttpServer::Start("", 0, [] { return std::string("up 1\n"); });
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_TRUE(absl::StrContains(Ask((*server)->port(), "GET /metrics HTTP/1.0\r\n\r\n"), "up 1"));
