@@ -42,6 +42,9 @@ class InferenceService final : public InferenceServiceBase {
 
   // Requires a bearer token on every call from now on; `auth` must outlive the service.
   void set_authenticator(const TokenAuthenticator* auth) { auth_ = auth; }
+  // What a request without stopping.max_tokens gets, within the room its prompt leaves (0: all
+  // of that room). Before serving only.
+  void set_default_max_tokens(int32_t n) { limits_.default_max_tokens = n; }
   // From now on Generate answers UNAVAILABLE; streams already open continue.
   void StartDraining() { draining_.store(true, std::memory_order_release); }
   // Generate streams whose reactor has not finished yet.
@@ -71,7 +74,7 @@ class InferenceService final : public InferenceServiceBase {
   Engine* const engine_;
   const ServedModel model_;
   Metrics* const metrics_;
-  const ValidationLimits limits_;
+  ValidationLimits limits_;  // set before serving, read-only after
   const TokenAuthenticator* auth_ = nullptr;  // null: no authentication
   std::atomic<bool> draining_{false};
   std::atomic<int> active_streams_{0};

@@ -72,6 +72,9 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "file of bearer tokens, one per line: calls need 'authorization: Bearer <token>' "
           "(health and reflection exempt)");
 ABSL_FLAG(int32_t, max_message_bytes, 4 << 20, "largest request message accepted, bytes");
+ABSL_FLAG(int32_t, default_max_tokens, 256,
+          "tokens a request may generate when it sets no stopping.max_tokens, within its context "
+          "(0: all the context its prompt leaves)");
 ABSL_FLAG(int32_t, max_stop_strings, 16, "stop strings per request");
 ABSL_FLAG(int32_t, max_stop_string_bytes, 256, "bytes per stop string");
 ABSL_FLAG(int32_t, max_stop_token_ids, 256, "stop token ids per request");
@@ -134,6 +137,7 @@ int main(int argc, char** argv) {
   config.tls.client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);
   config.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
   config.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  config.default_max_tokens = absl::GetFlag(FLAGS_default_max_tokens);
   config.engine.max_stop_strings = absl::GetFlag(FLAGS_max_stop_strings);
   config.engine.max_stop_string_bytes = absl::GetFlag(FLAGS_max_stop_string_bytes);
   config.engine.max_stop_token_ids = absl::GetFlag(FLAGS_max_stop_token_ids);

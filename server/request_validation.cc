@@ -229,7 +229,7 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
     }
     out.stopping.max_tokens = stopping.max_tokens();
   } else {
-    int64_t most = std::min(limits.default_max_tokens, room);
+    int64_t most = limits.default_max_tokens > 0 ? std::min(limits.default_max_tokens, room) : room;
     // Within the KV pool as well, when the prompt fits in it (one that does not is refused by
     // the engine, naming the pool). The last token's KV is never written: one token more.
     if (limits.kv_pool_tokens >= prompt_len) {

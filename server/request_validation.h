@@ -24,7 +24,7 @@ struct ValidationLimits {
   int32_t max_stop_strings = 16;
   int32_t max_stop_string_bytes = 256;
   int32_t max_stop_token_ids = 256;
-  int32_t default_max_tokens = 256;              // when stopping.max_tokens is unset
+  int32_t default_max_tokens = 256;  // when stopping.max_tokens is unset; 0: the room left
   // Tokens one sequence's KV can hold in the whole pool (num_kv_blocks × block_size); 0: no
   // smaller than the context. An unset max_tokens is clipped to it too, so that a request that
   // set none is not refused for a pool smaller than the context.

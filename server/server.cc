@@ -66,6 +66,11 @@ absl::Status CheckServerConfig(const ServerConfig& config) {
         "unhealthy_after_failed_steps = ", config.engine_health.max_failed_steps,
         " must be at least 1"));
   }
+  if (config.default_max_tokens < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "default-max-tokens: must not be negative (0: the context left), got ",
+        config.default_max_tokens));
+  }
   if (config.max_message_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("max-message-bytes: must be positive, got ", config.max_message_bytes));
@@ -178,6 +183,7 @@ absl::Status Server::StartServing(const ServerConfig& config,
   served.chat_template = model_.chat_template.has_value() ? &*model_.chat_template : nullptr;
   service_ = std::make_unique<InferenceService>(engine_.get(), std::move(served), metrics_.get());
   if (auth_ != nullptr) service_->set_authenticator(auth_.get());
+  service_->set_default_max_tokens(config.default_max_tokens);
   // /metrics first: a port it cannot bind fails start-up before gRPC listens and says SERVING.
   if (config.metrics_port >= 0) {
     RETURN_IF_ERROR(metrics_->StartExposer(MetricsListenHost(config), config.metrics_port));

@@ -36,6 +36,7 @@ struct ServerConfig {
   TlsFiles tls;                     // empty cert: plaintext
   std::string auth_token_file;      // non-empty: bearer tokens required (health exempt)
   int max_message_bytes = 4 << 20;  // largest request message accepted
+  int default_max_tokens = 256;     // an unset stopping.max_tokens; 0: the context left
   EngineConfig engine;
   std::vector<double> latency_buckets = DefaultLatencyBuckets();  // seconds
   EngineHealthPolicy engine_health;  // when failing or stuck steps turn health NOT_SERVING

@@ -1,7 +1,8 @@
 // Server settings refused at start-up, naming their flag: CPU threads past any machine's cores,
 // negative connection ages, ports past 65535 (before the model loads), infinite latency
 // buckets, and a KV pool larger than the memory the machine has (it was zero-filled, so it
-// crashed with bad_alloc or brought in the OOM killer).
+// crashed with bad_alloc or brought in the OOM killer); and --default-max-tokens reaching a
+// request that sets no max_tokens.
 
 #include <string>
 
@@ -45,6 +46,11 @@ TEST(ServerConfigTest, OutOfRangeSettingsAreRefusedNamingTheFlag) {
   ExpectRefused(metrics, "metrics-port");
   metrics.metrics_port = -1;  // no /metrics
   EXPECT_TRUE(CheckServerConfig(metrics).ok());
+  ServerConfig tokens = config;
+  tokens.default_max_tokens = -1;
+  ExpectRefused(tokens, "default-max-tokens");
+  tokens.default_max_tokens = 0;  // the context left
+  EXPECT_TRUE(CheckServerConfig(tokens).ok());
   ServerConfig message = config;
   message.max_message_bytes = 0;
   ExpectRefused(message, "max-message-bytes");
@@ -90,6 +96,19 @@ TEST(ServerConfigTest, AKvPoolLargerThanTheMachinesMemoryIsRefused) {
   EXPECT_NE(server.status().message().find("num_kv_blocks:"), absl::string_view::npos)
       << server.status();
   EXPECT_NE(server.status().message().find("GiB"), absl::string_view::npos) << server.status();
+}
+
+TEST(ServerConfigTest, TheDefaultMaxTokensReachesRequestsThatSetNone) {
+  ServerConfig config = SmallServerConfig();
+  config.default_max_tokens = 3;
+  RunningServer server = StartServer(config);
+  v1::GenerateRequest request;
+  request.set_prompt("The default applies");
+  request.mutable_stopping()->set_ignore_eos(true);
+  absl::StatusOr<GenerateResult> result = server.client->Generate(request);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->token_ids.size(), 3u);
+  EXPECT_EQ(result->finish_reason, v1::FINISH_REASON_LENGTH);
 }
 
 }  // namespace

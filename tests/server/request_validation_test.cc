@@ -166,6 +166,13 @@ TEST(RequestValidationTest, UnsetMaxTokensIsClippedToTheContextAndFieldsAreCopie
   absl::StatusOr<Request> out = ToEngineRequest(request, Limits(&tokenizer));
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->stopping.max_tokens, 54);
+  // --default-max-tokens in a context of 1000: below the room it is the limit; 0 is all of the
+  // room (990 after the prompt).
+  ValidationLimits defaults = Limits(&tokenizer);
+  defaults.max_model_len = 1000;
+  EXPECT_EQ(ToEngineRequest(request, defaults)->stopping.max_tokens, 256);
+  defaults.default_max_tokens = 0;
+  EXPECT_EQ(ToEngineRequest(request, defaults)->stopping.max_tokens, 990);
   // A KV pool of 40 tokens, smaller than the context: clipped to it (30 slots after the prompt,
   // and the last token needs none: 31).
   ValidationLimits small_pool = Limits(&tokenizer);
