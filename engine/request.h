@@ -51,6 +51,9 @@ struct Request {
   std::vector<int32_t> prompt_tokens;    // already tokenized (BOS included if the model wants it)
   SamplingParams sampling;
   StoppingParams stopping;
+  // Each token's log-probability in the stream, with sampling.logprobs alternatives (which
+  // alone ask for them too: vLLM's logprobs = 0 is this with none).
+  bool return_logprobs = false;
   int32_t priority = 0;                  // higher runs first
   std::optional<absl::Duration> latency_budget;  // for deadline-aware ordering
   absl::Time deadline = absl::InfiniteFuture();  // the request ends with kDeadline after this

@@ -207,7 +207,9 @@ void Scheduler::EmitToken(Sequence* seq, const SampledToken& sampled, absl::Time
   }
   if (first) seq->first_token_time = now;
   seq->last_token_time = now;
-  if (seq->request().sampling.logprobs > 0) chunk.logprobs.push_back(sampled);
+  if (seq->request().return_logprobs || seq->request().sampling.logprobs > 0) {
+    chunk.logprobs.push_back(sampled);
+  }
   if (chunk.finish == FinishReason::kNone) {
     seq->sink(std::move(chunk));
     return;

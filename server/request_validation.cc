@@ -183,6 +183,7 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
   const int32_t vocab = limits.tokenizer->vocab_size();
   Request out;
   out.sampling = SamplingFromProto(request);
+  out.return_logprobs = request.has_logprobs();
   // SamplingParams/StoppingParams name their fields with the proto path ("sampling.top_p").
   RETURN_IF_ERROR(out.sampling.Validate(vocab));
 

@@ -107,6 +107,36 @@ TEST(GenerateStreamTest, RawPromptWithIgnoreEosRunsToMaxTokens) {
   EXPECT_FALSE(result->usage.prompt_tokens() == 0);
 }
 
+TEST(GenerateStreamTest, LogprobsZeroGivesTheSampledTokensAloneAndUnsetNone) {
+  // vLLM's logprobs = 0: each token's own log-probability without alternatives (here 0 read as
+  // unset, and no log-probabilities came back).
+  auto& client = *SharedServer().client;
+  v1::GenerateRequest request;
+  request.set_prompt("Once upon a time");
+  request.mutable_sampling()->set_temperature(0.0f);
+  request.mutable_stopping()->set_max_tokens(4);
+  request.mutable_stopping()->set_ignore_eos(true);
+  for (const bool set : {true, false}) {
+    if (set) {
+      request.set_logprobs(0);
+    } else {
+      request.clear_logprobs();
+    }
+    int entries = 0;
+    absl::StatusOr<GenerateResult> result =
+        client.Generate(request, [&](const v1::GenerateResponse& r) {
+          for (int i = 0; i < r.logprobs_size(); ++i) {
+            EXPECT_EQ(r.logprobs(i).token_id(), r.token_ids(i));
+            EXPECT_EQ(r.logprobs(i).top_size(), 0);
+            EXPECT_LE(r.logprobs(i).logprob(), 0.0f);
+            ++entries;
+          }
+        });
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(entries, set ? 4 : 0) << (set ? "logprobs = 0" : "logprobs unset");
+  }
+}
+
 TEST(GenerateStreamTest, SameSeedGivesTheSameStream) {
   auto& client = *SharedServer().client;
   v1::GenerateRequest request;
