@@ -1,6 +1,7 @@
 #include "engine/tokenizer/pre_tokenizer.h"
 
 #include <cstddef>
+#include <cstdint>
 
 #include "engine/tokenizer/unicode_category.h"
 #include "engine/common/utf8.h"
@@ -48,9 +49,10 @@ size_t Contraction(const Codepoints& c, size_t i, bool ignore_case) {
   return 0;
 }
 
-size_t RunOf(const Codepoints& c, size_t i, Class cls) {
+// Code points of class `cls` from i on, at most `most`.
+size_t RunOf(const Codepoints& c, size_t i, Class cls, size_t most = SIZE_MAX) {
   size_t j = i;
-  while (j < c.size() && c.cls[j] == cls) ++j;
+  while (j < c.size() && j - i < most && c.cls[j] == cls) ++j;
   return j - i;
 }
 
@@ -84,10 +86,8 @@ size_t Llama3Match(const Codepoints& c, size_t i) {
     return 1 + RunOf(c, i + 1, Class::kLetter);
   }
   // \p{N}{1,3}
-  if (cls == Class::kNumber) {
-    const size_t run = RunOf(c, i, Class::kNumber);
-    return run < 3 ? run : 3;
-  }
+  // (Only three are looked at: scanning the whole run for each piece was quadratic in it.)
+  if (cls == Class::kNumber) return RunOf(c, i, Class::kNumber, 3);
   // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
   const size_t start =
       c.cp[i] == ' ' && i + 1 < c.size() && c.cls[i + 1] == Class::kOther ? i + 1 : i;
