@@ -56,6 +56,10 @@ absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
     if (control || types_[id] == TokenType::kUserDefined) {
       special_[id] = true;
       if (!pieces_[id].empty()) AddSpecialPiece(pieces_[id], static_cast<int32_t>(id), control);
+    } else if (types_[id] == TokenType::kUnknown && !pieces_[id].empty()) {
+      // "<unk>" in text is the unknown token where special tokens are parsed, as llama.cpp reads
+      // a GGUF's UNKNOWN-type token and a tokenizer.json's added <unk> is read here.
+      AddSpecialPiece(pieces_[id], static_cast<int32_t>(id), /*control=*/true);
     }
   }
   // A merge naming a piece that is no token (merges written in another byte alphabet, a

@@ -1,6 +1,7 @@
 // SentencePiece-style BPE on a small hand-built Llama-2-like vocabulary, loaded through GGUF
 // (GgufWriter → LoadTokenizerFromGguf) and through a tokenizer.json.
 
+#include <algorithm>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -100,6 +101,18 @@ TEST(SpmTokenizerTest, MergesByScoreWithSpacePrefix) {
   EXPECT_TRUE(tok->add_bos());  // Llama default
   EXPECT_EQ(tok->bos_id(), std::optional<int32_t>(1));
   EXPECT_EQ(tok->stop_ids(), (std::vector<int32_t>{2}));
+}
+
+TEST(SpmTokenizerTest, UnknownTokenTextIsTheUnknownTokenWhereSpecialTokensAreParsed) {
+  // A GGUF marks SentencePiece's <unk> UNKNOWN (2), not CONTROL: it was left out of the special
+  // pieces, so "<unk>" in a prompt became bytes while the same model's tokenizer.json gave the
+  // unknown token (llama.cpp parses UNKNOWN-type tokens as special too).
+  auto tok = LoadViaGguf(/*add_space_prefix=*/true);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_EQ(PiecesOf(*tok, "hello<unk>", true), (V{"\xE2\x96\x81hello", "<unk>"}));
+  const V plain = PiecesOf(*tok, "hello<unk>", false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), "<unk>"), 0) << "parsed without special";
+  EXPECT_EQ(plain.front(), "\xE2\x96\x81hello");
 }
 
 // A Metaspace tokenizer.json (Hugging Face's pre-tokenizer, prepend_scheme "always") over
