@@ -1,5 +1,8 @@
 #include "engine/tokenizer/chat_template.h"
 
+#include <optional>
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/unicode_category.h"
 #include "engine/common/utf8.h"
@@ -33,8 +36,35 @@ std::string Strip(std::string_view s) {
   return std::string(s.substr(begin, end - begin));
 }
 
-// The literal system prompt in "<|im_start|>system\n...<|im_end|>" inside a template string
-// literal; "" when the system turn is built from a variable instead.
+// The text of a Jinja string literal quoted by `quote` from `start` up to `end` (Python's
+// escapes \n \t \\ \' \" read; any other backslash kept, as Python keeps it), or nullopt where
+// the literal closes before `end`.
+std::optional<std::string> LiteralText(const std::string& jinja, size_t start, size_t end,
+                                       char quote) {
+  std::string out;
+  for (size_t i = start; i < end; ++i) {
+    const char c = jinja[i];
+    if (c == quote) return std::nullopt;  // the literal ends: the turn is built from parts
+    if (c != '\\' || i + 1 >= end) {
+      out += c;
+      continue;
+    }
+    const char e = jinja[++i];
+    if (e == 'n') {
+      out += '\n';
+    } else if (e == 't') {
+      out += '\t';
+    } else {
+      if (e != '\\' && e != '\'' && e != '"') out += '\\';
+      out += e;
+    }
+  }
+  return out;
+}
+
+// The literal system prompt in "<|im_start|>system\n...<|im_end|>": inside one template string
+// literal (its escapes read; the marker right after the opening quote), or in the template's
+// plain text; "" when the system turn is built from a variable instead.
 std::string DefaultSystemPrompt(const std::string& jinja) {
   const std::string marker = absl::StrCat(kImStart, "system");
   for (size_t at = jinja.find(marker); at != std::string::npos; at = jinja.find(marker, at + 1)) {
@@ -48,6 +78,11 @@ std::string DefaultSystemPrompt(const std::string& jinja) {
     }
     const size_t end = jinja.find(kImEnd, start);
     if (end == std::string::npos) continue;
+    const char before = at > 0 ? jinja[at - 1] : '\0';
+    if (before == '\'' || before == '"') {
+      if (std::optional<std::string> text = LiteralText(jinja, start, end, before)) return *text;
+      continue;
+    }
     const std::string text = jinja.substr(start, end - start);
     if (text.find_first_of("'\"{}\\") == std::string::npos) return text;
   }

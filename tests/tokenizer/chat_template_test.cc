@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "engine/model/gguf_file.h"
 #include "gtest/gtest.h"
 #include "tests/tokenizer/test_data.h"
@@ -51,6 +52,27 @@ TEST(ChatTemplateTest, SmolLmTemplateFromGgufHasItsDefaultSystemPrompt) {
   EXPECT_EQ(*text,
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
             "Face<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateTest, DefaultSystemPromptsWithQuotesAndEscapesAreRead) {
+  // A literal's escapes and quotes dropped the default system turn (any of ' " { } \ in it).
+  const std::vector<ChatMessage> msgs = {{"user", "Hi"}};
+  const std::string tail = "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\\n' + "
+                           "m['content'] + '<|im_end|>\\n' }}{% endfor %}";
+  for (const auto& [jinja, want] : std::vector<std::pair<std::string, std::string>>{
+           {"{{ '<|im_start|>system\\nBe kind.\\nBe brief.<|im_end|>\\n' }}",
+            "Be kind.\nBe brief."},
+           {"{{ \"<|im_start|>system\\nYou're {brief}.<|im_end|>\\n\" }}", "You're {brief}."},
+           {"{{ '<|im_start|>system\\nYou\\'re \\\\o/ \\d<|im_end|>\\n' }}", "You're \\o/ \\d"},
+           {"{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}", ""}}) {
+    auto t = ChatTemplate::FromJinja(jinja + tail, "");
+    ASSERT_TRUE(t.ok()) << t.status();
+    auto text = t->Render(msgs, false);
+    ASSERT_TRUE(text.ok()) << text.status();
+    const std::string system =
+        want.empty() ? "" : absl::StrCat("<|im_start|>system\n", want, "<|im_end|>\n");
+    EXPECT_EQ(*text, system + "<|im_start|>user\nHi<|im_end|>\n") << jinja;
+  }
 }
 
 TEST(ChatTemplateTest, UnknownRoleNamesTheMessage) {
