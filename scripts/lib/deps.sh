@@ -117,12 +117,13 @@ rtgen_pip_install_missing() {
 }
 
 # Configures and builds into BUILD_DIR with extra cmake args; quiet when up to date, the full
-# log on failure.
+# log on failure. An existing build is configured again only when RTGEN_CMAKE_ARGS is set (its
+# args would otherwise be ignored after the first run).
 rtgen_build() {
   local src=$1 build=$2
   shift 2
   mkdir -p "$build"
-  if [ ! -f "$build/build.ninja" ]; then
+  if [ ! -f "$build/build.ninja" ] || [ -n "${RTGEN_CMAKE_ARGS:-}" ]; then
     rtgen_log "configuring $build"
     cmake -S "$src" -B "$build" -G Ninja "$@" >"$build/configure.log" 2>&1 ||
       { cat "$build/configure.log" >&2; return 1; }
