@@ -63,6 +63,8 @@ mutations=(
   's/deadline_ratio:rate5m > 0.05$/deadline_ratio:rate5m > 0.005/'
   's/finish_reason="error"/finish_reason=~"error|rejected"/'
   's/for: 5m/for: 1m/'
+  's/up{job=~"rtgen|.\*\/rtgen"} == 0/up{job=~"rtgen|.*\/rtgen"} == 2/'
+  's/up{job=~"rtgen|.\*\/rtgen"}/up{job="rtgen"}/'
 )
 failures=0
 for mutation in "${mutations[@]}"; do
