@@ -321,10 +321,17 @@ def check_target(target, objects, kv, versions, flags, adapter_metrics, errors):
         if len(hpas) != 1:
             errors.append("gpu overlay: expected one HPA")
         pod_spec = dep["spec"]["template"]["spec"]
-        if not pod_spec.get("nodeSelector") and not pod_spec.get("affinity", {}).get("nodeAffinity"):
-            errors.append("gpu overlay: no node selector for GPU nodes")
+        # The GPU request places the pod; a required node label (GPU Feature Discovery's) would
+        # leave it Pending on GPU pools that lack the label.
+        if pod_spec.get("nodeSelector") or pod_spec.get("affinity", {}).get(
+                "nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            errors.append("gpu overlay: a required node label (the GPU request places the pod)")
         if not any(t.get("key") == GPU for t in pod_spec.get("tolerations", [])):
             errors.append(f"gpu overlay: no toleration for {GPU}")
+        # A full GPU pool has no GPU for a surge pod: the rollout would stall.
+        rolling = dep["spec"].get("strategy", {}).get("rollingUpdate", {})
+        if str(rolling.get("maxSurge", "25%")) not in ("0", "0%"):
+            errors.append(f"gpu overlay: maxSurge {rolling.get('maxSurge', '25%')}, not 0")
     else:
         if GPU in rendered:
             errors.append(f"{target}: mentions {GPU} (only the gpu overlay may)")
