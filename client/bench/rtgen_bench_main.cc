@@ -188,6 +188,20 @@ int Run(int argc, char** argv) {
     if (load.request_rate.has_value()) {
       status.Update(absl::InvalidArgumentError("--sweep-concurrency and --request-rate conflict"));
     }
+    // Each level sets the concurrency: a --concurrency beside it was silently ignored.
+    if (flags.Get("concurrency")) {
+      status.Update(absl::InvalidArgumentError("--sweep-concurrency and --concurrency conflict"));
+    }
+  }
+  // A prompts file sets each prompt (and, where a line has it, its max_tokens): these were
+  // silently ignored beside it.
+  if (!workload.prompts_file.empty()) {
+    for (const char* name : {"input-len", "input-len-range", "output-len-range"}) {
+      if (flags.Get(name)) {
+        status.Update(absl::InvalidArgumentError(
+            absl::StrCat("--", name, " applies to synthetic prompts, not to --prompts")));
+      }
+    }
   }
   if (flags.Get("plot") && sweep.empty()) {
     status.Update(absl::InvalidArgumentError("--plot needs --sweep-concurrency"));

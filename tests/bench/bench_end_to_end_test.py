@@ -102,7 +102,13 @@ def main():
                  "--requests-per-level: must be at least 1"),
                 ([target, "--sweep-concurrency=1,4096", "--requests-per-level=600000"],
                  "x concurrency 4096 requests is past 2147483647"),
-                ([target, "--csv=x.csv"], "--csv needs --sweep-concurrency")]:
+                ([target, "--csv=x.csv"], "--csv needs --sweep-concurrency"),
+                ([target, "--sweep-concurrency=1,2", "--concurrency=4"],
+                 "--sweep-concurrency and --concurrency conflict"),
+                ([target, "--prompts=/dev/null", "--input-len=8"],
+                 "--input-len applies to synthetic prompts, not to --prompts"),
+                ([target, "--prompts=/dev/null", "--output-len-range=0.5"],
+                 "--output-len-range applies to synthetic prompts, not to --prompts")]:
             bad = subprocess.run([args.bench, *flags, "--no-progress"], capture_output=True,
                                  text=True, timeout=60)
             f.check(bad.returncode == 2 and message in bad.stderr,
