@@ -31,8 +31,8 @@ ABSL_FLAG(int32_t, port, 50051, "gRPC port (0: any free port)");
 ABSL_FLAG(int32_t, metrics_port, 9090,
           "Prometheus /metrics port (0: any free port; negative: off)");
 ABSL_FLAG(std::string, metrics_host, "",
-          "address to serve /metrics on (empty: --host's; its wildcard 0.0.0.0 or :: serves every "
-          "address, IPv6 and IPv4)");
+          "address to serve /metrics on (empty: --host's where it is an IP address, 127.0.0.1 for "
+          "localhost, else every address, IPv6 and IPv4)");
 ABSL_FLAG(int32_t, max_num_seqs, 64, "sequences per engine step");
 ABSL_FLAG(int32_t, max_num_batched_tokens, 512, "tokens per engine step");
 ABSL_FLAG(int32_t, max_model_len, 2048, "context per request, tokens");

@@ -1,5 +1,8 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <chrono>
 #include <climits>
@@ -41,8 +44,18 @@ std::string MetricsListenHost(const ServerConfig& config) {
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
   }
-  if (config.metrics_host.empty() && (host == "0.0.0.0" || host == "::")) return "";
-  return host;
+  if (!config.metrics_host.empty()) return host;
+  // Following --host: its address where it is one (a socket binds one address; gRPC binds every
+  // address a name resolves to), the IPv4 loopback for localhost, and every address for a
+  // wildcard, another name or a gRPC URI (unix:...), as before --metrics-host.
+  if (host == "0.0.0.0" || host == "::") return "";
+  if (host == "localhost") return "127.0.0.1";
+  const std::string address = host.substr(0, host.find('%'));
+  in6_addr v6{};
+  in_addr v4{};
+  const bool literal = inet_pton(AF_INET, address.c_str(), &v4) == 1 ||
+                       inet_pton(AF_INET6, address.c_str(), &v6) == 1;
+  return literal ? host : "";
 }
 
 absl::Status CheckServerConfig(const ServerConfig& config) {

@@ -47,10 +47,11 @@ struct ServerConfig {
 // "[::]:port"; without the brackets the resolver takes the last colon's part for the host).
 std::string GrpcListenAddress(const std::string& host, int port);
 
-// The address /metrics listens on: config.metrics_host, or where that is empty the gRPC host's,
-// so that --host=127.0.0.1 keeps /metrics off other interfaces too. A wildcard (0.0.0.0, :: or
-// [::], each dual-stack in gRPC) gives "": every address, IPv6 and IPv4 (metrics_http_server.h).
-// Brackets around an IPv6 literal are dropped.
+// The address /metrics listens on: config.metrics_host, or where that is empty the gRPC host's
+// when it is an IP address, so that --host=127.0.0.1 keeps /metrics off other interfaces too;
+// localhost gives 127.0.0.1. A wildcard (0.0.0.0, :: or [::], each dual-stack in gRPC), another
+// name or a gRPC URI gives "": every address, IPv6 and IPv4 (metrics_http_server.h). Brackets
+// around an IPv6 literal are dropped.
 std::string MetricsListenHost(const ServerConfig& config);
 
 // The checks of `config`'s own fields that Start and StartWithEngine run before anything else

@@ -59,7 +59,10 @@ TEST(ListenAddressTest, MetricsFollowTheGrpcHostUnlessNamed) {
   ServerConfig config;
   for (const auto& [host, want] : std::vector<std::pair<std::string, std::string>>{
            {"0.0.0.0", ""}, {"::", ""}, {"[::]", ""}, {"", ""}, {"127.0.0.1", "127.0.0.1"},
-           {"::1", "::1"}, {"[::1]", "::1"}, {"localhost", "localhost"}}) {
+           {"::1", "::1"}, {"[::1]", "::1"}, {"fe80::1%eth0", "fe80::1%eth0"},
+           {"localhost", "127.0.0.1"},
+           // Not an address a socket binds: every address, as before --metrics-host.
+           {"rtgen.example", ""}, {"unix:/tmp/rtgen.sock", ""}}) {
     config.host = host;
     EXPECT_EQ(MetricsListenHost(config), want) << "--host=" << host;
   }
