@@ -65,6 +65,7 @@ mutations=(
   's/for: 5m/for: 1m/'
   's/up{job=~"rtgen|.\*\/rtgen"} == 0/up{job=~"rtgen|.*\/rtgen"} == 2/'
   's/up{job=~"rtgen|.\*\/rtgen"}/up{job="rtgen"}/'
+  '/alert: RtgenTargetDown/,/for:/s/for: 10m/for: 1m/'
 )
 failures=0
 for mutation in "${mutations[@]}"; do
