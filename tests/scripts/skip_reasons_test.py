@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/lib/skip_reasons.py on a hand-written ctest JUnit report: a GoogleTest skip gives the
 message after "Skipped", an exit-77 script its first line of output, a test with no output says
-so, and passed or failed tests print nothing."""
+so, a GoogleTest skip without a message says that, a test ctest could not run is "not run", and
+passed or failed tests print nothing."""
 
 import os
 import subprocess
@@ -25,6 +26,13 @@ no NVML here
 kubectl not found: the manifests are not rendered
 </system-out></testcase>
   <testcase name="silent" status="notrun"><skipped message="SKIP_RETURN_CODE=77"/></testcase>
+  <testcase name="Gtest.Bare" status="notrun"><skipped message="SKIP_REGULAR_EXPRESSION_MATCHED"/>
+    <system-out>tests/b_test.cc:3: Skipped
+
+[  SKIPPED ] Gtest.Bare (0 ms)
+</system-out></testcase>
+  <testcase name="missing_binary" status="notrun"><skipped message="Unable to find executable"/>
+  </testcase>
   <testcase name="passes" status="run"><system-out>ok</system-out></testcase>
   <testcase name="fails" status="fail"><failure message="Failed"/></testcase>
 </testsuite>
@@ -34,6 +42,8 @@ WANT = [
     "test.sh: skipped Gtest.Skips: no NVML here",
     "test.sh: skipped deploy_k8s: kubectl not found: the manifests are not rendered",
     "test.sh: skipped silent: (no output)",
+    "test.sh: skipped Gtest.Bare: (no message)",
+    "test.sh: not run missing_binary: Unable to find executable",
 ]
 
 
@@ -48,7 +58,7 @@ def main() -> int:
     if out != WANT:
         print(f"skip_reasons printed {out!r}, want {WANT!r}")
         return 1
-    print("skip_reasons: 3 skipped tests, each with its reason")
+    print(f"skip_reasons: {len(WANT)} tests not run, each with its reason")
     return 0
 
 
