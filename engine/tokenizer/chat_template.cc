@@ -36,9 +36,9 @@ std::string Strip(std::string_view s) {
   return std::string(s.substr(begin, end - begin));
 }
 
-// The text of a Jinja string literal quoted by `quote` from `start` up to `end` (Python's
-// escapes \n \t \\ \' \" read; any other backslash kept, as Python keeps it), or nullopt where
-// the literal closes before `end`.
+// The text of a Jinja string literal quoted by `quote` from `start` up to `end` (the escapes
+// \n \r \t \\ \' \" read; any other backslash kept: Python's rarer ones, \uXXXX among them,
+// are not read), or nullopt where the literal closes before `end`.
 std::optional<std::string> LiteralText(const std::string& jinja, size_t start, size_t end,
                                        char quote) {
   std::string out;
@@ -52,6 +52,8 @@ std::optional<std::string> LiteralText(const std::string& jinja, size_t start, s
     const char e = jinja[++i];
     if (e == 'n') {
       out += '\n';
+    } else if (e == 'r') {
+      out += '\r';
     } else if (e == 't') {
       out += '\t';
     } else {

@@ -62,6 +62,7 @@ TEST(ChatTemplateTest, DefaultSystemPromptsWithQuotesAndEscapesAreRead) {
   for (const auto& [jinja, want] : std::vector<std::pair<std::string, std::string>>{
            {"{{ '<|im_start|>system\\nBe kind.\\nBe brief.<|im_end|>\\n' }}",
             "Be kind.\nBe brief."},
+           {"{{ '<|im_start|>system\\nA\\r\\tB<|im_end|>\\n' }}", "A\r\tB"},
            {"{{ \"<|im_start|>system\\nYou're {brief}.<|im_end|>\\n\" }}", "You're {brief}."},
            {"{{ '<|im_start|>system\\nYou\\'re \\\\o/ \\d<|im_end|>\\n' }}", "You're \\o/ \\d"},
            {"{{ '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}", ""}}) {
