@@ -116,9 +116,11 @@ TEST(GenerateStreamTest, LogprobsZeroGivesTheSampledTokensAloneAndUnsetNone) {
   request.mutable_sampling()->set_temperature(0.0f);
   request.mutable_stopping()->set_max_tokens(4);
   request.mutable_stopping()->set_ignore_eos(true);
-  for (const bool set : {true, false}) {
-    if (set) {
-      request.set_logprobs(0);
+  // Greedy: the same four tokens each time; logprobs = 1's top entry is the sampled token's own.
+  std::vector<float> alone, with_top;
+  for (const int n : {0, -1, 1}) {  // -1: unset
+    if (n >= 0) {
+      request.set_logprobs(n);
     } else {
       request.clear_logprobs();
     }
@@ -127,14 +129,19 @@ TEST(GenerateStreamTest, LogprobsZeroGivesTheSampledTokensAloneAndUnsetNone) {
         client.Generate(request, [&](const v1::GenerateResponse& r) {
           for (int i = 0; i < r.logprobs_size(); ++i) {
             EXPECT_EQ(r.logprobs(i).token_id(), r.token_ids(i));
-            EXPECT_EQ(r.logprobs(i).top_size(), 0);
-            EXPECT_LE(r.logprobs(i).logprob(), 0.0f);
+            EXPECT_EQ(r.logprobs(i).top_size(), n > 0 ? n : 0);
+            (n == 0 ? alone : with_top).push_back(r.logprobs(i).logprob());
+            if (n == 1) {
+              EXPECT_EQ(r.logprobs(i).top(0).logprob(), r.logprobs(i).logprob());
+            }
             ++entries;
           }
         });
     ASSERT_TRUE(result.ok()) << result.status();
-    EXPECT_EQ(entries, set ? 4 : 0) << (set ? "logprobs = 0" : "logprobs unset");
+    EXPECT_EQ(entries, n >= 0 ? 4 : 0) << "logprobs " << n;
   }
+  EXPECT_EQ(alone, with_top) << "logprobs = 0 gives the logprobs logprobs = 1 gives";
+  for (const float lp : alone) EXPECT_LT(lp, 0.0f);
 }
 
 TEST(GenerateStreamTest, SameSeedGivesTheSameStream) {
