@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/read_text_file.h"
+#include "engine/common/json_nesting.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/gguf_file.h"
 #include "engine/tokenizer/json_token_text.h"
@@ -118,6 +119,7 @@ absl::StatusOr<LoadedModel> LoadHfDirectory(const fs::path& dir) {
 
 absl::StatusOr<std::optional<ChatTemplate>> ChatTemplateFromTokenizerConfig(
     const std::string& json_text, const std::string& where) {
+  RETURN_IF_ERROR(CheckJsonNesting(json_text, where));
   nlohmann::json cfg = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (cfg.is_discarded() || !cfg.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
@@ -151,6 +153,7 @@ absl::Status AddEosTokenIds(const std::string& dir, const std::string& config_js
     files.emplace_back(generation_path.string(), std::move(text));
   }
   for (const auto& [where, text] : files) {
+    RETURN_IF_ERROR(CheckJsonNesting(text, where));
     const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (json.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(where, ": not JSON"));
     ASSIGN_OR_RETURN(std::vector<int32_t> ids, EosTokenIds(json, where));

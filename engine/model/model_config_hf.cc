@@ -5,6 +5,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/common/json_nesting.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/model_config.h"
 #include "nlohmann/json.hpp"
@@ -107,6 +108,7 @@ absl::Status RefuseUnsupported(const Json& root, int max_position_embeddings) {
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfig::FromHfConfigJson(const std::string& json_text) {
+  RETURN_IF_ERROR(CheckJsonNesting(json_text, "config.json"));
   Json root = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return absl::InvalidArgumentError("config.json: not valid JSON");
   if (!root.is_object()) return absl::InvalidArgumentError("config.json: not a JSON object");

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/common/json_nesting.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/ggml_dequant.h"
 #include "nlohmann/json.hpp"
@@ -142,6 +143,10 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     }
     return true;
   };
+  if (JsonNestingDepth(std::string_view(h, header_len)) > kMaxJsonNesting) {
+    return Bad(path, absl::StrCat("header is JSON nested deeper than ", kMaxJsonNesting,
+                                  " levels"));
+  }
   Json header = Json::parse(h, h + header_len, note_keys, /*allow_exceptions=*/false);
   if (header.is_discarded()) return Bad(path, "header is not valid JSON");
   if (!header.is_object()) return Bad(path, "header is not a JSON object");

@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "engine/common/read_text_file.h"
+#include "engine/common/json_nesting.h"
 #include "engine/common/status_macros.h"
 #include "engine/model/model_weights.h"
 #include "engine/model/safetensors_file.h"
@@ -85,8 +86,9 @@ class ShardSet {
 absl::StatusOr<std::vector<std::string>> ShardsOfIndex(const std::filesystem::path& dir,
                                                        const std::filesystem::path& index) {
   ASSIGN_OR_RETURN(const std::string text, ReadTextFile(index.string()));
-  const nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
   const std::string where = absl::StrCat("safetensors: ", index.string());
+  RETURN_IF_ERROR(CheckJsonNesting(text, where));
+  const nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
   if (root.is_discarded() || !root.is_object() || !root.contains("weight_map") ||
       !root["weight_map"].is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, " is not JSON with a weight_map"));

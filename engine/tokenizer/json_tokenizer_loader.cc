@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/common/read_text_file.h"
+#include "engine/common/json_nesting.h"
 #include "engine/common/status_macros.h"
 #include "engine/tokenizer/json_token_text.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -19,6 +20,7 @@ using Json = nlohmann::json;
 
 absl::StatusOr<Json> ReadJson(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
+  RETURN_IF_ERROR(CheckJsonNesting(text, path));
   Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, " is not valid JSON"));
   return j;

@@ -9,6 +9,7 @@
 #include "engine/model/gguf_model_writer.h"
 #include "engine/model/gguf_writer.h"
 #include "engine/model/llama3_rope.h"
+#include "engine/common/json_nesting.h"
 #include "gtest/gtest.h"
 #include "tests/model/test_files.h"
 
@@ -376,4 +377,26 @@ TEST(ModelConfigTest, HfConfigJsonErrorsNameTheKey) {
 }
 
 }  // namespace
+// A config nested 100,000 levels deep (in a key the config reader never looks at; the loader's
+// eos_token_id reader copied it) crashed the loader with a stack overflow.
+TEST(ModelConfigTest, HfConfigNestedTooDeepIsRefusedNotACrash) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  auto c = ModelConfig::FromHfConfigJson(R"({"model_type": "llama", "eos_token_id": )" + deep +
+                                         "}");
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument) << c.status();
+  EXPECT_NE(c.status().message().find("config.json: JSON nested deeper than 64 levels"),
+            std::string::npos) << c.status();
+}
+
+TEST(JsonNestingTest, CountsBracketsOutsideStringsOnly) {
+  EXPECT_EQ(JsonNestingDepth("1"), 0u);
+  EXPECT_EQ(JsonNestingDepth("[]"), 1u);
+  EXPECT_EQ(JsonNestingDepth(R"({"a": [1, {"b": [[]]}]})"), 5u);
+  EXPECT_EQ(JsonNestingDepth(R"({"a": "[[[{{{", "b": "\"[[["})"), 1u);
+  EXPECT_EQ(JsonNestingDepth(R"(["\\", [1]])"), 2u);  // an escaped backslash ends before "
+  EXPECT_TRUE(CheckJsonNesting(std::string(64, '['), "x").ok());
+  EXPECT_EQ(CheckJsonNesting(std::string(65, '['), "x").message(),
+            "x: JSON nested deeper than 64 levels");
+}
+
 }  // namespace rtgen

@@ -233,6 +233,34 @@ TEST(HfDirectoryLoaderTest, EosTokenIdsOfTheConfigsAreStopIds) {
       << s;
 }
 
+// JSON nested 100,000 levels deep where the loaders copy or print a value (eos_token_id in
+// generation_config.json, bos_token in tokenizer_config.json, a tokenizer.json member) crashed
+// the loader with a stack overflow: each file is refused, naming it.
+TEST(HfDirectoryLoaderTest, JsonNestedTooDeepIsRefusedNotACrash) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  const std::string dir = testing::UniqueTempPath("deep_json");
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/tokenizer.json") << TinyTokenizerJson({3});
+  auto tok = LoadTokenizerFromJson(dir + "/tokenizer.json");
+  ASSERT_TRUE(tok.ok()) << tok.status();
+  std::ofstream(dir + "/generation_config.json") << R"({"eos_token_id": )" + deep + "}";
+  absl::Status s = AddEosTokenIds(dir, "{}", **tok);
+  EXPECT_TRUE(absl::StrContains(s.message(),
+                                "generation_config.json: JSON nested deeper than 64 levels"))
+      << s;
+  auto chat = ChatTemplateFromTokenizerConfig(R"({"bos_token": )" + deep + "}",
+                                              "tokenizer_config.json");
+  EXPECT_TRUE(absl::StrContains(chat.status().message(),
+                                "tokenizer_config.json: JSON nested deeper than 64 levels"))
+      << chat.status();
+  std::string text = nlohmann::json::parse(TinyTokenizerJson({3})).dump();
+  text.insert(text.size() - 1, R"(, "extra": )" + deep);
+  std::ofstream(dir + "/tokenizer.json", std::ios::trunc) << text;
+  auto deep_tok = LoadTokenizerFromJson(dir + "/tokenizer.json");
+  EXPECT_TRUE(absl::StrContains(deep_tok.status().message(), "JSON nested deeper than 64"))
+      << deep_tok.status();
+}
+
 TEST(HfDirectoryLoaderTest, APostProcessorsLeadingSpecialTokenIsTheBosWhenConfigIsSilent) {
   // Llama 3's tokenizer.json: TemplateProcessing puts <|begin_of_text|> first (here inside a
   // Sequence, as Llama 3.1+ writes it); tokenizer_config.json has no add_bos_token.
