@@ -51,31 +51,27 @@ absl::StatusOr<float> GetFloat(const Json& obj, const std::string& key,
   return NarrowToFloat(it->get<double>(), absl::StrCat("config.json: '", prefix, key, "'"));
 }
 
-absl::Status ReadRopeScaling(const Json& root, ModelConfig* c) {
-  auto it = root.find("rope_scaling");
-  if (it == root.end() || it->is_null()) return absl::OkStatus();
-  if (!it->is_object()) {
-    return absl::InvalidArgumentError("config.json: 'rope_scaling' must be an object or null");
-  }
-  const Json& rs = *it;
+// RoPE scaling from `rs`, the object at config.json's `key`: rope_scaling, or transformers v5's
+// rope_parameters (which holds rope_theta too).
+absl::Status ReadRopeScaling(const Json& rs, const std::string& key, ModelConfig* c) {
   std::string type;
-  for (const char* key : {"rope_type", "type"}) {
-    auto t = rs.find(key);
+  for (const char* type_key : {"rope_type", "type"}) {
+    auto t = rs.find(type_key);
     if (t == rs.end()) continue;
     if (!t->is_string()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("config.json: 'rope_scaling.", key, "' must be a string"));
+          absl::StrCat("config.json: '", key, ".", type_key, "' must be a string"));
     }
     type = t->get<std::string>();
     break;
   }
   if (type == "default") return absl::OkStatus();
   if (type != "llama3") {
-    return absl::UnimplementedError(absl::StrCat(
-        "config.json: rope_scaling.rope_type '", type, "' is not supported (want llama3)"));
+    return absl::UnimplementedError(absl::StrCat("config.json: ", key, ".rope_type '", type,
+                                                 "' is not supported (want llama3 or default)"));
   }
   Llama3RopeScaling s;
-  const std::string p = "rope_scaling.";
+  const std::string p = key + ".";
   ASSIGN_OR_RETURN(s.factor, GetFloat(rs, "factor", std::nullopt, p));
   ASSIGN_OR_RETURN(s.low_freq_factor, GetFloat(rs, "low_freq_factor", std::nullopt, p));
   ASSIGN_OR_RETURN(s.high_freq_factor, GetFloat(rs, "high_freq_factor", std::nullopt, p));
@@ -88,6 +84,17 @@ absl::Status ReadRopeScaling(const Json& root, ModelConfig* c) {
 // Features of Llama-family configs the forward passes do not have: refused by name rather than
 // run without them (bias terms left out; attention past a sliding window).
 absl::Status RefuseUnsupported(const Json& root, int max_position_embeddings) {
+  // The MLP is SwiGLU: SiLU (transformers' "silu", also named "swish") and nothing else.
+  if (auto it = root.find("hidden_act"); it != root.end() && !it->is_null()) {
+    if (!it->is_string()) {
+      return absl::InvalidArgumentError("config.json: 'hidden_act' must be a string");
+    }
+    const std::string act = it->get<std::string>();
+    if (act != "silu" && act != "swish") {
+      return absl::UnimplementedError(absl::StrCat(
+          "config.json: hidden_act '", act, "' is not supported (the MLP is SwiGLU: want silu)"));
+    }
+  }
   for (const char* key : {"attention_bias", "mlp_bias"}) {
     auto it = root.find(key);
     if (it != root.end() && it->is_boolean() && it->get<bool>()) {
@@ -156,7 +163,28 @@ absl::StatusOr<ModelConfig> ModelConfig::FromHfConfigJson(const std::string& jso
     }
     c.tie_word_embeddings = it->get<bool>();
   }
-  RETURN_IF_ERROR(ReadRopeScaling(root, &c));
+  // transformers v5 saves rope_theta and the scaling together as rope_parameters (and neither
+  // rope_theta nor rope_scaling at the top level): read where the older keys are absent.
+  const Json* rope_parameters = nullptr;
+  if (auto it = root.find("rope_parameters"); it != root.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      return absl::InvalidArgumentError("config.json: 'rope_parameters' must be an object or null");
+    }
+    rope_parameters = &*it;
+  }
+  const auto theta = root.find("rope_theta");
+  if (rope_parameters != nullptr && (theta == root.end() || theta->is_null())) {
+    ASSIGN_OR_RETURN(c.rope_theta,
+                     GetFloat(*rope_parameters, "rope_theta", 10000.0f, "rope_parameters."));
+  }
+  if (auto it = root.find("rope_scaling"); it != root.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      return absl::InvalidArgumentError("config.json: 'rope_scaling' must be an object or null");
+    }
+    RETURN_IF_ERROR(ReadRopeScaling(*it, "rope_scaling", &c));
+  } else if (rope_parameters != nullptr) {
+    RETURN_IF_ERROR(ReadRopeScaling(*rope_parameters, "rope_parameters", &c));
+  }
   RETURN_IF_ERROR(RefuseUnsupported(root, c.max_position_embeddings));
   RETURN_IF_ERROR(c.Validate());
   return c;

@@ -377,6 +377,50 @@ TEST(ModelConfigTest, HfConfigJsonErrorsNameTheKey) {
 }
 
 }  // namespace
+// transformers v5 saves RoPE as rope_parameters (rope_theta and the scaling together, neither
+// at the top level): it loaded with theta 10000 and no scaling.
+TEST(ModelConfigTest, HfRopeParametersOfTransformersFiveAreRead) {
+  auto c = ModelConfig::FromHfConfigJson(R"({
+    "model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+    "num_attention_heads": 4, "max_position_embeddings": 131072, "vocab_size": 10,
+    "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                        "original_max_position_embeddings": 8192}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->rope_theta, 500000.0f);
+  ASSERT_TRUE(c->rope_scaling.has_value());
+  EXPECT_EQ(c->rope_scaling->factor, 8.0f);
+  EXPECT_EQ(c->rope_scaling->original_max_position_embeddings, 8192);
+  auto plain = ModelConfig::FromHfConfigJson(R"({
+    "model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+    "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 100000.0}})");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->rope_theta, 100000.0f);
+  EXPECT_FALSE(plain->rope_scaling.has_value());
+  auto yarn = ModelConfig::FromHfConfigJson(R"({
+    "model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+    "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
+    "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0}})");
+  EXPECT_EQ(yarn.status().code(), absl::StatusCode::kUnimplemented) << yarn.status();
+  EXPECT_NE(yarn.status().message().find("rope_parameters.rope_type 'yarn'"),
+            std::string::npos) << yarn.status();
+}
+
+// The MLP is SwiGLU: a config naming another activation loaded and ran SiLU.
+TEST(ModelConfigTest, HfHiddenActOtherThanSiluIsRefusedByName) {
+  const std::string head = R"({"model_type": "llama", "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+    "max_position_embeddings": 64, "vocab_size": 10, "hidden_act": )";
+  for (const char* act : {R"("silu")", R"("swish")"}) {
+    EXPECT_TRUE(ModelConfig::FromHfConfigJson(head + act + "}").ok()) << act;
+  }
+  auto gelu = ModelConfig::FromHfConfigJson(head + R"("gelu"})");
+  EXPECT_EQ(gelu.status().code(), absl::StatusCode::kUnimplemented) << gelu.status();
+  EXPECT_NE(gelu.status().message().find("hidden_act 'gelu'"), std::string::npos)
+      << gelu.status();
+}
+
 // A config nested 100,000 levels deep (in a key the config reader never looks at; the loader's
 // eos_token_id reader copied it) crashed the loader with a stack overflow.
 TEST(ModelConfigTest, HfConfigNestedTooDeepIsRefusedNotACrash) {
