@@ -1,6 +1,7 @@
 #include "engine/model/llama3_rope.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace rtgen {
 
@@ -10,7 +11,7 @@ std::vector<double> Llama3RopeFreqFactors(const Llama3RopeScaling& s, int head_d
   const double low_wavelen = s.original_max_position_embeddings / s.low_freq_factor;
   const double high_wavelen = s.original_max_position_embeddings / s.high_freq_factor;
   std::vector<double> factors;
-  for (int i = 0; i < head_dim; i += 2) {
+  for (int64_t i = 0; i < head_dim; i += 2) {  // int64: head_dim near INT_MAX would overflow
     const double freq = 1.0 / std::pow(theta, static_cast<double>(i) / head_dim);
     const double wavelen = 2 * kPi / freq;  // in tokens
     if (wavelen < high_wavelen) {
