@@ -125,7 +125,8 @@ void Rows(const uint8_t* blocks, int64_t row_bytes, int64_t n_blocks, int64_t r0
     const uint8_t* w = blocks + r * row_bytes;
     for (int64_t t = 0; t < num_tokens; t += kTokensPerPass) {
       const float* xt = x + t * x_stride;
-      const float* st = x_sums.data() + t * n_blocks;
+      // Q8_0 has no sums (x_sums stays empty): no offset from its null data.
+      const float* st = x_sums.empty() ? nullptr : x_sums.data() + t * n_blocks;
       float* yt = y + t * y_stride + r;
       switch (std::min<int64_t>(kTokensPerPass, num_tokens - t)) {
         case 4:
