@@ -275,18 +275,10 @@ absl::StatusOr<std::vector<float>> GgufFile::ReadTensorF32(const GgufTensorInfo&
   const uint64_t n = info.num_elements();
   // The type first: an unsupported one (Q4_K's token_embd of a Llama-3-8B file) allocated and
   // zeroed the whole fp32 output, 2.1 GB, before it was refused.
-  switch (static_cast<GgmlType>(info.type)) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-      break;
-    default:
-      return absl::UnimplementedError(absl::StrCat("gguf: unsupported tensor type ", info.type,
-                                                   " (", GgmlTypeName(info.type), ") for '",
-                                                   info.name, "'"));
+  if (!IsDequantizable(info.type)) {
+    return absl::UnimplementedError(absl::StrCat("gguf: unsupported tensor type ", info.type,
+                                                 " (", GgmlTypeName(info.type), ") for '",
+                                                 info.name, "'"));
   }
   std::vector<float> out(n);
   switch (static_cast<GgmlType>(info.type)) {
@@ -311,7 +303,7 @@ absl::StatusOr<std::vector<float>> GgufFile::ReadTensorF32(const GgufTensorInfo&
       DequantizeQ4_1(src, static_cast<int64_t>(n / kGgmlBlockSize), out.data());
       break;
     default:
-      break;  // refused above
+      break;  // refused above (IsDequantizable)
   }
   return out;
 }
