@@ -22,15 +22,9 @@ rm -f "$junit"
 # A filter that selects no test is an error, not a pass.
 ctest --output-on-failure --no-tests=error -j"$(nproc)" --timeout 600 --output-junit "$junit" \
   "$@" || status=$?
-# ctest prints no output of a skipped test: say why the GPU tests did not run (gpu_test_main.cc,
-# or the ctest entry that stands in for gpu_tests in a build without nvcc: tests/CMakeLists.txt).
-reason=$(grep -m1 -E '^(no CUDA device|GPU tests not built)' Testing/Temporary/LastTest.log \
-  2>/dev/null || true)
-if [ -n "$reason" ]; then
-  echo "test.sh: GPU tests (ctest label gpu) skipped: $reason"
-fi
-# And why every other skipped test did not run (a missing tool, NVML, ...).
+# ctest prints no output of a skipped test: say why each did not run (the GPU tests: no CUDA
+# device, gpu_test_main.cc, or not built, tests/CMakeLists.txt; a missing tool; NVML; ...).
 if [ -f "$junit" ]; then
-  "$python" "$root/scripts/lib/skip_reasons.py" "$junit" | grep -v ': skipped gpu_tests: ' || true
+  "$python" "$root/scripts/lib/skip_reasons.py" "$junit" || true
 fi
 exit "$status"
