@@ -143,9 +143,9 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
     }
     return true;
   };
-  if (JsonNestingDepth(std::string_view(h, header_len)) > kMaxJsonNesting) {
-    return Bad(path, absl::StrCat("header is JSON nested deeper than ", kMaxJsonNesting,
-                                  " levels"));
+  if (absl::Status deep = CheckJsonNesting(std::string_view(h, header_len), "header");
+      !deep.ok()) {
+    return Bad(path, std::string(deep.message()));
   }
   Json header = Json::parse(h, h + header_len, note_keys, /*allow_exceptions=*/false);
   if (header.is_discarded()) return Bad(path, "header is not valid JSON");
