@@ -121,15 +121,25 @@ absl::StatusOr<ModelConfig> ModelConfig::FromHfConfigJson(const std::string& jso
   if (!root.is_object()) return absl::InvalidArgumentError("config.json: not a JSON object");
 
   ModelConfig c;
-  if (auto it = root.find("model_type"); it != root.end() && it->is_string()) {
-    c.architecture = it->get<std::string>();
-  }
-  if (c.architecture != "llama" && c.architecture != "mistral") {
-    return absl::UnimplementedError(absl::StrCat("config.json: model_type '", c.architecture,
-                                                 "' is not supported (want llama)"));
+  // The model is named by model_type (what transformers' AutoConfig reads) or, where that is
+  // absent, by architectures[0]; a config naming neither is refused rather than read as Llama.
+  const auto type = root.find("model_type");
+  const auto archs = root.find("architectures");
+  if (type != root.end()) {
+    if (!type->is_string()) {
+      return absl::InvalidArgumentError("config.json: 'model_type' must be a string");
+    }
+    const std::string name = type->get<std::string>();
+    if (name != "llama" && name != "mistral") {
+      return absl::UnimplementedError(absl::StrCat("config.json: model_type '", name,
+                                                   "' is not supported (want llama)"));
+    }
+  } else if (archs == root.end()) {
+    return absl::InvalidArgumentError(
+        "config.json: neither 'model_type' nor 'architectures' names the model (want llama)");
   }
   c.architecture = "llama";
-  if (auto it = root.find("architectures"); it != root.end()) {
+  if (auto it = archs; it != root.end()) {
     if (!it->is_array() || it->empty() || !(*it)[0].is_string()) {
       return absl::InvalidArgumentError(
           "config.json: 'architectures' must be a non-empty list of strings");

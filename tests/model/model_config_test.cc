@@ -310,10 +310,11 @@ TEST(ModelConfigTest, HfConfigJsonDefaultsAndLegacyTypeKey) {
   EXPECT_EQ(c->rope_theta, 10000.0f);
   EXPECT_FALSE(c->tie_word_embeddings);
   EXPECT_FALSE(c->rope_scaling.has_value());
+  // Named by architectures alone (no model_type).
   auto legacy = ModelConfig::FromHfConfigJson(R"({
-    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-    "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
-    "rope_scaling": {"type": "llama3", "factor": 8, "low_freq_factor": 1,
+    "architectures": ["LlamaForCausalLM"], "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
+    "vocab_size": 10, "rope_scaling": {"type": "llama3", "factor": 8, "low_freq_factor": 1,
                      "high_freq_factor": 4, "original_max_position_embeddings": 8192}})");
   ASSERT_TRUE(legacy.ok()) << legacy.status();
   EXPECT_EQ(legacy->rope_scaling->factor, 8.0f);
@@ -324,38 +325,45 @@ TEST(ModelConfigTest, HfConfigJsonErrorsNameTheKey) {
     std::string json;
     std::string key;
   } cases[] = {
-      {R"({"hidden_size": 64})", "vocab_size"},
-      {R"({"vocab_size": 10, "hidden_size": 64})", "intermediate_size"},
-      {R"({"vocab_size": 10, "hidden_size": "64", "intermediate_size": 1})", "hidden_size"},
-      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
-           "rope_scaling": {"rope_type": "llama3", "factor": 8}})",
+      {R"({"model_type": "llama", "hidden_size": 64})", "vocab_size"},
+      {R"({"model_type": "llama", "vocab_size": 10, "hidden_size": 64})", "intermediate_size"},
+      {R"({"model_type": "llama", "vocab_size": 10, "hidden_size": "64",
+           "intermediate_size": 1})", "hidden_size"},
+      {R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
+           "vocab_size": 10, "rope_scaling": {"rope_type": "llama3", "factor": 8}})",
        "rope_scaling.low_freq_factor"},
-      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
-           "rope_scaling": {"rope_type": "yarn", "factor": 8}})",
+      {R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
+           "vocab_size": 10, "rope_scaling": {"rope_type": "yarn", "factor": 8}})",
        "yarn"},
-      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-           "num_attention_heads": 4, "num_key_value_heads": 3,
+      {R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 3,
            "max_position_embeddings": 64, "vocab_size": 10})",
        "num_kv_heads"},
-      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
-           "attention_bias": true})",
+      {R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
+           "vocab_size": 10, "attention_bias": true})",
        "'attention_bias' true is not supported"},
-      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
-           "mlp_bias": true})",
+      {R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
+           "vocab_size": 10, "mlp_bias": true})",
        "'mlp_bias' true is not supported"},
       {R"({"model_type": "mistral", "hidden_size": 64, "intermediate_size": 128,
            "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
            "vocab_size": 10, "sliding_window": 32})",
        "'sliding_window' 32 is not supported"},
-      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
-           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10,
-           "rope_theta": 1e39})",
+      {R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+           "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
+           "vocab_size": 10, "rope_theta": 1e39})",
        "'rope_theta' = 1e+39 is not a finite 32-bit float"},
       {R"({"model_type": "gpt2"})", "gpt2"},
+      // Neither model_type nor architectures: not read as Llama by default.
+      {R"({"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 1,
+           "num_attention_heads": 4, "max_position_embeddings": 64, "vocab_size": 10})",
+       "neither 'model_type' nor 'architectures'"},
+      {R"({"model_type": 7, "hidden_size": 64})", "'model_type' must be a string"},
+      {R"({"architectures": ["GPT2LMHeadModel"]})", "GPT2LMHeadModel"},
       {R"([1, 2])", "object"},
       {R"({"hidden_size": )", "JSON"},
   };
@@ -370,9 +378,9 @@ TEST(ModelConfigTest, HfConfigJsonErrorsNameTheKey) {
       "max_position_embeddings": 64, "vocab_size": 10, "attention_bias": false,
       "mlp_bias": false, "sliding_window": null})");
   EXPECT_TRUE(ok.ok()) << ok.status();
-  ok = ModelConfig::FromHfConfigJson(R"({"hidden_size": 64, "intermediate_size": 128,
-      "num_hidden_layers": 1, "num_attention_heads": 4, "max_position_embeddings": 64,
-      "vocab_size": 10, "sliding_window": 64})");
+  ok = ModelConfig::FromHfConfigJson(R"({"model_type": "llama", "hidden_size": 64,
+      "intermediate_size": 128, "num_hidden_layers": 1, "num_attention_heads": 4,
+      "max_position_embeddings": 64, "vocab_size": 10, "sliding_window": 64})");
   EXPECT_TRUE(ok.ok()) << ok.status();
 }
 
