@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# scripts/device/join_model.sh: parts whose join matches the checksum give the joined file's
+# path; a missing directory, no parts, no checksum file, a file that holds no SHA-256 sum or a
+# mismatch exit 2 (a missing directory passed: both sums read empty, and empty equals empty).
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+tool="${root}/scripts/device/join_model.sh"
+work=$(mktemp -d)
+trap 'rm -rf "${work}"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+expect_refused() {  # DIR WHAT
+  local out status
+  out=$("${tool}" "$1" 2>&1)
+  status=$?
+  [[ ${status} == 2 ]] || fail "$2: exit ${status} (want 2): ${out}"
+}
+
+expect_refused "${work}/absent" "a missing directory"
+mkdir -p "${work}/p"
+printf 'first half ' > "${work}/p/smollm2.part1"
+printf 'second half' > "${work}/p/smollm2.part2"
+expect_refused "${work}/p" "no sha256 file"
+echo "not a sum" > "${work}/p/sha256"
+expect_refused "${work}/p" "a sha256 file without a sum"
+sum=$(printf 'first half second half' | sha256sum | awk '{print $1}')
+echo "${sum}  x" > "${work}/p/sha256"
+out=$("${tool}" "${work}/p")
+status=$?
+[[ ${status} == 0 && "${out}" == "${work}/p/SmolLM2-135M-Instruct.Q4_1.gguf" ]] ||
+  fail "matching parts: exit ${status}, '${out}'"
+[[ "$(cat "${work}/p/SmolLM2-135M-Instruct.Q4_1.gguf")" == "first half second half" ]] ||
+  fail "the parts were not joined in order"
+printf 'changed' > "${work}/p/smollm2.part2"
+expect_refused "${work}/p" "a checksum mismatch"
+mkdir -p "${work}/empty"
+echo "${sum}  x" > "${work}/empty/sha256"
+expect_refused "${work}/empty" "no parts"
+(( failures == 0 )) && echo "join_model_test: passed"
+exit $(( failures > 0 ))
