@@ -45,6 +45,8 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
     [[ -x "${bench}" ]] || { echo "env_ab: ${bench} is not an executable" >&2; exit 2; }
     echo "== round ${round}: ${label} (${envs[*]:-defaults}; $(basename "${bench}"))"
     start=$(date +%s)
+    # No file of an earlier run in a reused OUT may stand in for a run that dies before writing.
+    rm -f "${out}/${label}_${round}.json"
     env "${envs[@]}" timeout "${TIMEOUT:-300}" "${bench}" \
       --models "${models}" --batches "${batches}" --steps "${STEPS:-64}" \
       --repeats "${REPEATS:-5}" --built-repeats 0 \

@@ -46,6 +46,7 @@ run() {  # run LABEL ROUND [ENV=VALUE...]
   fi
   echo "-- ${label}, round ${round} ($*)"
   grep -h 'CUDA graphs' "${out}/server_${label}_${round}.log"
+  rm -f "${out}/mixed_${label}_${round}.json"  # a reused OUT: no earlier run's figures
   "${bundle}/bin/rtgen-bench" --target "127.0.0.1:${port}" --request-rate "${rate}" \
     --concurrency 64 --num-requests 600 --warmup 10 --input-len 128 --input-len-range 0.5 \
     --output-len 64 --output-len-range 0.5 --seed 7 --no-progress \

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/device/env_ab.sh on this machine, against a stand-in rtgen-engine-bench that writes canned
 # JSON: its table keeps each round in its column when a run fails ("-" in that place), a variant
-# may be labelled like a column ("floor"), and a failed run makes the script exit non-zero.
+# may be labelled like a column ("floor"), a failed run makes the script exit non-zero, and an
+# earlier run's JSON in a reused OUT does not stand in for a run that failed.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 work=$(mktemp -d)
@@ -44,5 +45,13 @@ out=$(OUT="${work}/out2" ROUNDS=1 "${root}/scripts/device/env_ab.sh" "${work}/bu
         base=FAKE_TPOT=5.1 2>&1)
 status=$?
 [[ ${status} == 0 ]] || fail "every run passed, yet env_ab.sh exited ${status}: ${out}"
+
+# The same OUT again, the run failing: the first run's base_1.json must not stand in for it.
+out=$(OUT="${work}/out2" ROUNDS=1 "${root}/scripts/device/env_ab.sh" "${work}/bundle" \
+        base=FAKE_TPOT=5.3,FAKE_FAIL_ONCE="${work}/failed2" 2>&1)
+status=$?
+[[ ${status} != 0 ]] || fail "a failed run in a reused OUT, yet env_ab.sh exited 0"
+grep -E '^llama3-8b +64 ' <<< "${out}" | grep -q '5\.100' &&
+  fail "an earlier run's JSON stood in for a failed run: ${out}"
 (( failures == 0 )) && echo "env_ab_test: passed"
 exit $(( failures > 0 ))
