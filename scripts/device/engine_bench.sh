@@ -10,6 +10,10 @@ set -uo pipefail
 
 bundle="${1:?usage: engine_bench.sh BUNDLE [all|rtgen|peer|table]}"
 what="${2:-all}"
+case "${what}" in
+  all | rtgen | peer | table) ;;
+  *) echo "engine_bench: unknown mode '${what}' (all, rtgen, peer or table)" >&2; exit 2 ;;
+esac
 out="${OUT:-$(mktemp -d)}"
 export OUT="${out}"
 mkdir -p "${out}"

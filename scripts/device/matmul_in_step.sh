@@ -16,6 +16,10 @@
 set -uo pipefail
 bundle="${1:?usage: matmul_in_step.sh BUNDLE [rank|step|all]}"
 what="${2:-all}"
+case "${what}" in
+  rank | step | all) ;;
+  *) echo "matmul_in_step: unknown mode '${what}' (rank, step or all)" >&2; exit 2 ;;
+esac
 out="${OUT:-$(mktemp -d)}"
 mkdir -p "${out}"
 model="${MODEL:-llama3-8b}"

@@ -60,5 +60,11 @@ grep -q "9.876" <<< "${out}" && fail "an earlier run's peer figure reached the t
 [[ ${status} != 0 ]] || fail "the peer printed FAIL, yet engine_bench.sh exited 0: ${out}"
 grep -q "the peer failed" <<< "${out}" || fail "the peer's failure was not reported"
 grep -q Traceback <<< "${out}" && fail "the summary crashed"
+
+# A misspelt mode ran neither part and printed the table of files already in OUT, exit 0.
+out=$(run rtgn)
+status=$?
+[[ ${status} == 2 ]] || fail "mode 'rtgn': exit ${status} (want 2): ${out}"
+grep -q "unknown mode 'rtgn'" <<< "${out}" || fail "mode 'rtgn' is not named: ${out}"
 (( failures == 0 )) && echo "engine_bench_test: passed"
 exit $(( failures > 0 ))
