@@ -93,6 +93,9 @@ absl::Status CheckTogether(const EngineBenchOptions& o) {
   // Rows are keyed by batch size, models by name and TTFT figures by prompt.
   RETURN_IF_ERROR(CheckDistinct("--batches", o.batches));
   RETURN_IF_ERROR(CheckDistinct("--models", o.models));
+  // Every name before any timing: a typo in the last one used to fail after the first models'
+  // minutes of device time.
+  for (const std::string& name : o.models) RETURN_IF_ERROR(BenchShape(name).status());
   RETURN_IF_ERROR(CheckDistinct("--ttft-prompts", o.ttft_prompts));
   RETURN_IF_ERROR(CheckJsonPath(o.json_path));
   if (o.prompt > kBenchMaxNumTokens || o.prompt + o.steps > o.max_model_len) {

@@ -120,6 +120,9 @@ INSTANTIATE_TEST_SUITE_P(
         // Rows are keyed by batch size, models by name, TTFT by prompt: one of each.
         BadFlag{{"--batches", "8,1,8"}, "--batches: 8 is given twice"},
         BadFlag{{"--models", "llama3-8b,llama3-8b"}, "--models: llama3-8b is given twice"},
+        // Every name is checked before anything is timed (a typo last is still refused first).
+        BadFlag{{"--models", "smollm2-135m,llama3-8B"}, "--models: unknown model 'llama3-8B'"},
+        BadFlag{{"--models", "tiny"}, "--models: 'tiny' is a test shape"},
         BadFlag{{"--ttft-prompts", "128,128"}, "--ttft-prompts: 128 is given twice"},
         // The largest batch's cache slots past int32 (4096 x 1,048,577 blocks of 16).
         BadFlag{{"--batches", "4096", "--prompt", "16", "--steps", "16777216", "--max-model-len",
