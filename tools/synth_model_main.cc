@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "engine/common/flag_names.h"
@@ -28,7 +29,7 @@ ABSL_FLAG(std::string, layers, "", "Override layer count");
 ABSL_FLAG(std::string, heads, "", "Override query head count");
 ABSL_FLAG(std::string, kv_heads, "", "Override key/value head count");
 ABSL_FLAG(std::string, ffn, "", "Override feed-forward width");
-ABSL_FLAG(std::string, vocab, "", "Override vocabulary size (ignored with --tokenizer-from)");
+ABSL_FLAG(std::string, vocab, "", "Override vocabulary size (not with --tokenizer-from)");
 ABSL_FLAG(std::string, head_dim, "", "Override head dim (default hidden / heads)");
 ABSL_FLAG(std::string, tie, "", "--tie=true | --tie=false: tie the LM head to the embedding "
           "(default: the shape's own)");
@@ -44,9 +45,16 @@ int Fail(const std::string& msg) {
 
 int main(int argc, char** argv) {
   rtgen::DashedFlagNamesToUnderscores(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {  // a value given without its flag ("q8_0" for "--dtype q8_0")
+    return Fail(std::string("unexpected argument '") + positional[1] +
+                "' (every value goes with its flag)");
+  }
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) return Fail("--out is required");
+  if (!absl::GetFlag(FLAGS_vocab).empty() && !absl::GetFlag(FLAGS_tokenizer_from).empty()) {
+    return Fail("--vocab and --tokenizer-from: the vocabulary is the tokenizer's; give one");
+  }
   rtgen::tools::SynthShapeFlags flags;
   flags.shape = absl::GetFlag(FLAGS_shape);
   flags.hidden = absl::GetFlag(FLAGS_hidden);
@@ -66,7 +74,6 @@ int main(int argc, char** argv) {
   options.config = *shape;
   options.dtype = *dtype;
   options.seed = absl::GetFlag(FLAGS_seed);
-  const rtgen::ModelConfig& c = options.config;
 
   std::unique_ptr<rtgen::GgufFile> tokenizer;
   if (const std::string tok = absl::GetFlag(FLAGS_tokenizer_from); !tok.empty()) {
@@ -77,9 +84,10 @@ int main(int argc, char** argv) {
   }
 
   rtgen::GgufWriter writer;
-  if (auto s = rtgen::BuildSyntheticGguf(options, &writer); !s.ok()) return Fail(s.ToString());
+  auto built = rtgen::BuildSyntheticGguf(options, &writer);
+  if (!built.ok()) return Fail(built.status().ToString());
   if (auto s = writer.WriteFile(out); !s.ok()) return Fail(s.ToString());
-  std::printf("wrote %s (%s, %s)\n", out.c_str(), c.name.c_str(),
-              absl::GetFlag(FLAGS_dtype).c_str());
+  std::printf("wrote %s (%s, vocabulary %d, %s)\n", out.c_str(), built->name.c_str(),
+              built->vocab_size, absl::GetFlag(FLAGS_dtype).c_str());
   return 0;
 }

@@ -117,12 +117,16 @@ std::vector<float> SyntheticTensor(uint64_t seed, const std::string& name, int64
   return out;
 }
 
-absl::Status BuildSyntheticGguf(const SyntheticModelOptions& options, GgufWriter* writer) {
+absl::StatusOr<ModelConfig> BuildSyntheticGguf(const SyntheticModelOptions& options,
+                                               GgufWriter* writer) {
   ModelConfig config = options.config;
   if (options.tokenizer_from != nullptr) {
     ASSIGN_OR_RETURN(std::vector<std::string> tokens,
                      options.tokenizer_from->GetStringArray("tokenizer.ggml.tokens"));
-    config.vocab_size = static_cast<int>(tokens.size());
+    if (static_cast<int64_t>(tokens.size()) != config.vocab_size) {
+      config.vocab_size = static_cast<int>(tokens.size());
+      config.name = "synthetic-custom";
+    }
   }
   RETURN_IF_ERROR(config.Validate());
   AddLlamaMetadata(config, writer);
@@ -133,7 +137,8 @@ absl::Status BuildSyntheticGguf(const SyntheticModelOptions& options, GgufWriter
   WeightSource source = [seed](const std::string& name, int64_t rows, int64_t cols) {
     return SyntheticTensor(seed, name, rows * cols, absl::EndsWith(name, "norm.weight"));
   };
-  return AddLlamaTensors(config, options.dtype, std::move(source), writer);
+  RETURN_IF_ERROR(AddLlamaTensors(config, options.dtype, std::move(source), writer));
+  return config;
 }
 
 }  // namespace rtgen

@@ -23,7 +23,8 @@ struct SyntheticModelOptions {
   GgmlType dtype = GgmlType::kF32;
   uint64_t seed = 0;
   // When set, its `tokenizer.*` metadata is copied and config.vocab_size becomes its
-  // vocabulary size. Must outlive the writer's WriteFile.
+  // vocabulary size (the name "synthetic-custom" where that changes it: the shape's name no
+  // longer describes the file). Must outlive the writer's WriteFile.
   const GgufFile* tokenizer_from = nullptr;
 };
 
@@ -34,7 +35,9 @@ struct SyntheticModelOptions {
 std::vector<float> SyntheticTensor(uint64_t seed, const std::string& name, int64_t n,
                                    bool is_norm);
 
-// Adds metadata and lazily generated tensors; write with writer->WriteFile.
-absl::Status BuildSyntheticGguf(const SyntheticModelOptions& options, GgufWriter* writer);
+// Adds metadata and lazily generated tensors; write with writer->WriteFile. Returns the config
+// written (options.config with the tokenizer's vocabulary and name, where one is given).
+absl::StatusOr<ModelConfig> BuildSyntheticGguf(const SyntheticModelOptions& options,
+                                               GgufWriter* writer);
 
 }  // namespace rtgen

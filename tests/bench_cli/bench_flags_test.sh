@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# The CPU-side benchmarks refuse bad flag values before any model loads, naming the flag, with a
-# non-zero exit: rtgen-cpu-bench (exit 2) and rtgen-prefix-cache-bench (exit 1).
-#   bench_flags_test.sh CPU_BENCH PREFIX_CACHE_BENCH
+# The CPU-side tools refuse bad flag values before any model loads, naming the flag, with a
+# non-zero exit: rtgen-cpu-bench (exit 2), rtgen-prefix-cache-bench and rtgen-synth-model (exit 1).
+#   bench_flags_test.sh CPU_BENCH PREFIX_CACHE_BENCH SYNTH_MODEL
 set -uo pipefail
-cpu_bench="${1:?usage: bench_flags_test.sh CPU_BENCH PREFIX_CACHE_BENCH}"
-prefix_bench="${2:?usage: bench_flags_test.sh CPU_BENCH PREFIX_CACHE_BENCH}"
+usage="usage: bench_flags_test.sh CPU_BENCH PREFIX_CACHE_BENCH SYNTH_MODEL"
+cpu_bench="${1:?${usage}}"
+prefix_bench="${2:?${usage}}"
+synth_model="${3:?${usage}}"
 # A model path that does not exist: a flag let through would fail later, on the load, instead.
 missing=/no/such/rtgen/model.gguf
 
@@ -34,6 +36,11 @@ for flag in --prompt-tokens --decode-tokens; do
 done
 expect 2 "--runs must be an integer in [1, 1000] (got '-5')" \
   "${cpu_bench}" --model "${missing}" --runs -5
+# Each refusal names its flag (they printed the usage line alone).
+expect 2 "--dtype must be native, bf16 or f32 (got 'fp16')" \
+  "${cpu_bench}" --model "${missing}" --dtype fp16
+expect 2 "--model needs a value" "${cpu_bench}" --model
+expect 2 "unknown flag '--thread'" "${cpu_bench}" --model "${missing}" --thread 2
 # A good value passes the flags and reaches the load, which names the file.
 expect 1 "loading ${missing}" "${cpu_bench}" --model "${missing}" --threads 2 --runs 1
 
@@ -44,6 +51,15 @@ done
 expect 1 "--threads must be at least 0 (got -1)" "${prefix_bench}" --model="${missing}" \
   --threads=-1
 expect 1 "${missing}" "${prefix_bench}" --model="${missing}" --warm=1 --rounds=1
+
+# A value without its flag was ignored ("q8_0" for "--dtype q8_0" wrote an f32 file); the
+# vocabulary given twice (--vocab and the tokenizer's) kept the tokenizer's silently.
+out_file=$(mktemp -u)
+expect 1 "unexpected argument 'q8_0'" "${synth_model}" --out "${out_file}" --shape tiny q8_0
+expect 1 "--vocab and --tokenizer-from" "${synth_model}" --out "${out_file}" --vocab 1000 \
+  --tokenizer-from "${missing}"
+[[ ! -e "${out_file}" ]] || { echo "FAIL: a refused command wrote ${out_file}"; rm -f "${out_file}";
+                              failures=$((failures + 1)); }
 
 if (( failures > 0 )); then
   echo "bench_flags_test: ${failures} failure(s)"

@@ -84,7 +84,9 @@ TEST(SyntheticModelTest, TinyModelWithSmolLm2TokenizerLoads) {
   options.seed = 42;
   options.tokenizer_from = tok->get();
   GgufWriter writer;
-  ASSERT_TRUE(BuildSyntheticGguf(options, &writer).ok());
+  absl::StatusOr<ModelConfig> built = BuildSyntheticGguf(options, &writer);
+  ASSERT_TRUE(built.ok()) << built.status();
+  EXPECT_EQ(built->vocab_size, 49152);
   const std::string path = UniqueTempPath("tiny.gguf");
   ASSERT_TRUE(writer.WriteFile(path).ok());
 
@@ -94,6 +96,8 @@ TEST(SyntheticModelTest, TinyModelWithSmolLm2TokenizerLoads) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->vocab_size, 49152);
   EXPECT_EQ(c->hidden_size, 64);
+  // Not "synthetic-tiny" (vocabulary 512): the tokenizer's vocabulary made it another shape.
+  EXPECT_EQ(c->name, "synthetic-custom");
   EXPECT_EQ(*(*file)->GetStringArray("tokenizer.ggml.tokens"),
             *(*tok)->GetStringArray("tokenizer.ggml.tokens"));
   EXPECT_EQ(*(*file)->GetStringArray("tokenizer.ggml.merges"),

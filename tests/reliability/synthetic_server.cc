@@ -41,7 +41,9 @@ std::string WriteModel() {
   options.seed = 7;
   options.tokenizer_from = tokenizer->get();
   GgufWriter writer;
-  if (absl::Status s = BuildSyntheticGguf(options, &writer); !s.ok()) Die(s.ToString());
+  if (auto built = BuildSyntheticGguf(options, &writer); !built.ok()) {
+    Die(built.status().ToString());
+  }
   std::string path = absl::StrCat(dir, "/tiny-smollm2-tokenizer.gguf");
   if (absl::Status s = writer.WriteFile(path); !s.ok()) Die(s.ToString());
   return path;
