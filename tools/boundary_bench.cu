@@ -27,6 +27,7 @@
 #include "kernels/launch.h"
 #include "tools/bench_check.h"
 #include "tools/graph_replay_timer.h"
+#include "tools/int_flag.h"
 #include "tools/median.h"
 
 namespace rtgen {
@@ -152,27 +153,20 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 < argc && arg == "--kernels") {
-      o.kernels = std::atoi(argv[++i]);
+      if (!tools::ParseIntFlag("--kernels", argv[++i], 2, 100000, &o.kernels)) return 2;
     } else if (i + 1 < argc && arg == "--repeats") {
-      o.repeats = std::atoi(argv[++i]);
+      if (!tools::ParseIntFlag("--repeats", argv[++i], 1, 1000, &o.repeats)) return 2;
     } else if (i + 1 < argc && arg == "--device") {
-      o.device = std::atoi(argv[++i]);
+      if (!tools::ParseIntFlag("--device", argv[++i], 0, 1023, &o.device)) return 2;
     } else if (i + 1 < argc && arg == "--work-ns") {
-      const int ns = std::atoi(argv[++i]);
-      if (ns < 0 || ns > 1000000) {
-        std::fprintf(stderr, "--work-ns must be in [0, 1000000]\n");
-        return 2;
-      }
+      int ns = 0;
+      if (!tools::ParseIntFlag("--work-ns", argv[++i], 0, 1000000, &ns)) return 2;
       o.work_ns = static_cast<uint32_t>(ns);
     } else {
       std::fprintf(stderr, "usage: %s [--kernels 200] [--repeats 9] [--device 0] [--work-ns 0]\n",
                    argv[0]);
       return 2;
     }
-  }
-  if (o.kernels < 2 || o.repeats < 1) {
-    std::fprintf(stderr, "--kernels must be >= 2 and --repeats >= 1\n");
-    return 2;
   }
   BENCH_CHECK(cudaSetDevice(o.device));
   cudaDeviceProp prop;

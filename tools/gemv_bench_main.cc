@@ -59,6 +59,7 @@
 #include "kernels/random_fill.h"
 #include "tools/copy_bandwidth.h"
 #include "tools/gemv_bench_legacy.h"
+#include "tools/int_flag.h"
 #include "tools/graph_replay_timer.h"
 #include "tools/median.h"
 
@@ -86,11 +87,17 @@ struct Shape {
 
 // The linear layers of each model's decode step, from its synthetic shape (engine/model/
 // synthetic_model.h), as kernels/model_forward.cc runs them: fused qkv, fused gate+up, and the LM
-// head with fp32 logits. An unknown model name is an error (it measured nothing and exited 0).
+// head with fp32 logits. An unknown model name, or the test shape, is an error naming --models
+// (it measured nothing and exited 0).
 absl::StatusOr<std::vector<Shape>> Shapes(const std::vector<std::string>& models) {
   std::vector<Shape> out;
   for (const std::string& m : models) {
-    ASSIGN_OR_RETURN(const ModelConfig c, SyntheticShape(m));
+    absl::StatusOr<ModelConfig> shape = SyntheticShape(m);
+    if (m == "tiny" || !shape.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--models: unknown model '", m, "' (smollm2-135m, llama3.2-1b, llama3-8b)"));
+    }
+    const ModelConfig& c = *shape;
     const int q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
     out.push_back({m, "qkv", q_dim + 2 * kv_dim, c.hidden_size, false});
     out.push_back({m, "o", c.hidden_size, q_dim, false});
@@ -420,9 +427,9 @@ int Main(int argc, char** argv) {
     } else if (i + 1 < argc && a == "--models") {
       ok = ParseList(argv[++i], &o.models);
     } else if (i + 1 < argc && a == "--repeats") {
-      o.repeats = std::max(1, std::atoi(argv[++i]));
+      if (!tools::ParseIntFlag("--repeats", argv[++i], 1, 1000, &o.repeats)) return 2;
     } else if (i + 1 < argc && a == "--device") {
-      o.device = std::atoi(argv[++i]);
+      if (!tools::ParseIntFlag("--device", argv[++i], 0, 1023, &o.device)) return 2;
     } else {
       ok = false;
     }
@@ -433,6 +440,11 @@ int Main(int argc, char** argv) {
                    "[--repeats 9] [--sweep] [--no-legacy] [--device 0]\n");
       return 2;
     }
+  }
+  // The names before any device work (Run reads them again).
+  if (absl::StatusOr<std::vector<Shape>> named = Shapes(o.models); !named.ok()) {
+    std::fprintf(stderr, "rtgen-gemv-bench: %s\n", std::string(named.status().message()).c_str());
+    return 2;
   }
   const absl::Status st = Run(o);
   if (!st.ok()) {

@@ -35,6 +35,7 @@
 
 #include "kernels/hopper_ptx.cuh"
 #include "tools/bench_check.h"
+#include "tools/int_flag.h"
 #include "tools/median.h"
 
 namespace rtgen {
@@ -363,11 +364,16 @@ int Main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (i + 1 < argc && arg == "--repeats") {
-      repeats = std::atoi(argv[++i]);
+      if (!tools::ParseIntFlag("--repeats", argv[++i], 1, 1000, &repeats)) return 2;
     } else if (i + 1 < argc && arg == "--only") {
       only = argv[++i];
+      if (only != "stream-l2" && only != "stream-dram" && only != "matrix" && only != "latency") {
+        std::fprintf(stderr, "--only must be stream-l2, stream-dram, matrix or latency (got "
+                     "'%s')\n", only.c_str());
+        return 2;
+      }
     } else if (i + 1 < argc && arg == "--device") {
-      device = std::atoi(argv[++i]);
+      if (!tools::ParseIntFlag("--device", argv[++i], 0, 1023, &device)) return 2;
     } else {
       std::fprintf(stderr,
                    "usage: %s [--repeats 7] [--device 0] "
@@ -375,10 +381,6 @@ int Main(int argc, char** argv) {
                    argv[0]);
       return 2;
     }
-  }
-  if (repeats < 1) {
-    std::fprintf(stderr, "--repeats must be >= 1\n");
-    return 2;
   }
   BENCH_CHECK(cudaSetDevice(device));
   cudaDeviceProp prop;
