@@ -10,7 +10,8 @@ from proto/rtgen/v1/inference.proto into a temporary directory at start-up)::
         --prompt "Tell me a joke" --max-tokens 64 --temperature 0.7 --seed 1
 
 Against a server with TLS and bearer tokens add ``--tls-ca ca.pem`` (or ``--tls`` for the
-system's roots) and ``--auth-token TOKEN`` (default: $RTGEN_AUTH_TOKEN).
+system's roots) and ``--auth-token TOKEN`` (default: $RTGEN_AUTH_TOKEN); one that asks for client
+certificates (``--tls-client-ca``) also wants ``--tls-cert client.pem --tls-key client.key``.
 
 In your own code::
 
@@ -25,11 +26,13 @@ In your own code::
             print(response.usage)
 
 The answer streams to stdout; a usage line goes to stderr. Exit status 0 on success, 1 when the
-RPC fails (the gRPC status is printed), 130 on Ctrl-C (the server cancels the request).
+RPC fails (the gRPC status is printed), 2 for a bad flag (named), 130 on Ctrl-C (the server
+cancels the request).
 """
 
 import argparse
 import importlib
+import math
 import os
 import sys
 import tempfile
@@ -37,6 +40,9 @@ import tempfile
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROTO_ROOT = os.path.join(REPO_ROOT, "proto")
 PROTO_FILE = "rtgen/v1/inference.proto"
+# Longest --timeout: grpc's deadline arithmetic overflows somewhere past 1e9 s (1e10 failed at
+# once with DEADLINE_EXCEEDED).
+MAX_TIMEOUT_S = 1e8
 
 
 def load_stubs(out_dir):
@@ -73,13 +79,34 @@ def main():
     parser.add_argument("--timeout", type=float, default=60.0, help="deadline in seconds")
     parser.add_argument("--tls", action="store_true", help="TLS with the system's root CAs")
     parser.add_argument("--tls-ca", default=None, help="PEM file of the CA that signed the server")
+    parser.add_argument("--tls-cert", default=None,
+                        help="PEM client certificate, for a server with --tls-client-ca")
+    parser.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     parser.add_argument("--auth-token", default=os.environ.get("RTGEN_AUTH_TOKEN"),
                         help="bearer token (default: $RTGEN_AUTH_TOKEN)")
     args = parser.parse_args()
     if args.seed is not None and not 0 <= args.seed < 2**64:
         parser.error(f"--seed: must be within [0, 2^64 - 1], got {args.seed}")
-    if not args.timeout > 0:
-        parser.error(f"--timeout: must be a positive number of seconds, got {args.timeout}")
+    if not (math.isfinite(args.timeout) and 0 < args.timeout <= MAX_TIMEOUT_S):
+        parser.error(f"--timeout: must be a number of seconds in (0, {MAX_TIMEOUT_S:g}], "
+                     f"got {args.timeout}")
+    # gRPC takes a numeric port modulo 65536 (localhost:99999 dialled port 34463).
+    port = args.target.rpartition(":")[2]
+    if (not args.target.startswith("unix:") and ":" in args.target and port.isdigit()
+            and not 1 <= int(port) <= 65535):
+        parser.error(f"--target: the port must be within [1, 65535], got {args.target!r}")
+    if (args.tls_cert is None) != (args.tls_key is None):
+        parser.error("--tls-cert and --tls-key must be given together")
+    pem = {}
+    for flag in ("tls_ca", "tls_cert", "tls_key"):
+        path = getattr(args, flag)
+        if path is not None:
+            try:
+                with open(path, "rb") as f:
+                    pem[flag] = f.read()
+            except OSError as error:
+                parser.error(f"--{flag.replace('_', '-')}: cannot read {path!r}: "
+                             f"{error.strerror}")
 
     import grpc
 
@@ -97,12 +124,11 @@ def main():
             sampling=sampling,
             stopping=pb2.StoppingParams(max_tokens=args.max_tokens),
         )
-        if args.tls or args.tls_ca:
-            roots = None
-            if args.tls_ca:
-                with open(args.tls_ca, "rb") as f:
-                    roots = f.read()
-            channel = grpc.secure_channel(args.target, grpc.ssl_channel_credentials(roots))
+        if args.tls or pem:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=pem.get("tls_ca"), private_key=pem.get("tls_key"),
+                certificate_chain=pem.get("tls_cert"))
+            channel = grpc.secure_channel(args.target, credentials)
         else:
             channel = grpc.insecure_channel(args.target)
         metadata = [("authorization", f"Bearer {args.auth_token}")] if args.auth_token else None

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """TLS, mutual TLS, bearer-token auth and request limits of the real rtgen-server, with
 certificates this test makes with openssl (a CA, a server certificate for localhost/127.0.0.1,
-a client certificate). Also drives rtgen-client's --tls-ca/--auth-token flags."""
+a client certificate). Also drives rtgen-client's --tls-ca/--auth-token flags, and the Python
+example client's --tls-ca/--tls-cert/--tls-key against the mutual-TLS server."""
 
 import os
 import subprocess
@@ -12,6 +13,8 @@ import grpc
 
 import ops_harness as h
 
+EXAMPLE_CLIENT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "client", "python", "example_client.py")
 TOKEN = "s3cret-token-for-tests"
 OTHER_TOKEN = "second-token"
 
@@ -148,6 +151,19 @@ def main():
                            timeout=60)
         f.check(r.returncode == 0 and "SERVING" in r.stdout,
                 f"rtgen-client health with --tls-cert/--tls-key works ({r.stdout.strip()})")
+        # The Python example had no client certificate flags: it could not reach this server.
+        example = [sys.executable, EXAMPLE_CLIENT, f"--target={target}", "--prompt=Hi",
+                   "--max-tokens=4", "--temperature=0", "--timeout=60",
+                   f"--tls-ca={c['ca.pem']}"]
+        r = subprocess.run(example + [f"--tls-cert={c['client.pem']}",
+                                      f"--tls-key={c['client.key']}"],
+                           capture_output=True, text=True, timeout=90)
+        f.check(r.returncode == 0 and "finish=" in r.stderr,
+                f"example_client.py with --tls-cert/--tls-key is answered (exit {r.returncode}; "
+                f"{r.stderr[-160:]!r})")
+        r = subprocess.run(example, capture_output=True, text=True, timeout=90)
+        f.check(r.returncode == 1, f"example_client.py without a certificate fails "
+                                   f"(exit {r.returncode})")
     finally:
         proc.terminate()
         proc.wait(timeout=60)

@@ -2,7 +2,8 @@
 """End-to-end: starts rtgen-server with the real model on a free port and checks that
 client/python/example_client.py streams a chat answer from it (ctest: python_example_client);
 then against a server that wants a bearer token: refused without it (status 1, UNAUTHENTICATED),
-answered with --auth-token; a negative --seed is a usage error before any call."""
+answered with --auth-token; a negative --seed, an infinite --timeout, a port past 65535 and an
+unreadable --tls-ca are usage errors naming the flag (status 2) before any call."""
 
 import argparse
 import os
@@ -46,6 +47,15 @@ def main():
     seed = client(port, "--seed=-1")
     f.check(seed.returncode == 2 and "--seed" in seed.stderr,
             f"--seed -1 is a usage error (status {seed.returncode}; {seed.stderr[-120:]!r})")
+    # An infinite deadline failed at once (DEADLINE_EXCEEDED), port 99999 dialled 34463 and an
+    # unreadable CA file was a traceback with status 1.
+    for flag, extra in (("--timeout", ["--timeout=inf"]),
+                        ("--target", ["--target=127.0.0.1:99999"]),
+                        ("--tls-ca", ["--tls-ca=/no/such/rtgen/ca.pem"])):
+        bad = client(port, *extra)
+        f.check(bad.returncode == 2 and flag in bad.stderr and "Traceback" not in bad.stderr,
+                f"{extra[0]} is a usage error naming {flag} (status {bad.returncode}; "
+                f"{bad.stderr[-120:]!r})")
     with tempfile.NamedTemporaryFile("w", suffix=".tokens", delete=False) as tokens:
         tokens.write("# test token\nsecret-token-1\n")
     guarded, guarded_port, _ = ops_harness.start_server(
