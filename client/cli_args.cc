@@ -118,6 +118,14 @@ std::optional<CliArgs> ParseCliArgs(int argc, const char* const* argv, std::stri
   return args;
 }
 
+double GenerateTimeoutSeconds(const CliArgs& args) {
+  double seconds = kDefaultGenerateTimeoutS;
+  if (auto timeout = args.Get("timeout")) {
+    if (!absl::SimpleAtod(*timeout, &seconds)) seconds = kDefaultGenerateTimeoutS;  // refused
+  }
+  return seconds;
+}
+
 std::string TargetError(const std::string& target) {
   if (target.empty()) return "--target must be HOST:PORT, got ''";
   // gRPC's resolver takes a numeric port modulo 65536: localhost:99999 dialled port 34463.

@@ -27,6 +27,12 @@ struct CliArgs {
 // --target's numeric port is outside [1, 65535].
 std::optional<CliArgs> ParseCliArgs(int argc, const char* const* argv, std::string* error);
 
+// generate's deadline for the whole stream: --timeout (checked positive and finite by
+// ParseCliArgs) or, when not given, kDefaultGenerateTimeoutS. Without a default a stream over a
+// half-open connection (a replica that died mid-stream) or from a stalled engine never returned.
+inline constexpr double kDefaultGenerateTimeoutS = 600;
+double GenerateTimeoutSeconds(const CliArgs& args);
+
 // What is wrong with a --target value ("" when nothing): empty, or a numeric port outside
 // [1, 65535] (unix: paths and named ports pass). rtgen-client and rtgen-bench both check it.
 std::string TargetError(const std::string& target);

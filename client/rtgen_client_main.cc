@@ -2,7 +2,7 @@
 //
 //   rtgen-client generate --target HOST:PORT --prompt TEXT [--chat] [--max-tokens N]
 //                         [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
-//                         [--stop S]... [--ignore-eos] [--timeout SECONDS] [--logprobs N]
+//                         [--stop S]... [--ignore-eos] [--timeout SECONDS (600)] [--logprobs N]
 //                         (text on stdout; with --logprobs each token's log-probability and top
 //                         N alternatives on stderr, one line a token)
 //   rtgen-client health   --target HOST:PORT [--service NAME]   (exit 0 when SERVING)
@@ -47,6 +47,7 @@ constexpr char kUsage[] =
     "           [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
     "           [--presence-penalty P] [--frequency-penalty F] [--stop S]... [--ignore-eos]\n"
     "           [--logprobs N] [--priority N] [--request-id ID] [--timeout SECONDS]\n"
+    "           (--timeout: the whole stream's deadline, default 600)\n"
     "           (--logprobs: a line a token on stderr: [logprob token=ID LP ID:LP...])\n"
     "  health [--service NAME]      exit 0 when SERVING\n"
     "  tokenize --prompt TEXT [--chat] [--system TEXT]   (--system needs --chat)\n"
@@ -129,15 +130,13 @@ int Generate(const CliArgs& args, InferenceClient& client) {
   std::optional<int32_t> max_tokens, top_k, logprobs, priority;
   std::optional<float> temperature, top_p, min_p, repetition, presence, frequency;
   std::optional<uint64_t> seed;
-  std::optional<double> timeout_s;
   if (!NumberFlag(args, "max-tokens", &max_tokens) || !NumberFlag(args, "top-k", &top_k) ||
       !NumberFlag(args, "logprobs", &logprobs) || !NumberFlag(args, "priority", &priority) ||
       !NumberFlag(args, "temperature", &temperature) || !NumberFlag(args, "top-p", &top_p) ||
       !NumberFlag(args, "min-p", &min_p) ||
       !NumberFlag(args, "repetition-penalty", &repetition) ||
       !NumberFlag(args, "presence-penalty", &presence) ||
-      !NumberFlag(args, "frequency-penalty", &frequency) || !NumberFlag(args, "seed", &seed) ||
-      !NumberFlag(args, "timeout", &timeout_s)) {
+      !NumberFlag(args, "frequency-penalty", &frequency) || !NumberFlag(args, "seed", &seed)) {
     return kUsageError;
   }
   v1::SamplingParams* sampling = request.mutable_sampling();
@@ -160,9 +159,8 @@ int Generate(const CliArgs& args, InferenceClient& client) {
   if (auto id = args.Get("request-id")) request.set_request_id(*id);
 
   grpc::ClientContext context;
-  if (timeout_s) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(*timeout_s)));
-  }
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(GenerateTimeoutSeconds(args))));
   bool wrote = false;
   absl::StatusOr<GenerateResult> result = client.Generate(
       request,

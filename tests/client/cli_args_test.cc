@@ -88,6 +88,19 @@ TEST(CliArgsTest, RefusesMalformedArgumentsByName) {
   }
 }
 
+// generate has a deadline whether or not --timeout is given (without one, a stream over a
+// half-open connection never returned).
+TEST(CliArgsTest, GenerateHasADeadlineByDefault) {
+  std::string error;
+  const auto plain = Parse({"generate", "--prompt", "hi"}, &error);
+  ASSERT_TRUE(plain.has_value()) << error;
+  EXPECT_EQ(GenerateTimeoutSeconds(*plain), kDefaultGenerateTimeoutS);
+  EXPECT_EQ(kDefaultGenerateTimeoutS, 600);
+  const auto given = Parse({"generate", "--prompt", "hi", "--timeout", "2.5"}, &error);
+  ASSERT_TRUE(given.has_value()) << error;
+  EXPECT_EQ(GenerateTimeoutSeconds(*given), 2.5);
+}
+
 TEST(CliArgsTest, EverySubcommandTakesTheCommonFlags) {
   for (const char* command : {"generate", "health", "tokenize", "info", "load"}) {
     std::string error;
