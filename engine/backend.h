@@ -93,11 +93,17 @@ class Backend {
 
   // Pipelined steps. Launch queues a step and returns; Collect waits for the oldest launched step
   // and returns its output (or its error). At most kMaxStepsInFlight steps are launched and not
-  // collected; `input` and what its spans point to must stay unchanged until its Collect.
+  // collected; `input` and what its spans point to must stay unchanged until its Collect, with
+  // one exception: the engine writes the real token over a PendingToken at the end of a
+  // sample's output once the step before is collected (a backend that samples on the host in
+  // Collect reads the real one).
   // PendingToken(j) in the input names samples[j] of the step launched just before this one;
   // only a backend that OverlapsSteps() takes them (the engine pipelines no other). This default
   // runs the step inside Launch and keeps its output (or error) for Collect; the CUDA backend
   // queues it on its stream.
+  // Launched steps run in launch order (one stream): the engine gives a finished or cancelled
+  // sequence's blocks to the next step while an earlier step that writes them may be in flight,
+  // which is safe only because that earlier step completes first.
   static constexpr int32_t kMaxStepsInFlight = 2;
   virtual absl::Status Launch(const StepInput& input) {
     if (done_.size() >= kMaxStepsInFlight) {
