@@ -124,7 +124,10 @@ TEST(SyntheticModelTest, SameSeedSameWeightsOtherSeedDiffers) {
   EXPECT_NE(a, SyntheticTensor(1, "blk.0.attn_k.weight", 100, false));
 }
 
-TEST(SyntheticModelTest, Llama3RopeScalingSurvivesTheFile) {
+// The file keeps Llama-3 scaling as rope_freqs.weight alone (as llama.cpp writes it): read back,
+// the frequencies are checked against Llama 3's own original context (8192), which a scaling
+// with another original context does not match.
+TEST(SyntheticModelTest, Llama3RopeScalingWithAnotherOriginalContextIsRefused) {
   SyntheticModelOptions options;
   options.config = *SyntheticShape("tiny");
   options.config.rope_theta = 500000.0f;
@@ -139,6 +142,10 @@ TEST(SyntheticModelTest, Llama3RopeScalingSurvivesTheFile) {
   // original_max_position_embeddings 64 is not Llama 3's 8192: the reader must refuse
   // rather than silently assume the default.
   EXPECT_EQ(c.status().code(), absl::StatusCode::kUnimplemented) << c.status();
+  // Refused for the frequencies, not for any other unsupported key.
+  EXPECT_NE(c.status().message().find("rope_freqs.weight["), std::string::npos) << c.status();
+  EXPECT_NE(c.status().message().find("does not match Llama-3 rope scaling"), std::string::npos)
+      << c.status();
 }
 
 }  // namespace

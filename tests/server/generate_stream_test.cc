@@ -27,14 +27,18 @@ v1::GenerateRequest ChatRequest(const std::string& text, int max_tokens) {
   return request;
 }
 
-// Polls GetLoad until nothing runs and every KV block is free again (or `timeout` passes).
+// Polls GetLoad until nothing runs and every KV block is free again (or `timeout` passes). A
+// GetLoad that never answers, or a pool of no blocks, is a failure here: the empty Load passed
+// every idle check (0 == 0).
 v1::Load WaitForIdle(InferenceClient& client, absl::Duration timeout) {
   const absl::Time end = absl::Now() + timeout;
   v1::Load load;
+  bool answered = false;
   while (absl::Now() < end) {
     absl::StatusOr<v1::Load> current = client.GetLoad();
     if (current.ok()) {
       load = *current;
+      answered = true;
       if (load.running() == 0 && load.waiting() == 0 &&
           load.kv_blocks_free() == load.kv_blocks_total()) {
         break;
@@ -42,6 +46,8 @@ v1::Load WaitForIdle(InferenceClient& client, absl::Duration timeout) {
     }
     absl::SleepFor(absl::Milliseconds(20));
   }
+  if (!answered) ADD_FAILURE() << "GetLoad never answered";
+  EXPECT_GT(load.kv_blocks_total(), 0) << "GetLoad reports no KV blocks";
   return load;
 }
 
