@@ -3,9 +3,10 @@
 no output of a skipped test, so a missing tool or device would otherwise go unexplained.
 
 Usage: skip_reasons.py JUNIT_XML. One line a skipped test: "test.sh: skipped NAME: REASON",
-the reason being GoogleTest's message after "Skipped", else the test's first line of output.
-A test ctest could not run (its report marks it skipped too, but counts it failed) is "not run"
-with ctest's message."""
+the reason being GoogleTest's message after "Skipped", else the test's first line of output;
+more than GROUP_AT tests skipped for one reason (each GPU test without a device) are one line,
+"test.sh: skipped N tests (A, B, C, ...): REASON". A test ctest could not run (its report marks
+it skipped too, but counts it failed) is "not run" with ctest's message."""
 
 import sys
 import xml.etree.ElementTree as ET
@@ -22,19 +23,35 @@ def reason(output: str) -> str:
     return first[0] if first else "(no output)"
 
 
+GROUP_AT = 3  # more tests than this skipped for one reason: one line for them all
+
+
 def main() -> int:
     root = ET.parse(sys.argv[1]).getroot()
+    lines = []  # [key, names]: in the order first met
+    by_reason = {}
     for case in root.iter("testcase"):
         skipped = case.find("skipped")
         if skipped is None:
             continue
         message = skipped.get("message", "")
         if not message.startswith("SKIP_"):  # SKIP_RETURN_CODE=77, SKIP_REGULAR_EXPRESSION_...
-            print(f"test.sh: not run {case.get('name')}: {message or '(no message)'}")
+            lines.append([("not run", message or "(no message)"), [case.get("name")]])
             continue
         out = case.find("system-out")
-        text = out.text if out is not None and out.text else ""
-        print(f"test.sh: skipped {case.get('name')}: {reason(text)}")
+        key = ("skipped", reason(out.text if out is not None and out.text else ""))
+        if key in by_reason:
+            by_reason[key][1].append(case.get("name"))
+        else:
+            by_reason[key] = [key, [case.get("name")]]
+            lines.append(by_reason[key])
+    for (kind, why), names in lines:
+        if len(names) > GROUP_AT:
+            print(f"test.sh: {kind} {len(names)} tests ({', '.join(names[:GROUP_AT])}, ...): "
+                  f"{why}")
+        else:
+            for name in names:
+                print(f"test.sh: {kind} {name}: {why}")
     return 0
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """scripts/lib/skip_reasons.py on a hand-written ctest JUnit report: a GoogleTest skip gives the
 message after "Skipped", an exit-77 script its first line of output, a test with no output says
-so, a GoogleTest skip without a message says that, a test ctest could not run is "not run", and
-passed or failed tests print nothing."""
+so, a GoogleTest skip without a message says that, a test ctest could not run is "not run", more
+than three tests skipped for one reason are one line, and passed or failed tests print
+nothing."""
 
 import os
 import subprocess
@@ -33,6 +34,14 @@ kubectl not found: the manifests are not rendered
 </system-out></testcase>
   <testcase name="missing_binary" status="notrun"><skipped message="Unable to find executable"/>
   </testcase>
+  <testcase name="Gpu.A" status="notrun"><skipped message="SKIP_RETURN_CODE=77"/>
+    <system-out>no CUDA device: GPU tests skipped (0 devices)</system-out></testcase>
+  <testcase name="Gpu.B" status="notrun"><skipped message="SKIP_RETURN_CODE=77"/>
+    <system-out>no CUDA device: GPU tests skipped (0 devices)</system-out></testcase>
+  <testcase name="Gpu.C" status="notrun"><skipped message="SKIP_RETURN_CODE=77"/>
+    <system-out>no CUDA device: GPU tests skipped (0 devices)</system-out></testcase>
+  <testcase name="Gpu.D" status="notrun"><skipped message="SKIP_RETURN_CODE=77"/>
+    <system-out>no CUDA device: GPU tests skipped (0 devices)</system-out></testcase>
   <testcase name="passes" status="run"><system-out>ok</system-out></testcase>
   <testcase name="fails" status="fail"><failure message="Failed"/></testcase>
 </testsuite>
@@ -44,6 +53,9 @@ WANT = [
     "test.sh: skipped silent: (no output)",
     "test.sh: skipped Gtest.Bare: (no message)",
     "test.sh: not run missing_binary: Unable to find executable",
+    # More than three tests skipped for one reason: one line.
+    "test.sh: skipped 4 tests (Gpu.A, Gpu.B, Gpu.C, ...): no CUDA device: GPU tests skipped "
+    "(0 devices)",
 ]
 
 
