@@ -384,8 +384,7 @@ __global__ void __launch_bounds__(32 * kWarps, kWarps <= 12 ? 12 / kWarps : 1)
 // 8 at 128); 0 when unset.
 int ForcedWarps() {
   static const int forced = [] {
-    const long long w = EnvInt("RTGEN_DECODE_MMA_WARPS", 0);
-    return w == 2 || w == 4 || w == 8 || w == 16 ? static_cast<int>(w) : 0;
+    return static_cast<int>(EnvIntOf("RTGEN_DECODE_MMA_WARPS", {0, 2, 4, 8, 16}, 0));  // 0: auto
   }();
   return forced;
 }

@@ -14,7 +14,7 @@ DecodeSplitPlan PlanDecodeSplits(int32_t num_seqs, int32_t num_kv_heads, int32_t
   // RTGEN_DECODE_SPLITS=N (A/B): N partitions at every batch size (at most `most`). Measured on
   // the H200 (session 19, graph TPOT, 128 steps): Llama-3-8B b64 5.29-5.37 ms unsplit, 5.66-5.67
   // with 2 partitions of 64-key granules, 5.85-5.86 with 3 of 32: more blocks than fit at once.
-  static const int64_t forced = EnvInt("RTGEN_DECODE_SPLITS", 0);
+  static const int64_t forced = EnvIntIn("RTGEN_DECODE_SPLITS", 0, 65536, 0);  // 0: automatic
   DecodeSplitPlan plan;
   const int64_t units = std::max<int64_t>(1, int64_t{num_seqs} * num_kv_heads);
   if (min_partition <= 0 || max_context <= min_partition) return plan;

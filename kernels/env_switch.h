@@ -16,9 +16,9 @@
 // RTGEN_DIAG_SKIP and RTGEN_PERSISTENT_TRACE) are environment variables, each consulted by one
 // function (those on a per-launch path keep the value in a static; those read at start-up read
 // it when called); these helpers are how every one of them is read. EnvOnUnlessZero, EnvOptIn,
-// EnvInt and EnvChoice (the switches that take words: RTGEN_PREFILL_MMA, RTGEN_HOPPER_GEMM,
-// RTGEN_GEMV_SLAB, RTGEN_DECODE_MERGE_IN_O, ...) report a value they do not take and use the
-// switch's default instead.
+// EnvInt, EnvIntIn (a range), EnvIntOf (a set of numbers) and EnvChoice (the switches that take
+// words: RTGEN_PREFILL_MMA, RTGEN_HOPPER_GEMM, RTGEN_GEMV_SLAB, RTGEN_DECODE_MERGE_IN_O, ...)
+// report a value they do not take and use the switch's default instead.
 
 #include <cerrno>
 #include <cstdio>
@@ -76,6 +76,35 @@ inline long long EnvInt(const char* name, long long fallback) {
   const long long parsed = std::strtoll(v, &end, 10);
   if (errno == 0 && end != v && *end == '\0') return parsed;
   ReportUnknownEnvValue(name, v, ("the default (" + std::to_string(fallback) + ")").c_str());
+  return fallback;
+}
+
+// EnvInt within [lo, hi]: a number outside is reported and taken as `fallback` too (a switch's
+// own range check used to fall back silently: RTGEN_DECODE_MMA_WARPS=6 ran the automatic choice
+// unsaid).
+inline long long EnvIntIn(const char* name, long long lo, long long hi, long long fallback) {
+  if (*EnvValue(name) == '\0') return fallback;  // unset: the fallback, in range or not
+  const long long v = EnvInt(name, fallback);
+  if (v >= lo && v <= hi) return v;
+  ReportUnknownEnvValue(name, EnvValue(name),
+                        ("the default (" + std::to_string(fallback) + "; it takes " +
+                         std::to_string(lo) + " to " + std::to_string(hi) + ")").c_str());
+  return fallback;
+}
+
+// EnvInt among `allowed`: any other number is reported and taken as `fallback`.
+inline long long EnvIntOf(const char* name, std::initializer_list<long long> allowed,
+                          long long fallback) {
+  if (*EnvValue(name) == '\0') return fallback;  // unset: the fallback
+  const long long v = EnvInt(name, fallback);
+  for (long long a : allowed) {
+    if (v == a) return v;
+  }
+  std::string takes;
+  for (long long a : allowed) takes += (takes.empty() ? "" : ", ") + std::to_string(a);
+  ReportUnknownEnvValue(name, EnvValue(name),
+                        ("the default (" + std::to_string(fallback) + "; it takes " + takes +
+                         ")").c_str());
   return fallback;
 }
 

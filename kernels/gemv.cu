@@ -702,15 +702,16 @@ cudaError_t LaunchEpilogue(const GemvParams& p, const GemvRopeParams& r, GemvTun
 
 int64_t GemvEvictFirstMaxBytes() {
   static const int64_t bytes = [] {
-    const long long mb = EnvInt("RTGEN_GEMV_EVICT_FIRST_MB", 16);
-    return static_cast<int64_t>(mb > 0 ? mb : 0) << 20;
+    // At most 1 TiB: MB << 20 stays in int64 (a larger number wrapped negative).
+    const long long mb = EnvIntIn("RTGEN_GEMV_EVICT_FIRST_MB", 0, int64_t{1} << 20, 16);
+    return static_cast<int64_t>(mb) << 20;
   }();
   return bytes;
 }
 
 int64_t GemvRowsMinBytes() {
   static const int64_t bytes = [] {
-    const long long mb = EnvInt("RTGEN_GEMV_ROWS_MIN_MB", 24);
+    const long long mb = EnvIntIn("RTGEN_GEMV_ROWS_MIN_MB", 0, int64_t{1} << 20, 24);  // 0: never
     return mb > 0 ? static_cast<int64_t>(mb) << 20 : std::numeric_limits<int64_t>::max();
   }();
   return bytes;

@@ -56,9 +56,8 @@ constexpr int32_t kGemvSlicedRows = 48;
 constexpr int64_t kGemvSlicedMaxElems = int64_t{2} << 20;
 int32_t GemvMaxRows() {
   static const int32_t rows = [] {
-    const long long n = EnvInt("RTGEN_GEMV_SLICED_ROWS", 0);
-    return n >= 1 ? static_cast<int32_t>(std::clamp<long long>(n, kGemvMaxRows, kGemvMaxSlicedRows))
-                  : kGemvSlicedRows;
+    return static_cast<int32_t>(
+        EnvIntIn("RTGEN_GEMV_SLICED_ROWS", kGemvMaxRows, kGemvMaxSlicedRows, kGemvSlicedRows));
   }();
   return rows;
 }
@@ -653,14 +652,13 @@ namespace {
 // 1-2 rows and lost up to 0.14 ms at 4 (session 4).
 // RTGEN_QKV_ROPE_GEMV=N (a number): up to N rows at k <= 2048 (A/B).
 int32_t FusedRopeSmallKRows() {
-  const long long n = EnvInt("RTGEN_QKV_ROPE_GEMV", 0);
-  // Default: every GEMV row count, sliced ones too.
-  return n >= 1 ? static_cast<int32_t>(std::min<long long>(n, kGemvMaxSlicedRows))
-                : kGemvMaxSlicedRows;
+  // Default: every GEMV row count, sliced ones too (0, off, is FusedRopeShape's).
+  return static_cast<int32_t>(
+      EnvIntIn("RTGEN_QKV_ROPE_GEMV", 0, kGemvMaxSlicedRows, kGemvMaxSlicedRows));
 }
 
 bool FusedRopeShape(const MatmulContext& ctx, const MatmulParams& p) {
-  static const bool fuse = EnvInt("RTGEN_QKV_ROPE_GEMV", 1) != 0;  // "0" off, N rows on
+  static const bool fuse = FusedRopeSmallKRows() != 0;  // "0" off, N rows on
   static const int32_t small_k_rows = FusedRopeSmallKRows();
   const int32_t fused_max_rows = p.k <= 2048 ? small_k_rows : 2;
   return ctx.use_gemv() && fuse && p.m <= fused_max_rows && GemvShape(p, false);

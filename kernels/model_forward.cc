@@ -84,8 +84,8 @@ bool DecodeRope() {
 // Smallest decode attention partition, in keys (RTGEN_DECODE_MIN_PARTITION, for A/B).
 int32_t DecodeMinPartition() {
   static const int32_t keys = [] {
-    const long long v = kernels::EnvInt("RTGEN_DECODE_MIN_PARTITION", 0);
-    return v > 0 && v <= INT32_MAX ? static_cast<int32_t>(v) : kernels::kDefaultMinPartition;
+    return static_cast<int32_t>(kernels::EnvIntIn("RTGEN_DECODE_MIN_PARTITION", 1, INT32_MAX,
+                                                  kernels::kDefaultMinPartition));
   }();
   return keys;
 }
@@ -101,8 +101,8 @@ int NormLinkChoice() { return kernels::EnvChoice("RTGEN_NORM_LINK", {"0", "1", "
 // kernels' kGemvMaxLinkRows (16); RTGEN_NORM_LINK=1: one.
 int32_t LinkRows(int32_t wanted) {
   if (NormLinkChoice() == kNormLinkOneRow) return 1;
-  const long long from_env = kernels::EnvInt("RTGEN_NORM_LINK_ROWS", 0);
-  const long long rows = from_env >= 1 ? from_env : wanted;
+  const long long rows =
+      kernels::EnvIntIn("RTGEN_NORM_LINK_ROWS", 1, kernels::kGemvMaxLinkRows, wanted);
   return static_cast<int32_t>(std::clamp<long long>(rows, 1, kernels::kGemvMaxLinkRows));
 }
 

@@ -31,9 +31,9 @@ absl::StatusOr<std::unique_ptr<PersistentDecoder>> PersistentDecoder::CreateIfSu
   p.scale = 1.0f / std::sqrt(static_cast<float>(config.head_dim));
   p.block_size = 1;  // the pool's block size is set per Run; > 0 for the shape check
   // Attention keys per block (RTGEN_PERSISTENT_KEYS_PER_PART, for A/B; default 128; values
-  // outside 16..65536 are taken as the default).
-  const long long keys = kernels::EnvInt("RTGEN_PERSISTENT_KEYS_PER_PART", 128);
-  p.keys_per_part = keys >= 16 && keys <= 65536 ? static_cast<int32_t>(keys) : 128;
+  // outside 16..65536 are reported and taken as the default).
+  p.keys_per_part =
+      static_cast<int32_t>(kernels::EnvIntIn("RTGEN_PERSISTENT_KEYS_PER_PART", 16, 65536, 128));
   int device = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   d->launch_ = kernels::ConfigurePersistentDecode(p, device);

@@ -420,8 +420,7 @@ cudaError_t LaunchFitting(const PrefillAttentionParams& p, cudaStream_t stream) 
   const cudaError_t err = Prepare<kD>(&sms);
   if (err != cudaSuccess) return err;
   static const int env_groups = [] {
-    const long long v = EnvInt("RTGEN_PREFILL_GROUPS", 0);
-    return v == 1 || v == 2 ? static_cast<int>(v) : 0;
+    return static_cast<int>(EnvIntIn("RTGEN_PREFILL_GROUPS", 0, 2, 0));  // 0: automatic
   }();
   const int forced = p.key_groups != 0 ? p.key_groups : env_groups;
   const int64_t blocks = int64_t{p.num_heads} * ((p.num_tokens + kBlockRows - 1) / kBlockRows);

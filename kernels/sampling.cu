@@ -504,8 +504,7 @@ int32_t PlanSampleSplits(int32_t num_rows, int32_t vocab, int32_t num_sms) {
   // follow in two A/Bs (session 18: not the default).
   constexpr int32_t kMinIds = 1024;
   static const int32_t per_sm = [] {
-    const long long v = EnvInt("RTGEN_SAMPLE_BLOCKS_PER_SM", 1);
-    return v >= 1 && v <= 4 ? static_cast<int32_t>(v) : 1;
+    return static_cast<int32_t>(EnvIntIn("RTGEN_SAMPLE_BLOCKS_PER_SM", 1, 4, 1));
   }();
   if (num_rows <= 0) return 1;
   const int32_t want = std::min(per_sm * num_sms / num_rows, vocab / kMinIds);

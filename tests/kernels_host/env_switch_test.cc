@@ -118,5 +118,44 @@ TEST(EnvSwitchTest, AChoiceWithADefaultWordTakesThatWord) {
                         "(1)"));
 }
 
+// A number outside a switch's range or set is reported and taken as the default: the switches
+// checked their ranges themselves and fell back silently (RTGEN_DECODE_MMA_WARPS=6).
+TEST(EnvSwitchTest, ANumberOutsideItsRangeOrSetIsReported) {
+  Set("RTGEN_TEST_SWITCH_G", nullptr);
+  EXPECT_EQ(EnvIntIn("RTGEN_TEST_SWITCH_G", 1, 4, 2), 2);
+  // Unset with a fallback outside the range (a caller's own default): taken, nothing said.
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(EnvIntIn("RTGEN_TEST_SWITCH_G", 1, 4, 32), 32);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), IsEmpty());
+  Set("RTGEN_TEST_SWITCH_G", "4");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(EnvIntIn("RTGEN_TEST_SWITCH_G", 1, 4, 2), 4);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), IsEmpty());
+  Set("RTGEN_TEST_SWITCH_G", "5");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(EnvIntIn("RTGEN_TEST_SWITCH_G", 1, 4, 2), 2);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("RTGEN_TEST_SWITCH_G='5' is not a value it takes; using the default (2; "
+                        "it takes 1 to 4)"));
+  Set("RTGEN_TEST_SWITCH_H", "8");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(EnvIntOf("RTGEN_TEST_SWITCH_H", {0, 2, 4, 8, 16}, 0), 8);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(), IsEmpty());
+  Set("RTGEN_TEST_SWITCH_H", "6");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(EnvIntOf("RTGEN_TEST_SWITCH_H", {0, 2, 4, 8, 16}, 0), 0);
+  EXPECT_THAT(::testing::internal::GetCapturedStderr(),
+              HasSubstr("RTGEN_TEST_SWITCH_H='6' is not a value it takes; using the default (0; "
+                        "it takes 0, 2, 4, 8, 16)"));
+  // Not a number at all: EnvInt's report, once.
+  Set("RTGEN_TEST_SWITCH_I", "x");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(EnvIntIn("RTGEN_TEST_SWITCH_I", 1, 4, 3), 3);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_THAT(err, HasSubstr("RTGEN_TEST_SWITCH_I='x' is not a value it takes; using the "
+                             "default (3)"));
+  EXPECT_EQ(err.find("RTGEN_TEST_SWITCH_I"), err.rfind("RTGEN_TEST_SWITCH_I"));
+}
+
 }  // namespace
 }  // namespace rtgen::kernels
