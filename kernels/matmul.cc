@@ -153,6 +153,7 @@ cublasLtMatmulAlgo_t FromBytes(const MatmulTuneCache::AlgoBytes& bytes) {
 struct TunedAlgo {
   cublasLtMatmulAlgo_t algo;
   std::string info;
+  bool shipped = false;  // taken from the shipped table: never written to a tune-cache file
 };
 std::mutex& TunedMutex() {
   static std::mutex* mu = new std::mutex();
@@ -505,37 +506,44 @@ absl::StatusOr<const MatmulContext::Plan*> MatmulContext::GetPlan(const MatmulPa
       std::string rejected;  // said in the plan's info when a listed entry could not be used
       // An entry of `source` that cuBLASLt still accepts for this shape is the choice.
       const auto take = [&](const std::optional<MatmulTuneCache::Entry>& entry,
-                            const char* source) {
+                            const char* source, bool shipped) {
         if (!entry) return false;
         const cublasLtMatmulAlgo_t algo = FromBytes(entry->algo);
         if (!AlgoFits(handle_, plan.desc, plan.a, plan.b, plan.c, algo, kWorkspaceBytes)) {
           absl::StrAppend(&rejected, source, "'s entry was rejected by cuBLASLt; ");
+          // Said, not only noted: the next choice (the shipped table's) is not written over the
+          // file's line, so nothing else shows that a cached choice did not run.
+          std::fprintf(stderr, "rtgen: %s's entry for m=%d n=%d k=%d (%s) was rejected by "
+                       "cuBLASLt\n", source, m, n, k, entry->note.c_str());
           return false;
         }
         plan.algo = algo;
         plan.info = absl::StrCat("from ", source, " (", entry->note, ")");
-        tuned.insert_or_assign(tuned_key, TunedAlgo{plan.algo, plan.info});
+        tuned.insert_or_assign(tuned_key, TunedAlgo{plan.algo, plan.info, shipped});
         return true;
       };
       // The tune cache first, then the shipped tables (the wide search's choices on GPUs like
       // this one) unless RTGEN_MATMUL_SHIPPED=0.
-      const bool from_file =
-          tune_cache_ && take(tune_cache_->Find(device_tag_, mode, shape), "the tune cache");
+      const bool from_file = tune_cache_ && take(tune_cache_->Find(device_tag_, mode, shape),
+                                                 "the tune cache", /*shipped=*/false);
       chosen = from_file ||
                (ShippedTableOn() &&
                 take(MatmulTuneCache::Shipped().Find(device_tag_, "wide", shape),
-                     "the shipped table"));
+                     "the shipped table", /*shipped=*/true));
       const auto it = tuned.find(tuned_key);
-      // A choice of this process the file lacks (the shipped table's is written as its own).
-      bool add_to_cache = chosen && !from_file;
+      // A choice of this process the file lacks. Not the shipped table's: in the file it would
+      // be taken first on the next run, RTGEN_MATMUL_SHIPPED=0 or not (an A/B measuring the
+      // shipped choice twice), and the table is in the binary anyway.
+      bool add_to_cache = false;
       if (!chosen && it != tuned.end()) {
         plan.algo = it->second.algo;
         plan.info = it->second.info;
-        chosen = add_to_cache = true;
+        chosen = true;
+        add_to_cache = !it->second.shipped;
       } else if (!chosen && tuning_allowed_) {
         RETURN_IF_ERROR(Tune(p, stream, &plan));
         plan.info = rejected + plan.info;
-        tuned.emplace(tuned_key, TunedAlgo{plan.algo, plan.info});
+        tuned.emplace(tuned_key, TunedAlgo{plan.algo, plan.info, /*shipped=*/false});
         chosen = add_to_cache = true;
       }
       // The file is an optimisation: a failed write is reported and serving goes on.

@@ -27,10 +27,12 @@
 // plan. A backend's own eager and replayed steps share one context.
 // RTGEN_MATMUL_TUNE_CACHE=path keeps the tuned choices in a file (matmul_tune_cache.h): a shape
 // found there for this GPU, cuBLASLt and tuning mode (and accepted by cublasLtMatmulAlgoCheck)
-// is not timed again, and every choice of a tuned shape is added to it, so the wide search's
-// start-up is paid once and a restarted server runs the tuned shapes' algorithms (and rounds
-// their answers) as before. An accumulating call (MatmulParams::accumulate) is tuned apart, as
-// it runs: β = 1, in place (on a stand-in output, so its own is left as it was).
+// is not timed again, and every choice this process tuned is added to it (not the shipped
+// table's: those stay the table's, so RTGEN_MATMUL_SHIPPED=0 still sets them aside), so the wide
+// search's start-up is paid once and a restarted server runs the tuned shapes' algorithms (and
+// rounds their answers) as before; a file entry cuBLASLt rejects is said on stderr. An
+// accumulating call (MatmulParams::accumulate) is tuned apart, as it runs: β = 1, in place (on a
+// stand-in output, so its own is left as it was).
 // Every other first call (tuning not allowed and no entry, its stream being captured, larger m,
 // RTGEN_MATMUL_TUNE=0) takes the heuristic's first answer: the same on every run of a given
 // GPU and cuBLASLt, and no timing stalls a serving step (a prefill of a new length used to be

@@ -78,14 +78,20 @@ if [[ "${what}" == step || "${what}" == all ]]; then
   MODELS="${model}" BATCHES="${batch}" STEPS="${STEPS:-128}" ROUNDS="${ROUNDS:-2}" \
     OUT="${out}/ab" "${script_dir}/env_ab.sh" "${bundle}" "${variants[@]}"
   rc=$(( rc | $? ))
-  # A run adds the shipped choices it took to its cache file and would have replaced the line
-  # under test had cuBLASLt rejected it: the line must still be there, as written.
+  # The line under test must have run: still in its file as written, and no run of it said
+  # cuBLASLt rejected a tune-cache entry (kernels/matmul.cc says so on stderr; the shipped choice
+  # that then runs is not written over the line).
   for want in "${out}"/caches/*.want; do
-    if grep -qxF -f "${want}" "${want%.want}.tsv"; then
-      echo "   $(basename "${want%.want}"): ran from its cache line"
-    else
-      echo "matmul_in_step: $(basename "${want%.want}")'s line was replaced (rejected?)" >&2
+    label="$(basename "${want%.want}")"
+    if ! grep -qxF -f "${want}" "${want%.want}.tsv"; then
+      echo "matmul_in_step: ${label}'s line was replaced" >&2
       rc=1
+    elif grep -qs "the tune cache's entry .* was rejected by cuBLASLt" \
+         "${out}/ab/${label}"_*.log; then
+      echo "matmul_in_step: ${label}'s line was rejected by cuBLASLt" >&2
+      rc=1
+    else
+      echo "   ${label}: ran from its cache line"
     fi
   done
 fi

@@ -113,8 +113,8 @@ TEST(MatmulTuneCacheTest, ShippedChoiceRunsOnTheGpuItWasTunedOn) {
 
 // Every shipped entry of this GPU's tag (kernels/tuned_matmul) is accepted by cuBLASLt and runs
 // from the shipped table (a rejected entry falls back to tuning or the heuristic without an
-// error: matmul.h), on device-drawn operands, a sample of its output finite. On a GPU no table
-// names, the test says it has nothing to run.
+// error: matmul.h), on device-drawn operands, a sample of its output finite, and none is written
+// to the context's tune-cache file. On a GPU no table names, the test says it has nothing to run.
 TEST(MatmulTuneCacheTest, EveryShippedChoiceOfThisGpuRunsFromTheTable) {
   if (kernels::EnvIs("RTGEN_MATMUL_SHIPPED", "0")) GTEST_SKIP() << "RTGEN_MATMUL_SHIPPED=0";
   if (kernels::EnvIs("RTGEN_MATMUL_TUNE", "0")) GTEST_SKIP() << "RTGEN_MATMUL_TUNE=0";
@@ -171,6 +171,11 @@ TEST(MatmulTuneCacheTest, EveryShippedChoiceOfThisGpuRunsFromTheTable) {
       ASSERT_TRUE(std::isfinite(s.y_f32 ? f32[i] : FromBf16(bf16[i]))) << "output " << i;
     }
   }
+  // The shipped choices stay the table's: written to the file, they were taken first on the
+  // next run, RTGEN_MATMUL_SHIPPED=0 or not.
+  const auto written = MatmulTuneCache::Load(own_cache.path());
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->size(), 0u) << "shipped choices were written to the tune cache";
 }
 
 // RTGEN_MATMUL_TUNE_RANKED: tuning a shape appends its finalists to the file, one tune-cache
