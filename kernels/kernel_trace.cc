@@ -77,8 +77,12 @@ absl::Status KernelTraceBegin() {
   }
   TraceMemory& m = Memory();
   RTGEN_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // nothing earlier lands in the buffer
-  if (m.header == nullptr) {
+  // Records first, then the header: the header is set last, so a records buffer whose header
+  // failed is reused by the next call, not allocated again (it leaked).
+  if (m.records == nullptr) {
     RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&m.records, kCapacity * sizeof(KernelTraceRecord)));
+  }
+  if (m.header == nullptr) {
     RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&m.header, sizeof(KernelTraceBuffer)));
   }
   const KernelTraceBuffer header{0, kCapacity, m.records};
