@@ -36,9 +36,13 @@ void ExpectDecodeLogits(Pair& p, const ModelConfig& c, TestSeq& g, TestSeq& e,
     StepBuilder bg(kTestBlockSize, &p.next[0]), be(kTestBlockSize, &p.next[1]);
     bg.Add(g, 1, &greedy);
     be.Add(e, 1, &greedy);
+    const int64_t replays = p.graph->decode_graph_replays();
     auto lg = p.graph->ComputeLogits(bg.Build(true));
     auto le = p.eager->ComputeLogits(be.Build(true));
     ASSERT_TRUE(lg.ok() && le.ok());
+    // The graph side replayed its decode graph (eager against eager would match bit for bit).
+    ASSERT_EQ(p.graph->decode_graph_replays(), replays + 1) << "decode step " << step;
+    ASSERT_EQ(p.eager->decode_graph_replays(), 0) << "decode step " << step;
     ASSERT_EQ(lg->size(), le->size());
     if (max_rel_l2 == 0.0) {
       EXPECT_EQ(std::memcmp(lg->data(), le->data(), lg->size() * sizeof(float)), 0)
