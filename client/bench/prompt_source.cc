@@ -66,15 +66,31 @@ absl::StatusOr<std::vector<BenchPrompt>> ParsePromptsJsonl(const std::string& te
   return prompts;
 }
 
-absl::StatusOr<PromptSource> PromptSource::Create(const WorkloadConfig& config,
-                                                  const TokenRange& range) {
-  if (config.output_len < 1) return absl::InvalidArgumentError("--output-len must be >= 1");
+// Longest --input-len / --output-len: twice it (the range's top) plus the other stays in int.
+constexpr int kMaxLengthFlag = 1 << 24;
+
+absl::Status PromptSource::CheckConfig(const WorkloadConfig& config) {
+  if (config.output_len < 1 || config.output_len > kMaxLengthFlag) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--output-len must be in [1, ", kMaxLengthFlag, "]"));
+  }
   if (!(config.input_len_range >= 0 && config.input_len_range <= 1)) {
     return absl::InvalidArgumentError("--input-len-range must be in [0, 1]");
   }
   if (!(config.output_len_range >= 0 && config.output_len_range <= 1)) {
     return absl::InvalidArgumentError("--output-len-range must be in [0, 1]");
   }
+  if (!config.prompts_file.empty()) return absl::OkStatus();
+  if (config.input_len < 1 || config.input_len > kMaxLengthFlag) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--input-len must be in [1, ", kMaxLengthFlag, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PromptSource> PromptSource::Create(const WorkloadConfig& config,
+                                                  const TokenRange& range) {
+  if (absl::Status s = CheckConfig(config); !s.ok()) return s;
   if (range.last <= range.first) {
     return absl::InvalidArgumentError("the model's vocabulary has no ordinary token ids");
   }
@@ -95,7 +111,6 @@ absl::StatusOr<PromptSource> PromptSource::Create(const WorkloadConfig& config,
     source.file_prompts_ = *std::move(prompts);
     return source;
   }
-  if (config.input_len < 1) return absl::InvalidArgumentError("--input-len must be >= 1");
   if (config.shared_prefix_len < 0) {
     return absl::InvalidArgumentError("--shared-prefix-len must be >= 0");
   }

@@ -53,6 +53,9 @@ class PromptSource {
   // Checks `config` (lengths positive, ranges in [0, 1], prefix shorter than the prompt, the
   // file readable and well-formed) and errors naming the bad flag.
   static absl::StatusOr<PromptSource> Create(const WorkloadConfig& config, const TokenRange& range);
+  // The checks of Create that need neither the server's vocabulary nor the prompts file:
+  // rtgen-bench runs them before it connects (a bad length waited out --wait-ready first).
+  static absl::Status CheckConfig(const WorkloadConfig& config);
 
   PromptSource(PromptSource&& other) noexcept;
   BenchPrompt Next();

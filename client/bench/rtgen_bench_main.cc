@@ -97,7 +97,10 @@ absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
     bool known = false;
     for (const char* name : kValueFlags) known = known || arg == name;
     if (!known) return absl::InvalidArgumentError(absl::StrCat("unknown flag --", arg));
-    flags.values[arg] = value;
+    // Given twice, the last one won silently (--num-requests 5 --num-requests 0).
+    if (!flags.values.emplace(arg, value).second) {
+      return absl::InvalidArgumentError(absl::StrCat("--", arg, " is given twice"));
+    }
   }
   return flags;
 }
@@ -185,6 +188,10 @@ int Run(int argc, char** argv) {
       }
       sweep.push_back(level);
     }
+    // "," or "" parsed to no level and ran one closed loop at concurrency 1.
+    if (sweep.empty()) {
+      status.Update(absl::InvalidArgumentError("--sweep-concurrency: no level given"));
+    }
     if (load.request_rate.has_value()) {
       status.Update(absl::InvalidArgumentError("--sweep-concurrency and --request-rate conflict"));
     }
@@ -219,6 +226,11 @@ int Run(int argc, char** argv) {
     } else if (requests_per_level < 1) {
       status.Update(absl::InvalidArgumentError("--requests-per-level: must be at least 1"));
     }
+    // Each level's count is requests-per-level x its concurrency: --num-requests was dropped.
+    if (flags.Get("num-requests")) {
+      status.Update(
+          absl::InvalidArgumentError("--requests-per-level and --num-requests conflict"));
+    }
     // The largest level's request count must fit num_requests (an int).
     const int level = sweep.empty() ? 1 : *std::max_element(sweep.begin(), sweep.end());
     if (requests_per_level >= 1 &&
@@ -230,6 +242,18 @@ int Run(int argc, char** argv) {
   }
   if (std::string error = TargetError(target); !error.empty()) {
     status.Update(absl::InvalidArgumentError(error));
+  }
+  // The load and the lengths before connecting: a bad one otherwise showed only after
+  // GetModelInfo answered (after --wait-ready, or as "GetModelInfo failed", exit 1).
+  if (status.ok()) {
+    status.Update(PromptSource::CheckConfig(workload));
+    if (sweep.empty()) status.Update(CheckLoadConfig(load));
+    for (int level : sweep) {
+      LoadConfig level_load = load;
+      level_load.concurrency = level;
+      if (requests_per_level > 0) level_load.num_requests = requests_per_level * level;
+      status.Update(CheckLoadConfig(level_load));
+    }
   }
   if (!status.ok()) {
     std::fprintf(stderr, "rtgen-bench: %s\n%s", std::string(status.message()).c_str(), kUsage);
@@ -284,7 +308,13 @@ int Run(int argc, char** argv) {
     if (auto path = flags.Get("output")) {
       nlohmann::json json = ReportToJson(report);
       json["concurrency"] = InFlightLimit(load);
-      if (load.request_rate.has_value()) json["request_rate"] = *load.request_rate;
+      if (load.request_rate.has_value()) {  // JSON has no infinity: nlohmann wrote null
+        if (std::isinf(*load.request_rate)) {
+          json["request_rate"] = "inf";
+        } else {
+          json["request_rate"] = *load.request_rate;
+        }
+      }
       json["input_len"] = workload.input_len;
       json["output_len"] = workload.output_len;
       json["shared_prefix_len"] = workload.shared_prefix_len;

@@ -3,11 +3,15 @@
 `vllm serve MODEL`) and a negative --drain-timeout-s are refused before anything loads, each
 with a message naming it, instead of serving the default model or skipping the drain. And
 rtgen-bench's: --help prints the usage; a NaN or negative SLO bound is a usage error (it counted
-every request within it, or none)."""
+every request within it, or none); a bad load or length is refused before connecting (it waited
+out --wait-ready, then failed on GetModelInfo with exit 1); a flag given twice, an empty sweep
+and --num-requests beside --requests-per-level are refused (the last flag won, one run at
+concurrency 1 ran, and --num-requests was dropped)."""
 
 import os
 import subprocess
 import sys
+import time
 
 import ops_harness as h
 
@@ -38,6 +42,23 @@ def main():
         rc, out = run(bench, "--target", "127.0.0.1:1", flag, value)
         f.check(rc == 2 and f"{flag}: must be a positive" in out,
                 f"rtgen-bench {flag} {value} is a usage error (status {rc}; {out.strip()[:120]!r})")
+    # Against a port nothing listens on, with a long --wait-ready: refused at once, by name.
+    for extra, want in ((["--num-requests", "4", "--concurrency", "0"], "--concurrency"),
+                        (["--num-requests", "4", "--duration", "-5"], "--duration"),
+                        (["--num-requests", "4", "--output-len", "0"], "--output-len"),
+                        (["--num-requests", "4", "--input-len", "1500000000"], "--input-len"),
+                        (["--num-requests", "4", "--sweep-concurrency", ","],
+                         "--sweep-concurrency: no level"),
+                        (["--num-requests", "5", "--num-requests", "0"],
+                         "--num-requests is given twice"),
+                        (["--sweep-concurrency", "2", "--requests-per-level", "2",
+                          "--num-requests", "100"], "--requests-per-level and --num-requests")):
+        start = time.monotonic()
+        rc, out = run(bench, "--target", "127.0.0.1:1", "--wait-ready", "30", *extra)
+        took = time.monotonic() - start
+        f.check(rc == 2 and want in out and took < 10,
+                f"rtgen-bench {' '.join(extra)} is a usage error before connecting (status {rc}, "
+                f"{took:.1f} s; {out.strip()[:120]!r})")
     return f.report()
 
 
