@@ -12,7 +12,6 @@ struct RequestRecord {
   bool finish_error = false;        // OK stream whose last message had FINISH_REASON_ERROR
   int prompt_tokens = 0;            // as sent (token ids) or as the server's usage reports
   int output_tokens = 0;            // token ids received
-  double start_s = 0;               // send time, seconds since the run started
   double ttft_s = 0;                // send -> first message carrying a token, seconds
   double e2e_s = 0;                 // send -> end of stream, seconds
   std::vector<double> itl_s;        // one gap per token after the first, seconds

@@ -315,9 +315,17 @@ int Run(int argc, char** argv) {
           json["request_rate"] = *load.request_rate;
         }
       }
-      json["input_len"] = workload.input_len;
+      // The workload as run: a prompts file's prompts, or the synthetic lengths with their
+      // ranges (input_len was written beside a prompts file it did not apply to).
+      if (workload.prompts_file.empty()) {
+        json["input_len"] = workload.input_len;
+        json["input_len_range"] = workload.input_len_range;
+        json["shared_prefix_len"] = workload.shared_prefix_len;
+      } else {
+        json["prompts_file"] = workload.prompts_file;
+      }
       json["output_len"] = workload.output_len;
-      json["shared_prefix_len"] = workload.shared_prefix_len;
+      json["output_len_range"] = workload.output_len_range;
       json["model"] = info->name();
       json["backend"] = info->backend();
       absl::Status written = WriteFile(*path, json.dump(2) + "\n", "output");

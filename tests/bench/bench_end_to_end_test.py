@@ -44,6 +44,12 @@ def check_report(report):
     ttft, e2e = report.get("ttft_ms", {}), report.get("e2e_ms", {})
     expect(ttft.get("mean", 0) < e2e.get("mean", 0), "TTFT is not below end-to-end latency")
     expect(report.get("good") == NUM_REQUESTS, "a generous SLO was missed")
+    # The workload as run: the synthetic lengths with their ranges, no prompts file.
+    expect(report.get("input_len") == INPUT_LEN and report.get("output_len") == OUTPUT_LEN,
+           "input_len / output_len differ from the flags")
+    expect(report.get("input_len_range") == 0 and report.get("output_len_range") == 0,
+           "the length ranges are missing")
+    expect("prompts_file" not in report, "a prompts file named for synthetic prompts")
     return failures
 
 
