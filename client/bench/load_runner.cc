@@ -77,9 +77,10 @@ LoadResult RunClosedLoop(int concurrency, int limit, double duration_s, Inferenc
 LoadResult RunOpenLoop(double rate, int max_in_flight, int limit, double duration_s,
                        uint64_t seed, PromptSource& prompts,
                        const std::function<RequestRecord(const BenchPrompt&)>& send,
-                       ProgressBar& bar) {
+                       ProgressBar& bar, int uncapped_limit) {
   Recorder recorder;
   PoissonArrivals arrivals(rate, seed);
+  if (max_in_flight <= 0) max_in_flight = uncapped_limit;
   std::mutex mu;
   std::condition_variable cv;
   int in_flight = 0;
@@ -109,7 +110,7 @@ LoadResult RunOpenLoop(double rate, int max_in_flight, int limit, double duratio
                                               std::chrono::duration<double>(next_arrival_s)));
     {
       std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return max_in_flight <= 0 || in_flight < max_in_flight; });
+      cv.wait(lock, [&] { return in_flight < max_in_flight; });
       ++in_flight;
     }
     // The schedule may have fallen behind the clock (a cap, a slow thread start): the duration

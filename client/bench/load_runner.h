@@ -44,18 +44,23 @@ RequestRecord RunOneRequest(InferenceClient& client, const BenchPrompt& prompt,
 // a duration alone it would start requests without end).
 absl::Status CheckLoadConfig(const LoadConfig& config);
 
-// Requests in flight: closed loop, exactly this many; open loop, at most this many (0: no cap).
+// Requests in flight: closed loop, exactly this many; open loop, at most this many (0: no cap
+// but kMaxOpenLoopInFlight).
 int InFlightLimit(const LoadConfig& config);
+
+// The open loop's cap when none is given: each request in flight is a thread, and tens of
+// thousands at once (--request-rate inf --num-requests 40000) could not all be started.
+inline constexpr int kMaxOpenLoopInFlight = 4096;
 
 // The measured open-loop phase with `send` doing each request (RunLoad passes RunOneRequest):
 // the first request at once, the next after exponential gaps of mean 1 / rate; no request
 // starts past `duration_s` of wall-clock time (when > 0), however far the schedule or the cap
-// has fallen behind; at most `max_in_flight` at once when > 0. `send` runs on its own thread
-// per request.
+// has fallen behind; at most `max_in_flight` at once when > 0, else `uncapped_limit` (a test
+// sets a small one). `send` runs on its own thread per request.
 LoadResult RunOpenLoop(double rate, int max_in_flight, int limit, double duration_s,
                        uint64_t seed, PromptSource& prompts,
                        const std::function<RequestRecord(const BenchPrompt&)>& send,
-                       ProgressBar& bar);
+                       ProgressBar& bar, int uncapped_limit = kMaxOpenLoopInFlight);
 
 // Checks `config` (CheckLoadConfig) and runs it.
 absl::StatusOr<LoadResult> RunLoad(const LoadConfig& config, InferenceClient& client,

@@ -154,5 +154,34 @@ TEST(LoadRunnerTest, OpenLoopJoinsFinishedRequestsAsItGoes) {
   EXPECT_LT(maps_at_last.load() - before, 1000);
 }
 
+// Without a cap the open loop still holds at most its thread limit at once (kMaxOpenLoopInFlight
+// in rtgen-bench; each request in flight is a thread, and tens of thousands could not all be
+// started). Here a limit of 64 and 200 requests that each hold their thread until all have
+// started or 2 s have passed: without the limit all 200 would be in flight at once.
+TEST(LoadRunnerTest, OpenLoopWithoutACapHoldsAtMostItsThreadLimit) {
+  constexpr int kRequests = 200, kLimit = 64;
+  PromptSource prompts = Prompts();
+  ProgressBar bar("test", kRequests, 0, false);
+  std::atomic<int> in_flight{0}, most{0}, started{0};
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  auto send = [&](const BenchPrompt&) {
+    const int now = ++in_flight;
+    ++started;
+    int seen = most.load();
+    while (now > seen && !most.compare_exchange_weak(seen, now)) {
+    }
+    while (started.load() < kRequests && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    --in_flight;
+    return RequestRecord{};
+  };
+  const LoadResult r = RunOpenLoop(std::numeric_limits<double>::infinity(), 0, kRequests, 0, 1,
+                                   prompts, send, bar, kLimit);
+  EXPECT_EQ(r.records.size(), static_cast<size_t>(kRequests));
+  EXPECT_EQ(most.load(), kLimit);  // all at once, up to the limit
+  EXPECT_EQ(kMaxOpenLoopInFlight, 4096);
+}
+
 }  // namespace
 }  // namespace rtgen::bench
