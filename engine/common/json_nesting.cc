@@ -31,6 +31,11 @@ size_t JsonNestingDepth(std::string_view text) {
   return deepest;
 }
 
+absl::StatusOr<nlohmann::json> ParseJsonChecked(std::string_view text, std::string_view where) {
+  if (absl::Status deep = CheckJsonNesting(text, where); !deep.ok()) return deep;
+  return nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+}
+
 absl::Status CheckJsonNesting(std::string_view text, std::string_view where) {
   if (JsonNestingDepth(text) <= kMaxJsonNesting) return absl::OkStatus();
   return absl::InvalidArgumentError(

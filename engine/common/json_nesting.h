@@ -8,6 +8,8 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace rtgen {
 
@@ -20,5 +22,10 @@ inline constexpr size_t kMaxJsonNesting = 64;
 
 // OK, or InvalidArgument "<where>: JSON nested deeper than 64 levels" (checked before parsing).
 absl::Status CheckJsonNesting(std::string_view text, std::string_view where);
+
+// A file's JSON: CheckJsonNesting's error, else `text` parsed without exceptions (text that is
+// not JSON comes back discarded, is_discarded(), for the caller's own message). Every parse of
+// a whole file goes through here.
+absl::StatusOr<nlohmann::json> ParseJsonChecked(std::string_view text, std::string_view where);
 
 }  // namespace rtgen

@@ -119,8 +119,7 @@ absl::StatusOr<LoadedModel> LoadHfDirectory(const fs::path& dir) {
 
 absl::StatusOr<std::optional<ChatTemplate>> ChatTemplateFromTokenizerConfig(
     const std::string& json_text, const std::string& where) {
-  RETURN_IF_ERROR(CheckJsonNesting(json_text, where));
-  nlohmann::json cfg = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const nlohmann::json cfg, ParseJsonChecked(json_text, where));
   if (cfg.is_discarded() || !cfg.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, ": not a JSON object"));
   }
@@ -153,8 +152,7 @@ absl::Status AddEosTokenIds(const std::string& dir, const std::string& config_js
     files.emplace_back(generation_path.string(), std::move(text));
   }
   for (const auto& [where, text] : files) {
-    RETURN_IF_ERROR(CheckJsonNesting(text, where));
-    const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    ASSIGN_OR_RETURN(const nlohmann::json json, ParseJsonChecked(text, where));
     if (json.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(where, ": not JSON"));
     ASSIGN_OR_RETURN(std::vector<int32_t> ids, EosTokenIds(json, where));
     if (absl::Status s = tokenizer.AddStopIds(ids); !s.ok()) {

@@ -115,8 +115,7 @@ absl::Status RefuseUnsupported(const Json& root, int max_position_embeddings) {
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfig::FromHfConfigJson(const std::string& json_text) {
-  RETURN_IF_ERROR(CheckJsonNesting(json_text, "config.json"));
-  Json root = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(const Json root, ParseJsonChecked(json_text, "config.json"));
   if (root.is_discarded()) return absl::InvalidArgumentError("config.json: not valid JSON");
   if (!root.is_object()) return absl::InvalidArgumentError("config.json: not a JSON object");
 
@@ -139,12 +138,12 @@ absl::StatusOr<ModelConfig> ModelConfig::FromHfConfigJson(const std::string& jso
         "config.json: neither 'model_type' nor 'architectures' names the model (want llama)");
   }
   c.architecture = "llama";
-  if (auto it = archs; it != root.end()) {
-    if (!it->is_array() || it->empty() || !(*it)[0].is_string()) {
+  if (archs != root.end()) {
+    if (!archs->is_array() || archs->empty() || !(*archs)[0].is_string()) {
       return absl::InvalidArgumentError(
           "config.json: 'architectures' must be a non-empty list of strings");
     }
-    const std::string arch = (*it)[0].get<std::string>();
+    const std::string arch = (*archs)[0].get<std::string>();
     if (arch != "LlamaForCausalLM" && arch != "MistralForCausalLM") {
       return absl::UnimplementedError(absl::StrCat(
           "config.json: architectures[0] '", arch, "' is not supported (want LlamaForCausalLM)"));

@@ -87,8 +87,7 @@ absl::StatusOr<std::vector<std::string>> ShardsOfIndex(const std::filesystem::pa
                                                        const std::filesystem::path& index) {
   ASSIGN_OR_RETURN(const std::string text, ReadTextFile(index.string()));
   const std::string where = absl::StrCat("safetensors: ", index.string());
-  RETURN_IF_ERROR(CheckJsonNesting(text, where));
-  const nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
+  ASSIGN_OR_RETURN(const nlohmann::json root, ParseJsonChecked(text, where));
   if (root.is_discarded() || !root.is_object() || !root.contains("weight_map") ||
       !root["weight_map"].is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(where, " is not JSON with a weight_map"));

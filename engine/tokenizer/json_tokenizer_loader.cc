@@ -20,8 +20,7 @@ using Json = nlohmann::json;
 
 absl::StatusOr<Json> ReadJson(const std::string& path) {
   ASSIGN_OR_RETURN(const std::string text, ReadTextFile(path));
-  RETURN_IF_ERROR(CheckJsonNesting(text, path));
-  Json j = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  ASSIGN_OR_RETURN(Json j, ParseJsonChecked(text, path));
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, " is not valid JSON"));
   return j;
 }
