@@ -198,8 +198,9 @@ absl::Status Server::StartServing(const ServerConfig& config,
   if (auth_ != nullptr) service_->set_authenticator(auth_.get());
   service_->set_default_max_tokens(config.default_max_tokens);
   // /metrics first: a port it cannot bind fails start-up before gRPC listens and says SERVING.
+  const std::string metrics_host = MetricsListenHost(config);
   if (config.metrics_port >= 0) {
-    RETURN_IF_ERROR(metrics_->StartExposer(MetricsListenHost(config), config.metrics_port));
+    RETURN_IF_ERROR(metrics_->StartExposer(metrics_host, config.metrics_port));
   }
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -257,9 +258,9 @@ absl::Status Server::StartServing(const ServerConfig& config,
                : config.tls.client_ca_path.empty() ? "TLS"
                                                    : "mutual TLS",
                auth_ != nullptr ? ", bearer auth" : "",
-               config.metrics_port >= 0 ? absl::StrCat("on ", GrpcListenAddress(MetricsListenHost(config),
-                                                                      metrics_->exposer_port()))
-                                        : std::string("off"));
+               config.metrics_port >= 0
+                   ? absl::StrCat("on ", GrpcListenAddress(metrics_host, metrics_->exposer_port()))
+                   : std::string("off"));
   return absl::OkStatus();
 }
 
