@@ -15,13 +15,13 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "nlohmann/json.hpp"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/huge_page_allocator.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/loader/model_loader.h"
 #include "tools/host_clock.h"
+#include "tools/int_flag.h"
 #include "tools/median.h"
 
 namespace rtgen {
@@ -141,19 +141,6 @@ absl::StatusOr<RunTimes> RunOnce(CpuBackend& backend, const Options& o, int32_t 
 // Largest --prompt-tokens / --decode-tokens: their sum and its KV block count stay in int32_t.
 constexpr int kMaxTokensFlag = 1 << 20;
 
-// Parses `v` as a whole integer in [min, max] into `out`; otherwise prints an error naming the
-// flag and returns false.
-bool ParseCount(const std::string& flag, const char* v, int min, int max, int& out) {
-  int parsed = 0;
-  if (!absl::SimpleAtoi(v, &parsed) || parsed < min || parsed > max) {
-    std::fprintf(stderr, "rtgen-cpu-bench: %s must be an integer in [%d, %d] (got '%s')\n",
-                 flag.c_str(), min, max, v);
-    return false;
-  }
-  out = parsed;
-  return true;
-}
-
 constexpr char kUsage[] =
     "usage: rtgen-cpu-bench [--model PATH] [--threads N] [--dtype native|bf16|f32] "
     "[--prompt-tokens N] [--decode-tokens N] [--runs N] [--json]\n";
@@ -180,7 +167,8 @@ bool ParseArgs(int argc, char** argv, Options& o) {
     if (a == "--model") {
       o.model = v;
     } else if (a == "--threads") {
-      if (!ParseCount(a, v, 0, 4096, o.threads)) return false;  // 0: every hardware thread
+      // 0: every hardware thread
+      if (!tools::ParseIntFlag(a.c_str(), v, 0, 4096, &o.threads)) return false;
     } else if (a == "--dtype") {
       if (!std::strcmp(v, "f32")) {
         o.dtype = WeightDtype::kF32;
@@ -192,11 +180,11 @@ bool ParseArgs(int argc, char** argv, Options& o) {
         return Refuse(std::string("--dtype must be native, bf16 or f32 (got '") + v + "')");
       }
     } else if (a == "--prompt-tokens") {
-      if (!ParseCount(a, v, 1, kMaxTokensFlag, o.prompt_tokens)) return false;
+      if (!tools::ParseIntFlag(a.c_str(), v, 1, kMaxTokensFlag, &o.prompt_tokens)) return false;
     } else if (a == "--decode-tokens") {
-      if (!ParseCount(a, v, 1, kMaxTokensFlag, o.decode_tokens)) return false;
+      if (!tools::ParseIntFlag(a.c_str(), v, 1, kMaxTokensFlag, &o.decode_tokens)) return false;
     } else {
-      if (!ParseCount(a, v, 1, 1000, o.runs)) return false;
+      if (!tools::ParseIntFlag(a.c_str(), v, 1, 1000, &o.runs)) return false;
     }
   }
   return true;

@@ -1,7 +1,7 @@
 #pragma once
-// The device micro-benchmarks' integer flags: a whole decimal number in [lo, hi], or an error
-// that names the flag and the text (std::atoi read "abc" as 0 and "200x" as 200). Plain C++17, so
-// the .cu tools include it too.
+// The benchmarks' integer flags (rtgen-cpu-bench, the device micro-benchmarks): a whole decimal
+// number in [lo, hi], or an error that names the flag and the text (std::atoi read "abc" as 0
+// and "200x" as 200). Plain C++17, so the .cu tools include it too.
 
 #include <cerrno>
 #include <cstdio>
