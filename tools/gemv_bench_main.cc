@@ -47,7 +47,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/common/status_macros.h"
-#include "engine/model/synthetic_model.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_buffer.h"
 #include "kernels/env_switch.h"
@@ -58,6 +57,7 @@
 #include "kernels/matmul.h"
 #include "kernels/random_fill.h"
 #include "tools/copy_bandwidth.h"
+#include "tools/engine_bench_options.h"
 #include "tools/gemv_bench_legacy.h"
 #include "tools/int_flag.h"
 #include "tools/graph_replay_timer.h"
@@ -87,17 +87,12 @@ struct Shape {
 
 // The linear layers of each model's decode step, from its synthetic shape (engine/model/
 // synthetic_model.h), as kernels/model_forward.cc runs them: fused qkv, fused gate+up, and the LM
-// head with fp32 logits. An unknown model name, or the test shape, is an error naming --models
-// (it measured nothing and exited 0).
+// head with fp32 logits. A name BenchShape refuses (unknown, or the test shape) is an error
+// naming --models (it measured nothing and exited 0).
 absl::StatusOr<std::vector<Shape>> Shapes(const std::vector<std::string>& models) {
   std::vector<Shape> out;
   for (const std::string& m : models) {
-    absl::StatusOr<ModelConfig> shape = SyntheticShape(m);
-    if (m == "tiny" || !shape.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--models: unknown model '", m, "' (smollm2-135m, llama3.2-1b, llama3-8b)"));
-    }
-    const ModelConfig& c = *shape;
+    ASSIGN_OR_RETURN(const ModelConfig c, tools::BenchShape(m));
     const int q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
     out.push_back({m, "qkv", q_dim + 2 * kv_dim, c.hidden_size, false});
     out.push_back({m, "o", c.hidden_size, q_dim, false});

@@ -32,7 +32,7 @@ expect "--kernels must be an integer in [2, 100000] (got '200x')" "${boundary}" 
 expect "--work-ns must be an integer in [0, 1000000] (got '-1')" "${boundary}" --work-ns -1
 expect "--only must be stream-l2, stream-dram, matrix or latency (got 'stream_dram')" \
   "${stream}" --only stream_dram
-expect "--models: unknown model 'tiny'" "${gemv}" --models tiny
+expect "--models: 'tiny' is a test shape" "${gemv}" --models tiny
 expect "--models: unknown model 'llama3-70b'" "${gemv}" --models smollm2-135m,llama3-70b
 
 if (( failures > 0 )); then
