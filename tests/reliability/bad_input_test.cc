@@ -112,7 +112,7 @@ void ExpectHealthy(InferenceClient& client, const std::string& after) {
   absl::StatusOr<HealthStatus> health = client.Health();
   ASSERT_TRUE(health.ok()) << after << ": " << health.status();
   EXPECT_EQ(*health, HealthStatus::kServing) << after;
-  v1::Load idle = WaitForIdle(client, 5.0);
+  v1::Load idle = WaitForIdle(client, absl::Seconds(5));
   EXPECT_EQ(idle.running(), 0) << after;
   EXPECT_EQ(idle.waiting(), 0) << after;
   EXPECT_EQ(idle.kv_blocks_free(), idle.kv_blocks_total()) << after;

@@ -71,7 +71,7 @@ TEST(ClientKillTest, KilledClientProcessIsCancelledAndItsBlocksFreed) {
 
   // 2000 tokens take far longer than this wait: going idle means the server cancelled it.
   const absl::Time kill_time = absl::Now();
-  v1::Load idle = WaitForIdle(*server.client, 10.0);
+  v1::Load idle = WaitForIdle(*server.client, absl::Seconds(10));
   const double seconds = absl::ToDoubleSeconds(absl::Now() - kill_time);
   EXPECT_EQ(idle.running(), 0);
   EXPECT_EQ(idle.kv_blocks_free(), idle.kv_blocks_total());

@@ -15,7 +15,6 @@
 #include "engine/model/gguf_file.h"
 #include "engine/model/gguf_writer.h"
 #include "engine/model/synthetic_model.h"
-#include "gtest/gtest.h"
 
 namespace rtgen::reliability {
 namespace {
@@ -110,32 +109,6 @@ int64_t ResidentBytes() {
   int64_t resident_pages = 0;
   statm >> size_pages >> resident_pages;
   return resident_pages * static_cast<int64_t>(sysconf(_SC_PAGESIZE));
-}
-
-v1::Load WaitForIdle(InferenceClient& client, double timeout_s) {
-  const absl::Time end = absl::Now() + absl::Seconds(timeout_s);
-  v1::Load load;
-  bool answered = false;
-  // A GetLoad that never answers, or a pool of no blocks, fails here: the empty Load passed
-  // every idle check (0 == 0).
-  const auto checked = [&]() {
-    if (!answered) ADD_FAILURE() << "GetLoad never answered";
-    EXPECT_GT(load.kv_blocks_total(), 0) << "GetLoad reports no KV blocks";
-    return load;
-  };
-  while (true) {
-    absl::StatusOr<v1::Load> got = client.GetLoad();
-    if (got.ok()) {
-      load = *got;
-      answered = true;
-      if (load.waiting() == 0 && load.running() == 0 &&
-          load.kv_blocks_free() == load.kv_blocks_total()) {
-        return checked();
-      }
-    }
-    if (absl::Now() >= end) return checked();
-    absl::SleepFor(absl::Milliseconds(20));
-  }
 }
 
 }  // namespace rtgen::reliability

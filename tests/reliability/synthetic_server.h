@@ -9,6 +9,7 @@
 
 #include "client/inference_client.h"
 #include "server/server.h"
+#include "tests/wait_for_idle.h"
 
 namespace rtgen::reliability {
 
@@ -37,8 +38,7 @@ std::string ClientBinary();
 // Resident set size of this process, bytes (/proc/self/statm), after malloc_trim.
 int64_t ResidentBytes();
 
-// Polls GetLoad until nothing waits or runs and every KV block is free (evictable prefix-cache
-// blocks count as free), or `timeout_s` passes. Returns the last snapshot.
-v1::Load WaitForIdle(InferenceClient& client, double timeout_s = 10.0);
+// tests/wait_for_idle.h, shared with the server tests.
+using testing::WaitForIdle;
 
 }  // namespace rtgen::reliability

@@ -11,11 +11,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tests/server/test_server.h"
+#include "tests/wait_for_idle.h"
 
 namespace rtgen {
 namespace {
 
 using testing::SharedServer;
+using testing::WaitForIdle;
 
 v1::GenerateRequest ChatRequest(const std::string& text, int max_tokens) {
   v1::GenerateRequest request;
@@ -25,30 +27,6 @@ v1::GenerateRequest ChatRequest(const std::string& text, int max_tokens) {
   request.mutable_sampling()->set_temperature(0.0f);
   request.mutable_stopping()->set_max_tokens(max_tokens);
   return request;
-}
-
-// Polls GetLoad until nothing runs and every KV block is free again (or `timeout` passes). A
-// GetLoad that never answers, or a pool of no blocks, is a failure here: the empty Load passed
-// every idle check (0 == 0).
-v1::Load WaitForIdle(InferenceClient& client, absl::Duration timeout) {
-  const absl::Time end = absl::Now() + timeout;
-  v1::Load load;
-  bool answered = false;
-  while (absl::Now() < end) {
-    absl::StatusOr<v1::Load> current = client.GetLoad();
-    if (current.ok()) {
-      load = *current;
-      answered = true;
-      if (load.running() == 0 && load.waiting() == 0 &&
-          load.kv_blocks_free() == load.kv_blocks_total()) {
-        break;
-      }
-    }
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  if (!answered) ADD_FAILURE() << "GetLoad never answered";
-  EXPECT_GT(load.kv_blocks_total(), 0) << "GetLoad reports no KV blocks";
-  return load;
 }
 
 TEST(GenerateStreamTest, StreamsTokensAndTheLastMessageCarriesFinishReasonAndUsage) {
