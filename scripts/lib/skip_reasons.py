@@ -4,7 +4,7 @@ no output of a skipped test, so a missing tool or device would otherwise go unex
 
 Usage: skip_reasons.py JUNIT_XML. One line a skipped test: "test.sh: skipped NAME: REASON",
 the reason being GoogleTest's message after "Skipped", else the test's first line of output;
-more than GROUP_AT tests skipped for one reason (each GPU test without a device) are one line,
+more than GROUP_AT tests not run for one reason (each GPU test without a device) are one line,
 "test.sh: skipped N tests (A, B, C, ...): REASON". A test ctest could not run (its report marks
 it skipped too, but counts it failed) is "not run" with ctest's message."""
 
@@ -28,24 +28,19 @@ GROUP_AT = 3  # more tests than this skipped for one reason: one line for them a
 
 def main() -> int:
     root = ET.parse(sys.argv[1]).getroot()
-    lines = []  # [key, names]: in the order first met
-    by_reason = {}
+    groups = {}  # (kind, reason) -> test names, in the order first met
     for case in root.iter("testcase"):
         skipped = case.find("skipped")
         if skipped is None:
             continue
         message = skipped.get("message", "")
-        if not message.startswith("SKIP_"):  # SKIP_RETURN_CODE=77, SKIP_REGULAR_EXPRESSION_...
-            lines.append([("not run", message or "(no message)"), [case.get("name")]])
-            continue
-        out = case.find("system-out")
-        key = ("skipped", reason(out.text if out is not None and out.text else ""))
-        if key in by_reason:
-            by_reason[key][1].append(case.get("name"))
+        if message.startswith("SKIP_"):  # SKIP_RETURN_CODE=77, SKIP_REGULAR_EXPRESSION_...
+            out = case.find("system-out")
+            key = ("skipped", reason(out.text if out is not None and out.text else ""))
         else:
-            by_reason[key] = [key, [case.get("name")]]
-            lines.append(by_reason[key])
-    for (kind, why), names in lines:
+            key = ("not run", message or "(no message)")
+        groups.setdefault(key, []).append(case.get("name"))
+    for (kind, why), names in groups.items():
         if len(names) > GROUP_AT:
             print(f"test.sh: {kind} {len(names)} tests ({', '.join(names[:GROUP_AT])}, ...): "
                   f"{why}")
@@ -53,7 +48,6 @@ def main() -> int:
             for name in names:
                 print(f"test.sh: {kind} {name}: {why}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
