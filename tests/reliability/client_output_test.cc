@@ -1,13 +1,19 @@
 // What rtgen-client prints: with --logprobs each token's log-probability and top alternatives on
 // stderr, a line a token, with the text alone on stdout; after a failed generate that streamed
-// nothing, nothing on stdout (a stray newline was written there).
+// nothing, nothing on stdout (a stray newline was written there). And generate's --timeout is
+// the stream's deadline: against a server that never answers, the client gives up in time.
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -27,7 +33,8 @@ struct ClientRun {
   std::string out, err;
 };
 
-// Runs rtgen-client with `args` to its end, both streams read as it runs.
+// Runs rtgen-client with `args` to its end, both streams read as it runs; a client silent for
+// 30 s is killed (exit_code stays -1), so a missing deadline fails the test instead of hanging.
 ClientRun RunClient(std::vector<std::string> args) {
   ClientRun run;
   int out[2], err[2];
@@ -52,7 +59,10 @@ ClientRun RunClient(std::vector<std::string> args) {
   pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
   std::string* into[2] = {&run.out, &run.err};
   for (int open = 2; open > 0;) {
-    if (poll(fds, 2, 30'000) <= 0) break;  // 30 s without output: give up
+    if (poll(fds, 2, 30'000) <= 0) {  // 30 s without output: give up
+      kill(child, SIGKILL);
+      break;
+    }
     for (int i = 0; i < 2; ++i) {
       if (fds[i].fd < 0 || (fds[i].revents & (POLLIN | POLLHUP)) == 0) continue;
       char buf[4096];
@@ -98,6 +108,47 @@ TEST(ClientOutputTest, AFailedGenerateThatStreamedNothingPrintsNothingOnStdout) 
   EXPECT_EQ(run.exit_code, 1) << run.err;
   EXPECT_EQ(run.out, "");
   EXPECT_TRUE(absl::StrContains(run.err, "generate failed")) << run.err;
+}
+
+// A TCP port that accepts connections (the kernel's backlog completes the handshake) and never
+// says a byte: a gRPC channel to it stays connecting, so only a deadline ends an RPC.
+class SilentListener {
+ public:
+  SilentListener() {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (fd_ < 0 || bind(fd_, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        listen(fd_, 16) != 0 || getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+  }
+  ~SilentListener() {
+    if (fd_ >= 0) close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
+TEST(ClientOutputTest, GenerateGivesUpAtItsTimeoutWhenTheServerNeverAnswers) {
+  SilentListener silent;
+  ASSERT_GT(silent.port(), 0);
+  const auto start = std::chrono::steady_clock::now();
+  const ClientRun run =
+      RunClient({"generate", "--target", "127.0.0.1:" + std::to_string(silent.port()),
+                 "--prompt", "Hi", "--timeout", "1"});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_TRUE(absl::StrContains(run.err, "generate failed: DEADLINE_EXCEEDED")) << run.err;
+  EXPECT_LT(seconds, 15.0);  // the 1 s deadline, not gRPC's 20 s connect timeout nor the kill
+  EXPECT_EQ(run.out, "");
 }
 
 }  // namespace
