@@ -66,6 +66,8 @@ mutations=(
   's/up{job=~"rtgen|.\*\/rtgen"} == 0/up{job=~"rtgen|.*\/rtgen"} == 2/'
   's/up{job=~"rtgen|.\*\/rtgen"}/up{job="rtgen"}/'
   '/alert: RtgenTargetDown/,/for:/s/for: 10m/for: 1m/'
+  's/absent(up{job=~"rtgen|.\*\/rtgen"} == 1)/absent(up{job=~"rtgen|.*\/rtgen"})/'
+  '/alert: RtgenNoTargetUp/,/for:/s/for: 10m/for: 1m/'
 )
 failures=0
 for mutation in "${mutations[@]}"; do
