@@ -102,6 +102,34 @@ TEST_F(SchedulerTest, AdmitsByPriorityThenDeadlineThenArrival) {
                                                 "low-second"}));
 }
 
+TEST_F(SchedulerTest, ARequestWithoutBudgetOrDeadlineIsPassedForSixtySecondsAtMost) {
+  // One sequence at a time. "patient" (no budget, no deadline) arrived 61 s ago; "urgent" now,
+  // with a 1 s budget. Ordered as if patient's budget were kDefaultLatencyBudget (60 s), it is
+  // due 1 s ago and goes first; ordered as due never, it would wait behind every urgent one.
+  StepDriver d(Config(64, 64, 4, /*max_seqs=*/1), &tok_);
+  const absl::Time now = absl::Now();
+  std::vector<std::string> finished;
+  auto add = [&](const std::string& id, absl::Time arrival,
+                 std::optional<absl::Duration> budget) {
+    Request r = MakeRequest(id, Range(1, 4), 1);
+    r.arrival = arrival;
+    r.latency_budget = budget;
+    d.scheduler.Add(std::make_unique<Sequence>(
+        std::move(r),
+        [&finished, id](StreamChunk c) {
+          if (c.finish != FinishReason::kNone) finished.push_back(id);
+        },
+        &tok_, 1, order_++));
+  };
+  add("urgent-early", now, absl::Seconds(1));
+  add("patient", now - absl::Seconds(61), std::nullopt);
+  add("urgent", now, absl::Seconds(1));
+  add("recent", now - absl::Seconds(30), std::nullopt);  // due in 30 s: after urgent
+  while (d.scheduler.num_live() > 0) d.Step();
+  EXPECT_EQ(finished,
+            (std::vector<std::string>{"patient", "urgent-early", "urgent", "recent"}));
+}
+
 // Schedules a step on a full pool and runs it: one sequence preempted (waiting again), and the
 // step holds only `decoded`'s decode.
 void ScheduleOnePreemption(StepDriver& d, const std::string& decoded) {
