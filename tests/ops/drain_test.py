@@ -5,7 +5,8 @@ one pod). At SIGTERM to A: the streams in flight on A finish with all their toke
 taking calls at once (GOAWAY), so a new Generate on the same channel is served by B and a fresh
 connection to A is refused or reads NOT_SERVING; an open health Watch on A ends instead of
 holding the exit; A exits 0 soon after its last stream, well within --drain-timeout-s. Then a
-second Ctrl-C during B's drain ends B at once."""
+second Ctrl-C during B's drain ends B at once. Last, on a third server, streams still open (one
+running, one queued) when --drain-timeout-s runs out end with UNAVAILABLE and it exits 0."""
 
 import os
 import signal
@@ -198,6 +199,46 @@ def check_signal_while_loading(f, server):
                 f"stderr {err.strip()[-160:]!r})")
 
 
+def check_drain_timeout(f, args, pb2, pb2_grpc):
+    """Streams still open when --drain-timeout-s runs out: one running (far from its end) and
+    one queued behind it (--max-num-seqs=1) both end with UNAVAILABLE, and the server exits 0
+    soon after the timeout, not after the long stream."""
+    timeout_s = 1
+    proc, port, _ = h.start_server(args.server, [f"--drain-timeout-s={timeout_s}",
+                                                 "--max-num-seqs=1"])
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        stub = pb2_grpc.InferenceStub(channel)
+        running, queued = new_result(), new_result()
+        threads = [threading.Thread(target=run_stream, args=(
+            stub, pb2, h.generate_request(pb2, max_tokens=480, request_id=rid), r, 120))
+            for rid, r in (("running", running), ("queued", queued))]
+        for t in threads:
+            t.start()
+        running["first"].wait(timeout=60)
+        load = stub.GetLoad(pb2.GetLoadRequest(), timeout=20)
+        f.check(load.running == 1 and load.waiting == 1,
+                f"drain timeout: one stream runs and one waits at SIGTERM "
+                f"({load.running} running, {load.waiting} waiting)")
+        sigterm_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        try:
+            rc = proc.wait(timeout=timeout_s + 20)
+        except subprocess.TimeoutExpired:
+            rc = None
+        took = time.monotonic() - sigterm_at
+        for t in threads:
+            t.join(timeout=30)
+        f.check(rc == 0 and took < timeout_s + 4,
+                f"drain timeout: the server exits 0 soon after --drain-timeout-s={timeout_s} "
+                f"(status {rc}, {took:.1f} s after SIGTERM)")
+        for name, r in (("running", running), ("queued", queued)):
+            f.check(r["code"] == grpc.StatusCode.UNAVAILABLE and r["tokens"] < 480,
+                    f"drain timeout: the {name} stream ends with UNAVAILABLE (status "
+                    f"{r['code']}, {r['tokens']}/480 tokens)")
+    if f.items:
+        h.dump_log(proc)
+
+
 def main():
     args, pb2, pb2_grpc, f = h.begin_test()
     check_signal_while_loading(f, args.server)
@@ -205,6 +246,7 @@ def main():
     proc_b, port_b, _ = h.start_server(args.server, [f"--drain-timeout-s={DRAIN_TIMEOUT_S}"])
     check_drain(f, args, pb2, pb2_grpc, proc_a, port_a, port_b)
     check_second_signal(f, pb2, pb2_grpc, proc_b, port_b)
+    check_drain_timeout(f, args, pb2, pb2_grpc)
     if f.items:
         h.dump_log(proc_a)
         h.dump_log(proc_b)
