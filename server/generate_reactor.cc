@@ -28,9 +28,11 @@ grpc::Status FinalStatus(const StreamChunk& chunk) {
 }
 
 // Appends `next` to `back` (both unwritten): token ids, text and logprobs concatenate; the
-// finish fields and usage come from `next` when it is the last message.
+// finish fields and usage come from `next` when it is the last message. The text is moved out
+// and appended to, so a slow reader's backlog costs the new text a merge, not all of it.
 void MergeInto(v1::GenerateResponse& back, const v1::GenerateResponse& next) {
-  std::string text = back.text() + next.text();
+  std::string text = std::move(*back.mutable_text());
+  text += next.text();
   back.MergeFrom(next);
   back.set_text(std::move(text));
 }
