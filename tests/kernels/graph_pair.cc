@@ -1,5 +1,6 @@
 #include "tests/kernels/graph_pair.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "gtest/gtest.h"
@@ -45,6 +46,8 @@ void ExpectDecodeLogits(Pair& p, const ModelConfig& c, TestSeq& g, TestSeq& e,
     ASSERT_EQ(p.eager->decode_graph_replays(), 0) << "decode step " << step;
     ASSERT_EQ(lg->size(), le->size());
     if (max_rel_l2 == 0.0) {
+      // Bitwise equal, and finite: NaN on both sides would compare equal.
+      for (const float v : *lg) ASSERT_TRUE(std::isfinite(v)) << "decode step " << step;
       EXPECT_EQ(std::memcmp(lg->data(), le->data(), lg->size() * sizeof(float)), 0)
           << "decode step " << step;
     } else {
