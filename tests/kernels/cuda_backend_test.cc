@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <random>
@@ -101,13 +102,14 @@ void RunScenario(const ModelConfig& c) {
 // token (which link their
 // norms through the GEMVs, kernels/model_forward.h, where the shapes allow); then steps that do
 // not link them, then one-token steps again. expect_path asserts that the backend takes the path
-// the test means to cover.
+// the test means to cover. Its decodes read contexts prompt + 2 ... prompt + 9 (num_blocks of
+// 16 tokens must hold prompt + 30).
 void RunOneSequence(const ModelConfig& c, int32_t prompt,
-                    const std::function<void(const CudaBackend&)>& expect_path) {
+                    const std::function<void(const CudaBackend&)>& expect_path,
+                    int32_t num_blocks = 16) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  const int num_blocks = 16;
   auto cpu = MakeCpuBackend(c, seed, num_blocks);
   auto gpu = MakeCuda(c, seed, num_blocks);
   ASSERT_TRUE(cpu && gpu);
@@ -270,6 +272,19 @@ class StepsAgainstCpu {
     }
     ExpectSameLogits(*cpu_, *gpu_, b_.Build(true), what);
   }
+  // A mixed step: one random token for each of sequences [0, count), then the first `chunk`
+  // tokens of a new prompt, sampled too (a chunk that is the whole prompt).
+  void Mixed(size_t count, int32_t chunk, const std::string& what) {
+    for (size_t i = 0; i < count; ++i) {
+      seqs_[i].tokens.push_back(tok_(rng_));
+      b_.Add(seqs_[i], 1, &greedy_);
+    }
+    TestSeq& fresh = fresh_.emplace_back();
+    fresh.tokens.resize(chunk);
+    for (int32_t& t : fresh.tokens) t = tok_(rng_);
+    b_.Add(fresh, chunk, &greedy_);
+    ExpectSameLogits(*cpu_, *gpu_, b_.Build(false), what);
+  }
 
  private:
   uint64_t seed_;
@@ -278,6 +293,7 @@ class StepsAgainstCpu {
   std::unique_ptr<CudaBackend> gpu_;
   std::uniform_int_distribution<int32_t> tok_;
   std::vector<TestSeq> seqs_;
+  std::deque<TestSeq> fresh_;  // Mixed's new prompts (a deque: their addresses stay)
   const SamplingParams greedy_ = Greedy();
   int32_t next_block_ = 0;
   StepBuilder b_{16, &next_block_};
@@ -370,7 +386,9 @@ TEST(CudaBackendTest, SlicedGemvDecodeLogitsMatchCpu) {
 // cuBLASLt), as the server runs the real file: decode steps of 49-64 rows run the folded layers
 // (a bf16 residual stream), and steps of 1-48 rows the linked and sliced GEMVs over the folded
 // weights with norms of ones. Logits against the CPU backend's unfolded model (norm weights
-// 0.8-1.2) at steps of 1, 4, 12, 40, 56 and 64 rows.
+// 0.8-1.2) at steps of 1, 4, 12, 40, 56 and 64 rows; then mixed steps, the usual step under load
+// (40 and 63 decode rows beside a new prompt: decode attention for those rows, prefill attention
+// for the prompt's), and a decode of all 64 that reads what they stored.
 TEST(CudaBackendTest, FoldedSmolLm2WeightsLogitsMatchCpu) {
   StepsAgainstCpu steps(SmolLm2Config(), {.num_blocks = 512, .max_num_seqs = 64}, 64, 2, 1);
   SCOPED_TRACE(steps.seed());
@@ -386,6 +404,9 @@ TEST(CudaBackendTest, FoldedSmolLm2WeightsLogitsMatchCpu) {
   for (const size_t count : {1, 4, 12, 40, 56, 64}) {
     steps.Decode(count, "decode of " + std::to_string(count));
   }
+  steps.Mixed(40, 60, "40 decode rows and a 60-token prompt");
+  steps.Mixed(63, 30, "63 decode rows and a 30-token prompt");
+  steps.Decode(64, "decode of 64 after the mixed steps");
 }
 
 // Mixed steps: decode rows (one-token sequences at rows 0, 1, ...) beside prompt chunks go to
@@ -470,6 +491,29 @@ TEST(CudaBackendTest, PartitionsMergedByOProjectionLogitsMatchCpu) {
       }
       ASSERT_FALSE(gpu.merges_in_o_at(1, 64)) << "one partition: nothing to merge";
     });
+  }
+}
+
+// One SmolLM2-135M sequence (four layers) decoding across 256 and across 512 keys, as a
+// single-user chat does past its first 256 and 512 tokens: the o projection merges two to eight
+// partitions of 64 keys up to 512 keys, and attention merges its own partitions past them
+// (decode_plan.h kMaxSplitsMergedInO). Logits against the CPU backend at every step.
+TEST(CudaBackendTest, OneSequenceAcrossContextClassesLogitsMatchCpu) {
+  ModelConfig smol = SmolLm2Config();
+  smol.num_layers = 4;
+  for (const int32_t prompt : {250, 506}) {  // decodes at 252-259, 508-515
+    SCOPED_TRACE(prompt);
+    RunOneSequence(
+        smol, prompt,
+        [](const CudaBackend& gpu) {
+          for (const int32_t context : {252, 256, 257, 259, 508, 512}) {
+            ASSERT_TRUE(gpu.merges_in_o_at(1, context)) << context << ": the path covered";
+          }
+          for (const int32_t context : {513, 515}) {
+            ASSERT_FALSE(gpu.merges_in_o_at(1, context)) << context << ": attention merges";
+          }
+        },
+        /*num_blocks=*/40);
   }
 }
 
