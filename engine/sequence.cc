@@ -14,9 +14,12 @@ Sequence::Sequence(Request request, StreamSink sink_fn, const Tokenizer* tokeniz
       order_(order),
       num_prompt_tokens_(static_cast<int32_t>(request_.prompt_tokens.size())),
       tokens_(request_.prompt_tokens) {
-  ordering_deadline_ =
-      std::min(request_.deadline,
-               request_.arrival + request_.latency_budget.value_or(kDefaultLatencyBudget));
+  ordering_deadline_ = request_.deadline;
+  if (request_.latency_budget.has_value()) {
+    ordering_deadline_ = std::min(ordering_deadline_, request_.arrival + *request_.latency_budget);
+  } else if (request_.deadline == absl::InfiniteFuture()) {
+    ordering_deadline_ = request_.arrival + kDefaultLatencyBudget;
+  }
   tokens_.reserve(tokens_.size() + static_cast<size_t>(request_.stopping.max_tokens) + 1);
 }
 

@@ -14,9 +14,9 @@
 
 namespace rtgen {
 
-// The latency budget of a request that sets none, for ordering only: without it, a request with
-// neither budget nor gRPC deadline sorted after every later one that had either and could wait
-// forever under load. With it, such a request is passed by later ones for at most this long.
+// The latency budget of a request with neither budget nor gRPC deadline, for ordering only: it
+// sorted after every later request that had either and could wait forever under load; now it is
+// passed by later ones for at most this long. A request with a deadline keeps its deadline.
 inline constexpr absl::Duration kDefaultLatencyBudget = absl::Seconds(60);
 
 // Ordered: "has reached state X" is `status >= X`.
@@ -36,8 +36,8 @@ class Sequence {
   const std::string& id() const { return request_.id; }
   uint64_t seed() const { return seed_; }
   int64_t order() const { return order_; }
-  // arrival + latency_budget (kDefaultLatencyBudget when unset) or the hard deadline, whichever
-  // is earlier (ordering only).
+  // arrival + latency_budget or the hard deadline, whichever is earlier; arrival +
+  // kDefaultLatencyBudget when the request has neither (ordering only).
   absl::Time ordering_deadline() const { return ordering_deadline_; }
 
   // Prompt followed by the generated tokens.

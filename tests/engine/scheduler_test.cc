@@ -106,14 +106,17 @@ TEST_F(SchedulerTest, ARequestWithoutBudgetOrDeadlineIsPassedForSixtySecondsAtMo
   // One sequence at a time. "patient" (no budget, no deadline) arrived 61 s ago; "urgent" now,
   // with a 1 s budget. Ordered as if patient's budget were kDefaultLatencyBudget (60 s), it is
   // due 1 s ago and goes first; ordered as due never, it would wait behind every urgent one.
+  // A request with a gRPC deadline and no budget keeps its deadline: "late" (due in 10 minutes)
+  // goes after "budgeted" (due in 2), not as if due in 60 s.
   StepDriver d(Config(64, 64, 4, /*max_seqs=*/1), &tok_);
   const absl::Time now = absl::Now();
   std::vector<std::string> finished;
-  auto add = [&](const std::string& id, absl::Time arrival,
-                 std::optional<absl::Duration> budget) {
+  auto add = [&](const std::string& id, absl::Time arrival, std::optional<absl::Duration> budget,
+                 absl::Time deadline = absl::InfiniteFuture()) {
     Request r = MakeRequest(id, Range(1, 4), 1);
     r.arrival = arrival;
     r.latency_budget = budget;
+    r.deadline = deadline;
     d.scheduler.Add(std::make_unique<Sequence>(
         std::move(r),
         [&finished, id](StreamChunk c) {
@@ -125,9 +128,11 @@ TEST_F(SchedulerTest, ARequestWithoutBudgetOrDeadlineIsPassedForSixtySecondsAtMo
   add("patient", now - absl::Seconds(61), std::nullopt);
   add("urgent", now, absl::Seconds(1));
   add("recent", now - absl::Seconds(30), std::nullopt);  // due in 30 s: after urgent
+  add("late", now, std::nullopt, now + absl::Minutes(10));
+  add("budgeted", now, absl::Minutes(2));
   while (d.scheduler.num_live() > 0) d.Step();
-  EXPECT_EQ(finished,
-            (std::vector<std::string>{"patient", "urgent-early", "urgent", "recent"}));
+  EXPECT_EQ(finished, (std::vector<std::string>{"patient", "urgent-early", "urgent", "recent",
+                                                "budgeted", "late"}));
 }
 
 // Schedules a step on a full pool and runs it: one sequence preempted (waiting again), and the
