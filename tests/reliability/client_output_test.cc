@@ -76,6 +76,9 @@ ClientRun RunClient(std::vector<std::string> args) {
       }
     }
   }
+  for (const pollfd& fd : fds) {
+    if (fd.fd >= 0) close(fd.fd);  // left open where the client was killed
+  }
   int status = 0;
   waitpid(child, &status, 0);
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -115,7 +118,7 @@ TEST(ClientOutputTest, AFailedGenerateThatStreamedNothingPrintsNothingOnStdout) 
 class SilentListener {
  public:
   SilentListener() {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    fd_ = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);  // not inherited by the client
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
