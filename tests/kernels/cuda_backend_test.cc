@@ -517,6 +517,50 @@ TEST(CudaBackendTest, OneSequenceAcrossContextClassesLogitsMatchCpu) {
   }
 }
 
+// One SmolLM2-135M sequence (four layers) on a backend of max_model_len 2048, the server's
+// default: a 2040-token prompt prefilled in chunks of 512 tokens, then decoded a token a step up
+// to a context of exactly 2048, the last context class (partitions that attention merges) with
+// every column of the block table used. Logits against the CPU backend at every sampled step.
+TEST(CudaBackendTest, OneSequenceUpToMaxModelLenLogitsMatchCpu) {
+  ModelConfig smol = SmolLm2Config();
+  smol.num_layers = 4;
+  constexpr int32_t kMaxModelLen = 2048, kPrompt = 2040, kChunk = 512;
+  const int32_t num_blocks = kMaxModelLen / kTestBlockSize;
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  auto cpu = MakeCpuBackend(smol, seed, num_blocks);
+  auto gpu = MakeCudaBackend(smol, seed, {.num_blocks = num_blocks, .max_model_len = kMaxModelLen});
+  ASSERT_TRUE(cpu && gpu);
+  ASSERT_EQ(gpu->max_model_len(), kMaxModelLen);
+  for (const int32_t context : {2041, 2048}) {
+    ASSERT_FALSE(gpu->merges_in_o_at(1, context)) << context << ": attention merges";
+  }
+  std::uniform_int_distribution<int32_t> tok(0, smol.vocab_size - 1);
+  TestSeq seq;
+  seq.tokens.resize(kPrompt);
+  for (int32_t& t : seq.tokens) t = tok(rng);
+  const SamplingParams greedy = Greedy();
+  int32_t next_block = 0;
+  StepBuilder b(kTestBlockSize, &next_block);
+  for (int32_t done = 0; done + kChunk < kPrompt; done += kChunk) {  // chunks that sample nothing
+    b.Add(seq, kChunk, nullptr);
+    const StepInput in = b.Build(false);
+    for (Backend* backend : {static_cast<Backend*>(cpu.get()), static_cast<Backend*>(gpu.get())}) {
+      auto logits = backend->ComputeLogits(in);
+      ASSERT_TRUE(logits.ok()) << logits.status();
+    }
+  }
+  b.Add(seq, kPrompt - seq.computed, &greedy);
+  ExpectSameLogits(*cpu, *gpu, b.Build(false), "the prompt's last chunk");
+  while (static_cast<int32_t>(seq.tokens.size()) < kMaxModelLen) {
+    seq.tokens.push_back(tok(rng));
+    b.Add(seq, 1, &greedy);
+    ExpectSameLogits(*cpu, *gpu, b.Build(true),
+                     "decode at context " + std::to_string(seq.tokens.size()));
+  }
+}
+
 TEST(CudaBackendTest, Llama3RopeScalingLogitsMatchCpu) {
   ModelConfig c = TinyConfig();
   c.rope_theta = 500000.0f;

@@ -35,7 +35,7 @@ std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, ModelWeights 
   CudaBackendOptions o;
   o.max_num_tokens = 512;
   o.max_num_seqs = options.max_num_seqs;
-  o.max_model_len = 1024;
+  o.max_model_len = options.max_model_len;
   o.enable_cuda_graphs = options.graphs;
   o.graph_batch_sizes = options.graph_batch_sizes;
   o.max_prefill_graph_tokens = options.max_prefill_graph_tokens;

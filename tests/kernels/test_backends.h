@@ -35,6 +35,7 @@ struct CudaTestOptions {
   bool mixed_prefill_graphs = true;  // with prefill graphs: multi-sequence ones too
   int32_t max_norm_link_rows = CudaBackendOptions{}.max_norm_link_rows;
   int32_t max_penalty_tokens = CudaBackendOptions{}.max_penalty_tokens;
+  int32_t max_model_len = 1024;
 };
 std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, uint64_t seed,
                                              const CudaTestOptions& options);
