@@ -70,6 +70,15 @@ struct Flags {
   }
 };
 
+// One level of --sweep-concurrency: `level` requests in flight, and requests_per_level x level
+// requests when --requests-per-level is given.
+LoadConfig LevelLoad(const LoadConfig& load, int level, int requests_per_level) {
+  LoadConfig level_load = load;
+  level_load.concurrency = level;
+  if (requests_per_level > 0) level_load.num_requests = requests_per_level * level;
+  return level_load;
+}
+
 absl::StatusOr<Flags> ParseFlags(int argc, char** argv) {
   Flags flags;
   for (int i = 1; i < argc; ++i) {
@@ -249,10 +258,7 @@ int Run(int argc, char** argv) {
     status.Update(PromptSource::CheckConfig(workload));
     if (sweep.empty()) status.Update(CheckLoadConfig(load));
     for (int level : sweep) {
-      LoadConfig level_load = load;
-      level_load.concurrency = level;
-      if (requests_per_level > 0) level_load.num_requests = requests_per_level * level;
-      status.Update(CheckLoadConfig(level_load));
+      status.Update(CheckLoadConfig(LevelLoad(load, level, requests_per_level)));
     }
   }
   if (!status.ok()) {
@@ -353,10 +359,8 @@ int Run(int argc, char** argv) {
   };
   std::vector<SweepRow> rows;
   for (int level : sweep) {
-    LoadConfig level_load = load;
-    level_load.concurrency = level;
-    if (requests_per_level > 0) level_load.num_requests = requests_per_level * level;
-    absl::StatusOr<LoadResult> result = RunLoad(level_load, *client, *prompts);
+    absl::StatusOr<LoadResult> result =
+        RunLoad(LevelLoad(load, level, requests_per_level), *client, *prompts);
     if (!result.ok()) {
       std::fprintf(stderr, "rtgen-bench: %s\n", std::string(result.status().message()).c_str());
       return kUsageError;
