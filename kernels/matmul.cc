@@ -666,8 +666,8 @@ int32_t FusedRopeSmallKRows() {
 }
 
 bool FusedRopeShape(const MatmulContext& ctx, const MatmulParams& p) {
-  static const bool fuse = FusedRopeSmallKRows() != 0;  // "0" off, N rows on
-  static const int32_t small_k_rows = FusedRopeSmallKRows();
+  static const int32_t small_k_rows = FusedRopeSmallKRows();  // read once
+  const bool fuse = small_k_rows != 0;  // "0" off, N rows on
   const int32_t fused_max_rows = p.k <= 2048 ? small_k_rows : 2;
   return ctx.use_gemv() && fuse && p.m <= fused_max_rows && GemvShape(p, false);
 }
