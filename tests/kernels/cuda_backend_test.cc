@@ -74,8 +74,7 @@ void RunScenario(const ModelConfig& c) {
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   std::vector<TestSeq> seqs(3);
   for (size_t i = 0; i < seqs.size(); ++i) {
-    seqs[i].tokens.resize(i == 0 ? 70 : 25 + 10 * i);
-    for (int32_t& t : seqs[i].tokens) t = tok(rng);
+    seqs[i].tokens = RandomTokens(c, i == 0 ? 70 : 25 + 10 * static_cast<int>(i), rng);
   }
   const SamplingParams greedy = Greedy();
   int32_t next_block = 0;
@@ -117,8 +116,7 @@ void RunOneSequence(const ModelConfig& c, int32_t prompt,
   if (::testing::Test::HasFatalFailure()) return;
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   TestSeq seq;
-  seq.tokens.resize(prompt);
-  for (int32_t& t : seq.tokens) t = tok(rng);
+  seq.tokens = RandomTokens(c, prompt, rng);
   const SamplingParams greedy = Greedy();
   int32_t next_block = 0;
   StepBuilder b(16, &next_block);
@@ -139,8 +137,7 @@ void RunOneSequence(const ModelConfig& c, int32_t prompt,
   // sequences, linked over two rows where the shapes allow), then one-token steps again: the
   // linked norms' sums must still start from zero.
   TestSeq other;
-  other.tokens.resize(20);
-  for (int32_t& t : other.tokens) t = tok(rng);
+  other.tokens = RandomTokens(c, 20, rng);
   b.Add(other, static_cast<int32_t>(other.tokens.size()), &greedy);
   ExpectSameLogits(*cpu, *gpu, b.Build(false), "second prefill");
   for (TestSeq* s : {&seq, &other}) {
@@ -173,10 +170,7 @@ TEST(CudaBackendTest, FoldedNormsLogitsMatchCpu) {
   ASSERT_FALSE(gpu->folds_norms_at(2)) << "two rows run on the GEMV";
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   std::vector<TestSeq> seqs(rows);
-  for (TestSeq& s : seqs) {
-    s.tokens.resize(9);
-    for (int32_t& t : s.tokens) t = tok(rng);
-  }
+  for (TestSeq& s : seqs) s.tokens = RandomTokens(c, 9, rng);
   const SamplingParams greedy = Greedy();
   int32_t next_block = 0;
   StepBuilder b(16, &next_block);
@@ -235,15 +229,15 @@ class StepsAgainstCpu {
  public:
   StepsAgainstCpu(const ModelConfig& c, const CudaTestOptions& options, size_t num_seqs,
                   int first_len, int len_step)
-      : seed_(FreshSeed()),
+      : c_(c),
+        seed_(FreshSeed()),
         rng_(seed_),
         cpu_(MakeCpuBackend(c, seed_, options.num_blocks)),
         gpu_(MakeCudaBackend(c, seed_, options)),
         tok_(0, c.vocab_size - 1),
         seqs_(num_seqs) {
     for (size_t i = 0; i < seqs_.size(); ++i) {
-      seqs_[i].tokens.resize(first_len + len_step * i);
-      for (int32_t& t : seqs_[i].tokens) t = tok_(rng_);
+      seqs_[i].tokens = RandomTokens(c, first_len + len_step * static_cast<int>(i), rng_);
     }
   }
   uint64_t seed() const { return seed_; }
@@ -280,13 +274,13 @@ class StepsAgainstCpu {
       b_.Add(seqs_[i], 1, &greedy_);
     }
     TestSeq& fresh = fresh_.emplace_back();
-    fresh.tokens.resize(chunk);
-    for (int32_t& t : fresh.tokens) t = tok_(rng_);
+    fresh.tokens = RandomTokens(c_, chunk, rng_);
     b_.Add(fresh, chunk, &greedy_);
     ExpectSameLogits(*cpu_, *gpu_, b_.Build(false), what);
   }
 
  private:
+  ModelConfig c_;
   uint64_t seed_;
   std::mt19937_64 rng_;
   std::unique_ptr<CpuBackend> cpu_;
@@ -429,8 +423,7 @@ void RunMixed(const ModelConfig& c) {
   std::vector<TestSeq> seqs(8);
   const int lengths[] = {300, 40, 100, 50, 20, 5, 6, 7};
   for (size_t i = 0; i < seqs.size(); ++i) {
-    seqs[i].tokens.resize(lengths[i]);
-    for (int32_t& t : seqs[i].tokens) t = tok(rng);
+    seqs[i].tokens = RandomTokens(c, lengths[i], rng);
   }
   const SamplingParams greedy = Greedy();
   int32_t next_block = 0;
@@ -538,8 +531,7 @@ TEST(CudaBackendTest, OneSequenceUpToMaxModelLenLogitsMatchCpu) {
   }
   std::uniform_int_distribution<int32_t> tok(0, smol.vocab_size - 1);
   TestSeq seq;
-  seq.tokens.resize(kPrompt);
-  for (int32_t& t : seq.tokens) t = tok(rng);
+  seq.tokens = RandomTokens(smol, kPrompt, rng);
   const SamplingParams greedy = Greedy();
   int32_t next_block = 0;
   StepBuilder b(kTestBlockSize, &next_block);
@@ -664,8 +656,7 @@ TEST(CudaBackendTest, StepFailingPartwayLeavesNoState) {
   ASSERT_TRUE(failing->links_norms_at(1)) << "the path this test means to cover";
   std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   TestSeq f;  // the failing backend's sequence; t the twin's
-  f.tokens.resize(20);
-  for (int32_t& id : f.tokens) id = tok(rng);
+  f.tokens = RandomTokens(c, 20, rng);
   TestSeq t = f;
   int32_t next_f = 0, next_t = 0;
   const SamplingParams greedy = Greedy();

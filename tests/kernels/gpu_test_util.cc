@@ -117,6 +117,13 @@ std::vector<float> RandomNormal(size_t n, float stddev, std::mt19937_64& rng) {
   return v;
 }
 
+std::vector<int32_t> RandomTokens(const ModelConfig& c, int n, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
+  std::vector<int32_t> out(n);
+  for (int32_t& t : out) t = tok(rng);
+  return out;
+}
+
 ModelConfig TinyConfig() {
   ModelConfig c;
   c.name = "tiny";

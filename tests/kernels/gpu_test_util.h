@@ -89,6 +89,8 @@ ModelConfig SmolLm2Config();  // SmolLM2-135M shape: 30 layers, 9/3 heads, head_
 // linked norms (kernels/model_forward.h) run through the row-streaming GEMV.
 ModelConfig AllRowsConfig();
 ModelWeights RandomWeights(const ModelConfig& c, uint64_t seed);
+// n token ids drawn uniformly from c's vocabulary.
+std::vector<int32_t> RandomTokens(const ModelConfig& c, int n, std::mt19937_64& rng);
 
 // Builds StepInputs for sequences in a paged cache with sequentially handed-out blocks.
 struct TestSeq {

@@ -18,13 +18,6 @@ Pair MakePair(const ModelConfig& c, uint64_t seed, std::vector<int32_t> tokens, 
   return p;
 }
 
-std::vector<int32_t> RandomTokens(const ModelConfig& c, int n, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
-  std::vector<int32_t> out(n);
-  for (int32_t& t : out) t = tok(rng);
-  return out;
-}
-
 void ExpectDecodeLogits(Pair& p, const ModelConfig& c, TestSeq& g, TestSeq& e,
                         std::mt19937_64& rng, double max_rel_l2) {
   SamplingParams greedy;

@@ -37,8 +37,6 @@ struct Pair {
 Pair MakePair(const ModelConfig& c, uint64_t seed, std::vector<int32_t> tokens,
               bool mixed = true);
 
-std::vector<int32_t> RandomTokens(const ModelConfig& c, int n, std::mt19937_64& rng);
-
 // Three decode steps fed the same random tokens on both backends (the graph one replays its
 // decode graph, bitwise equal to eager: graph_runner_test.cc): each step's logits, which read
 // every key the earlier steps stored, compared bitwise (max_rel_l2 0) or by relative L2 error.

@@ -36,11 +36,9 @@ std::unique_ptr<CudaBackend> Make(const ModelConfig& c, uint64_t seed, bool grap
 // then returns them.
 std::vector<TestSeq> Prefill(std::vector<Backend*> backends, const ModelConfig& c, int n,
                              std::mt19937_64& rng, std::vector<int32_t>* next_blocks) {
-  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   std::vector<TestSeq> seqs(n);
   for (int i = 0; i < n; ++i) {
-    seqs[i].tokens.resize(10 + 7 * i);
-    for (int32_t& t : seqs[i].tokens) t = tok(rng);
+    seqs[i].tokens = RandomTokens(c, 10 + 7 * i, rng);
     seqs[i].seed = 1000 + i;
   }
   constexpr int kStepTokens = 512;  // the test backends' max_num_tokens
@@ -195,7 +193,6 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
     EXPECT_EQ(graph->graph_count(), 9u)
         << "five context classes for bucket 1, three for bucket 2, one for 8";
   }
-  std::uniform_int_distribution<int32_t> tok(0, c.vocab_size - 1);
   std::vector<int32_t> next = {0, 0};
   SamplingParams greedy;
   greedy.temperature = 0.0f;
@@ -206,8 +203,7 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
     SCOPED_TRACE(::testing::Message() << "prompts " << prompts.front() << ".." << prompts.back());
     std::vector<TestSeq> seqs(prompts.size());
     for (size_t i = 0; i < prompts.size(); ++i) {
-      seqs[i].tokens.resize(prompts[i]);
-      for (int32_t& t : seqs[i].tokens) t = tok(rng);
+      seqs[i].tokens = RandomTokens(c, prompts[i], rng);
     }
     for (size_t i = 0; i < seqs.size(); ++i) {  // prefill in steps of at most 512 tokens
       for (int done = 0; done < prompts[i];) {
