@@ -250,7 +250,7 @@ class StepsAgainstCpu {
     }
     ExpectSameLogits(*cpu_, *gpu_, b_.Build(false), what);
   }
-  // Every sequence prefilled, `group` a step (a step holds at most 512 tokens).
+  // Every sequence prefilled, `group` a step (at most max_num_tokens tokens, 512 by default).
   void PrefillAll(size_t group) {
     for (size_t first = 0; first < seqs_.size(); first += group) {
       const size_t count = std::min(group, seqs_.size() - first);
@@ -401,6 +401,53 @@ TEST(CudaBackendTest, FoldedSmolLm2WeightsLogitsMatchCpu) {
   steps.Mixed(40, 60, "40 decode rows and a 60-token prompt");
   steps.Mixed(63, 30, "63 decode rows and a 30-token prompt");
   steps.Decode(64, "decode of 64 after the mixed steps");
+}
+
+// An odd vocabulary at SmolLM2-135M's width (32001: a Hugging Face directory's rows trimmed to
+// its tokenizer's ids): past 4 rows the LM head leaves the GEMV (matmul.cc GemvShape: n > 16384
+// at 5-8 rows, n * k > 4 Mi at 9-16) for cuBLASLt with an odd fp32 output width (rows of 128,004
+// bytes: three in four off their 16-byte alignment). Logits against the CPU backend at a prefill of 12 sampled rows and decode
+// steps of 5, 8 and 12 rows.
+TEST(CudaBackendTest, AnOddVocabularyOnCublasLogitsMatchCpu) {
+  ModelConfig c = SmolLm2Config();
+  c.num_layers = 2;
+  c.vocab_size = 32001;
+  auto ctx = kernels::MatmulContext::Create(/*use_gemv=*/true);
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  for (const int32_t rows : {5, 8, 12}) {
+    kernels::MatmulParams lm_head;
+    lm_head.y_f32 = true;
+    lm_head.m = rows;
+    lm_head.n = c.vocab_size;
+    lm_head.k = c.hidden_size;
+    ASSERT_TRUE(kernels::MatmulRunsOnCublas(**ctx, lm_head)) << rows << ": the path covered";
+  }
+  StepsAgainstCpu steps(c, {.num_blocks = 64}, 12, 5, 3);
+  SCOPED_TRACE(steps.seed());
+  ASSERT_TRUE(steps.ok());
+  steps.PrefillAll(12);
+  for (const size_t count : {5, 8, 12}) {
+    steps.Decode(count, "decode of " + std::to_string(count));
+  }
+}
+
+// Steps of more than the default 512 tokens (a server run with --max_num_batched_tokens 2048):
+// a prefill of two prompts in one step of 1,900 tokens (prefill attention over 1,200 query rows
+// of one sequence, the projections on cuBLASLt at m = 1,900), one of 1,700, decode steps that
+// read every key, and a mixed step of three decode rows beside a 1,000-token prompt. Four layers
+// at SmolLM2-135M's shape keep the CPU reference short.
+TEST(CudaBackendTest, StepsPastFiveHundredTwelveTokensLogitsMatchCpu) {
+  ModelConfig c = SmolLm2Config();
+  c.num_layers = 4;
+  StepsAgainstCpu steps(
+      c, {.num_blocks = 320, .max_model_len = 2048, .max_num_tokens = 2048}, 3, 700, 500);
+  SCOPED_TRACE(steps.seed());
+  ASSERT_TRUE(steps.ok());
+  steps.Prefill(0, 2, "prefill of 700 + 1200 tokens");
+  steps.Prefill(2, 1, "prefill of 1700 tokens");
+  steps.Decode(3, "decode of 3");
+  steps.Mixed(3, 1000, "3 decode rows and a 1000-token prompt");
+  steps.Decode(3, "decode of 3 after the mixed step");
 }
 
 // Mixed steps: decode rows (one-token sequences at rows 0, 1, ...) beside prompt chunks go to

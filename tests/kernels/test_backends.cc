@@ -33,7 +33,7 @@ std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, uint64_t seed
 std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, ModelWeights weights,
                                              const CudaTestOptions& options) {
   CudaBackendOptions o;
-  o.max_num_tokens = 512;
+  o.max_num_tokens = options.max_num_tokens;
   o.max_num_seqs = options.max_num_seqs;
   o.max_model_len = options.max_model_len;
   o.enable_cuda_graphs = options.graphs;

@@ -36,6 +36,7 @@ struct CudaTestOptions {
   int32_t max_norm_link_rows = CudaBackendOptions{}.max_norm_link_rows;
   int32_t max_penalty_tokens = CudaBackendOptions{}.max_penalty_tokens;
   int32_t max_model_len = 1024;
+  int32_t max_num_tokens = 512;  // tokens in one step (the engine's default)
 };
 std::unique_ptr<CudaBackend> MakeCudaBackend(const ModelConfig& c, uint64_t seed,
                                              const CudaTestOptions& options);
