@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "kernels/graph_runner.h"
 #include "tests/kernels/gpu_test_util.h"
+#include "tests/kernels/graph_pair.h"
 #include "tests/kernels/test_backends.h"
 
 namespace rtgen::testing_gpu {
@@ -248,12 +249,27 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
   }
 }
 
-// Greedy decoding of the same sequences on two backends of SmolLM2-135M's shape, random weights
-// from one seed: one replaying graphs (buckets 1, 2, 4, 8), one eager, `n` sequences prefilled in
-// both at the same blocks. Each sequence decodes from token i + 1, then from its sampled tokens.
-class GreedyPair {
+// A row's logprob and top-n list on the graph and the eager backend (a replay's logits are the
+// eager step's, bit for bit: ExpectDecodeStepsEqual): a sampled row's the same bits; a greedy
+// row's within 1e-3 (its log-sum-exp is summed in as many pieces as the step's row count gives
+// it, sampling.cu PlanSampleSplits, and a padded bucket has more rows: sampling_test.cc).
+void ExpectSameRow(const SampledToken& g, const SampledToken& e, bool greedy) {
+  const float tol = greedy ? 1e-3f : 0.0f;
+  EXPECT_NEAR(g.logprob, e.logprob, tol);
+  ASSERT_EQ(g.top.size(), e.top.size());
+  for (size_t j = 0; j < g.top.size(); ++j) {
+    EXPECT_EQ(g.top[j].token_id, e.top[j].token_id) << "top " << j;
+    EXPECT_NEAR(g.top[j].logprob, e.top[j].logprob, tol) << "top " << j;
+  }
+}
+
+// Decoding of the same sequences on two backends of SmolLM2-135M's shape, random weights from
+// one seed: one replaying graphs (buckets 1, 2, 4, 8), one eager, `n` sequences prefilled in both
+// at the same blocks (sequence i seeded 1000 + i). Each sequence decodes from token i + 1, then
+// from its sampled tokens.
+class DecodePair {
  public:
-  GreedyPair(uint64_t seed, int n)
+  DecodePair(uint64_t seed, int n)
       : rng_(seed), graph_(Make(c_, seed, true)), eager_(Make(c_, seed, false)) {
     if (!ready()) return;
     g_ = Prefill({graph_.get(), eager_.get()}, c_, n, rng_, &next_);
@@ -267,15 +283,17 @@ class GreedyPair {
   bool ready() const { return graph_ && eager_; }
   const CudaBackend& graph() const { return *graph_; }
 
-  // One step of sequences [0, rows) on both backends: the eager backend never replays, the two
-  // sample the same tokens, and each is fed back. *out: the graph backend's output.
-  void Step(size_t rows, StepOutput* out) {
+  // One step of sequences [0, rows) on both backends, greedy or row i with (*params)[i]: the
+  // eager backend never replays, the two sample the same tokens (with params, the same logprobs
+  // and top-n lists: ExpectSameRow), and each token is fed back. *out: the graph backend's output.
+  void Step(size_t rows, StepOutput* out, const std::vector<SamplingParams>* params = nullptr) {
     SamplingParams greedy;
     greedy.temperature = 0.0f;
     StepBuilder bg(16, &next_[0]), be(16, &next_[1]);
     for (size_t i = 0; i < rows; ++i) {
-      bg.Add(g_[i], 1, &greedy);
-      be.Add(e_[i], 1, &greedy);
+      const SamplingParams* p = params ? &params->at(i) : &greedy;
+      bg.Add(g_[i], 1, p);
+      be.Add(e_[i], 1, p);
     }
     auto og = graph_->Execute(bg.Build(true));
     auto oe = eager_->Execute(be.Build(true));
@@ -285,7 +303,9 @@ class GreedyPair {
     ASSERT_EQ(og->sampled.size(), rows);
     ASSERT_EQ(oe->sampled.size(), rows);
     for (size_t i = 0; i < rows; ++i) {
-      EXPECT_EQ(og->sampled[i].token_id, oe->sampled[i].token_id) << "seq " << i;
+      SCOPED_TRACE(::testing::Message() << "seq " << i);
+      EXPECT_EQ(og->sampled[i].token_id, oe->sampled[i].token_id);
+      if (params) ExpectSameRow(og->sampled[i], oe->sampled[i], params->at(i).greedy());
       g_[i].tokens.push_back(og->sampled[i].token_id);
       g_[i].output.push_back(og->sampled[i].token_id);
       e_[i].tokens.push_back(oe->sampled[i].token_id);
@@ -302,12 +322,13 @@ class GreedyPair {
   std::vector<TestSeq> g_, e_;  // the sequences as each backend has them
 };
 
-// One GreedyPair step of `rows` sequences whose graph backend replays `bucket`'s graph (0: none,
-// the step runs eagerly).
-void ExpectStepReplays(GreedyPair& pair, size_t rows, int32_t bucket) {
+// One DecodePair step of `rows` sequences (greedy, or sampled with `params`) whose graph backend
+// replays `bucket`'s graph (0: none, the step runs eagerly).
+void ExpectStepReplays(DecodePair& pair, size_t rows, int32_t bucket,
+                       const std::vector<SamplingParams>* params = nullptr) {
   SCOPED_TRACE(::testing::Message() << rows << " rows");
   StepOutput out;
-  ASSERT_NO_FATAL_FAILURE(pair.Step(rows, &out));
+  ASSERT_NO_FATAL_FAILURE(pair.Step(rows, &out, params));
   EXPECT_EQ(out.graph_replayed, bucket > 0);
   if (bucket > 0) {
     EXPECT_EQ(out.graph_bucket, bucket);
@@ -317,11 +338,45 @@ void ExpectStepReplays(GreedyPair& pair, size_t rows, int32_t bucket) {
 TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
-  GreedyPair pair(seed, 3);
+  DecodePair pair(seed, 3);
   ASSERT_TRUE(pair.ready());
   for (int step = 0; step < 8; ++step) {
     SCOPED_TRACE(step);
     ASSERT_NO_FATAL_FAILURE(ExpectStepReplays(pair, 3, 4));
+  }
+}
+
+// Sampling with every per-row feature, each row's parameters its own (temperatures 0.5-2, top-k,
+// top-p, min-p, the three penalties over the row's own prompt and output, 1-7 logprobs, one row
+// greedy), at padded buckets (3 rows in bucket 4's graph, 7 in bucket 8's: their logits are the
+// eager step's, bit for bit, ReplayIsBitwiseEqualToEager) and exact ones: the graph backend
+// samples what the eager one does, tokens, logprobs and top-n lists (ExpectSameRow). A row
+// reading another's parameters, penalty tokens or RNG stream from the graph's fixed buffers, or
+// a padding row's, changes its distribution or its draw.
+TEST(GraphRunnerTest, PaddedBucketsSampleAsEagerWithPerRowParams) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  DecodePair pair(seed, 7);
+  ASSERT_TRUE(pair.ready());
+  std::vector<SamplingParams> params(7);
+  for (int i = 0; i < 7; ++i) {
+    SamplingParams& p = params[i];
+    p.temperature = 0.5f + 0.25f * static_cast<float>(i);
+    p.top_k = i % 2 == 0 ? 10 + 5 * i : 0;
+    p.logprobs = i + 1;
+  }
+  params[2].temperature = 0.0f;  // greedy, with logprobs
+  params[3].top_p = 0.8f;
+  params[4].min_p = 0.05f;
+  params[1].repetition_penalty = 1.3f;
+  params[5].presence_penalty = 0.5f;
+  params[6].frequency_penalty = 0.7f;
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE(step);
+    for (const auto& [rows, bucket] : std::vector<std::pair<size_t, int32_t>>{
+             {3, 4}, {7, 8}, {4, 4}, {2, 2}, {7, 8}}) {
+      ASSERT_NO_FATAL_FAILURE(ExpectStepReplays(pair, rows, bucket, &params));
+    }
   }
 }
 
@@ -332,7 +387,7 @@ TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
 TEST(GraphRunnerTest, DecodePastTheLargestBucketRunsEagerly) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
-  GreedyPair pair(seed, 10);
+  DecodePair pair(seed, 10);
   ASSERT_TRUE(pair.ready());
   ASSERT_EQ(pair.graph().graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
   ASSERT_NO_FATAL_FAILURE(ExpectStepReplays(pair, 10, 0));
@@ -347,7 +402,7 @@ TEST(GraphRunnerTest, DecodePastTheLargestBucketRunsEagerly) {
 TEST(GraphRunnerTest, EveryBucketReplaysAndReplaysAllocateNothing) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
-  GreedyPair pair(seed, 8);
+  DecodePair pair(seed, 8);
   ASSERT_TRUE(pair.ready());
   const CudaBackend& graph = pair.graph();
   ASSERT_EQ(graph.graph_buckets(), (std::vector<int32_t>{1, 2, 4, 8}));
