@@ -406,8 +406,8 @@ TEST(CudaBackendTest, FoldedSmolLm2WeightsLogitsMatchCpu) {
 // An odd vocabulary at SmolLM2-135M's width (32001: a Hugging Face directory's rows trimmed to
 // its tokenizer's ids): past 4 rows the LM head leaves the GEMV (matmul.cc GemvShape: n > 16384
 // at 5-8 rows, n * k > 4 Mi at 9-16) for cuBLASLt with an odd fp32 output width (rows of 128,004
-// bytes: three in four off their 16-byte alignment). Logits against the CPU backend at a prefill of 12 sampled rows and decode
-// steps of 5, 8 and 12 rows.
+// bytes: three in four off their 16-byte alignment). Logits against the CPU backend at a prefill
+// of 12 sampled rows and decode steps of 5, 8 and 12 rows.
 TEST(CudaBackendTest, AnOddVocabularyOnCublasLogitsMatchCpu) {
   ModelConfig c = SmolLm2Config();
   c.num_layers = 2;

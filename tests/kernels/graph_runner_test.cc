@@ -1,6 +1,7 @@
 // Decode CUDA graphs: replay is bitwise equal to eager execution of the same batch, a padded
 // bucket yields the same greedy tokens as the exact batch, every bucket replays without
-// allocating, a batch past the largest bucket runs eagerly, and seeded sampling reproduces.
+// allocating, a batch past the largest bucket runs eagerly, padded buckets sample with per-row
+// parameters as eager does, and seeded sampling reproduces.
 
 #include <cuda_runtime.h>
 
@@ -15,7 +16,6 @@
 #include "gtest/gtest.h"
 #include "kernels/graph_runner.h"
 #include "tests/kernels/gpu_test_util.h"
-#include "tests/kernels/graph_pair.h"
 #include "tests/kernels/test_backends.h"
 
 namespace rtgen::testing_gpu {
@@ -250,9 +250,9 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
 }
 
 // A row's logprob and top-n list on the graph and the eager backend (a replay's logits are the
-// eager step's, bit for bit: ExpectDecodeStepsEqual): a sampled row's the same bits; a greedy
-// row's within 1e-3 (its log-sum-exp is summed in as many pieces as the step's row count gives
-// it, sampling.cu PlanSampleSplits, and a padded bucket has more rows: sampling_test.cc).
+// eager step's, bit for bit: ExpectDecodeStepsEqual): a sampled row's equal, a greedy row's
+// within 1e-3 (its log-sum-exp is summed in as many pieces as the step's row count gives it,
+// sampling.cu PlanSampleSplits, and a padded bucket has more rows: sampling_test.cc).
 void ExpectSameRow(const SampledToken& g, const SampledToken& e, bool greedy) {
   const float tol = greedy ? 1e-3f : 0.0f;
   EXPECT_NEAR(g.logprob, e.logprob, tol);
