@@ -59,17 +59,29 @@ SamplingParams RichParams() {
   return p;
 }
 
+void ExpectSameSample(const SampledToken& g, const SampledToken& e, float tolerance) {
+  const auto expect_logprob = [tolerance](float a, float b) {
+    if (tolerance == 0.0f) {
+      EXPECT_EQ(a, b);
+    } else {
+      EXPECT_NEAR(a, b, tolerance);
+    }
+  };
+  EXPECT_EQ(g.token_id, e.token_id);
+  expect_logprob(g.logprob, e.logprob);
+  ASSERT_EQ(g.top.size(), e.top.size());
+  for (size_t j = 0; j < g.top.size(); ++j) {
+    SCOPED_TRACE(::testing::Message() << "top " << j);
+    EXPECT_EQ(g.top[j].token_id, e.top[j].token_id);
+    expect_logprob(g.top[j].logprob, e.top[j].logprob);
+  }
+}
+
 void ExpectSameSamples(const StepOutput& g, const StepOutput& e) {
   ASSERT_EQ(g.sampled.size(), e.sampled.size());
   for (size_t i = 0; i < g.sampled.size(); ++i) {
     SCOPED_TRACE(i);
-    EXPECT_EQ(g.sampled[i].token_id, e.sampled[i].token_id);
-    EXPECT_EQ(g.sampled[i].logprob, e.sampled[i].logprob);
-    ASSERT_EQ(g.sampled[i].top.size(), e.sampled[i].top.size());
-    for (size_t j = 0; j < g.sampled[i].top.size(); ++j) {
-      EXPECT_EQ(g.sampled[i].top[j].token_id, e.sampled[i].top[j].token_id) << j;
-      EXPECT_EQ(g.sampled[i].top[j].logprob, e.sampled[i].top[j].logprob) << j;
-    }
+    ExpectSameSample(g.sampled[i], e.sampled[i]);
   }
 }
 

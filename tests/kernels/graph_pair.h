@@ -47,7 +47,11 @@ void ExpectDecodeLogits(Pair& p, const ModelConfig& c, TestSeq& g, TestSeq& e,
 // top-k/p, a repetition penalty over the prompt and output, top-5 logprobs (seeds: TestSeq).
 SamplingParams RichParams();
 
-// The same sampled tokens, logprobs and top-n lists, bit for bit.
+// One row's sampled token and top-n ids equal on both backends, its logprobs equal (tolerance 0:
+// compared by ==, which -inf passes and a difference would not) or within `tolerance`.
+void ExpectSameSample(const SampledToken& g, const SampledToken& e, float tolerance = 0.0f);
+
+// The same sampled tokens, logprobs and top-n lists, bit for bit (ExpectSameSample per row).
 void ExpectSameSamples(const StepOutput& g, const StepOutput& e);
 
 // Close distributions (top-5 asked for): the top-1 and top-5 logprobs within kPaddedLogprob,

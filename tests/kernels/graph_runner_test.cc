@@ -15,6 +15,7 @@
 
 #include "gtest/gtest.h"
 #include "kernels/graph_runner.h"
+#include "tests/kernels/graph_pair.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/test_backends.h"
 
@@ -249,19 +250,12 @@ TEST(GraphRunnerTest, ContextClassesReplayBitwiseEqualToEager) {
   }
 }
 
-// A row's logprob and top-n list on the graph and the eager backend (a replay's logits are the
-// eager step's, bit for bit: ExpectDecodeStepsEqual): a sampled row's equal, a greedy row's
-// within 1e-3 (its log-sum-exp is summed in as many pieces as the step's row count gives it,
-// sampling.cu PlanSampleSplits, and a padded bucket has more rows: sampling_test.cc).
-void ExpectSameRow(const SampledToken& g, const SampledToken& e, bool greedy) {
-  const float tol = greedy ? 1e-3f : 0.0f;
-  EXPECT_NEAR(g.logprob, e.logprob, tol);
-  ASSERT_EQ(g.top.size(), e.top.size());
-  for (size_t j = 0; j < g.top.size(); ++j) {
-    EXPECT_EQ(g.top[j].token_id, e.top[j].token_id) << "top " << j;
-    EXPECT_NEAR(g.top[j].logprob, e.top[j].logprob, tol) << "top " << j;
-  }
-}
+// A sampled row's logprob and top-n list are the same on the graph and the eager backend (a
+// replay's logits are the eager step's, bit for bit: ExpectDecodeStepsEqual); a greedy row's
+// within kGreedyLogprobTolerance: its log-sum-exp is summed in as many pieces as the step's row
+// count gives it (sampling.cu PlanSampleSplits), and a padded bucket has more rows
+// (sampling_test.cc).
+constexpr float kGreedyLogprobTolerance = 1e-3f;
 
 // Decoding of the same sequences on two backends of SmolLM2-135M's shape, random weights from
 // one seed: one replaying graphs (buckets 1, 2, 4, 8), one eager, `n` sequences prefilled in both
@@ -284,8 +278,8 @@ class DecodePair {
   const CudaBackend& graph() const { return *graph_; }
 
   // One step of sequences [0, rows) on both backends, greedy or row i with (*params)[i]: the
-  // eager backend never replays, the two sample the same tokens (with params, the same logprobs
-  // and top-n lists: ExpectSameRow), and each token is fed back. *out: the graph backend's output.
+  // eager backend never replays, the two sample the same tokens, logprobs and top-n lists
+  // (ExpectSameSample), and each token is fed back. *out: the graph backend's output.
   void Step(size_t rows, StepOutput* out, const std::vector<SamplingParams>* params = nullptr) {
     SamplingParams greedy;
     greedy.temperature = 0.0f;
@@ -304,8 +298,8 @@ class DecodePair {
     ASSERT_EQ(oe->sampled.size(), rows);
     for (size_t i = 0; i < rows; ++i) {
       SCOPED_TRACE(::testing::Message() << "seq " << i);
-      EXPECT_EQ(og->sampled[i].token_id, oe->sampled[i].token_id);
-      if (params) ExpectSameRow(og->sampled[i], oe->sampled[i], params->at(i).greedy());
+      const bool greedy = !params || params->at(i).greedy();
+      ExpectSameSample(og->sampled[i], oe->sampled[i], greedy ? kGreedyLogprobTolerance : 0.0f);
       g_[i].tokens.push_back(og->sampled[i].token_id);
       g_[i].output.push_back(og->sampled[i].token_id);
       e_[i].tokens.push_back(oe->sampled[i].token_id);
@@ -350,7 +344,7 @@ TEST(GraphRunnerTest, PaddedBucketGivesSameTokensAsExactBatch) {
 // top-p, min-p, the three penalties over the row's own prompt and output, 1-7 logprobs, one row
 // greedy), at padded buckets (3 rows in bucket 4's graph, 7 in bucket 8's: their logits are the
 // eager step's, bit for bit, ReplayIsBitwiseEqualToEager) and exact ones: the graph backend
-// samples what the eager one does, tokens, logprobs and top-n lists (ExpectSameRow). A row
+// samples what the eager one does, tokens, logprobs and top-n lists (ExpectSameSample). A row
 // reading another's parameters, penalty tokens or RNG stream from the graph's fixed buffers, or
 // a padding row's, changes its distribution or its draw.
 TEST(GraphRunnerTest, PaddedBucketsSampleAsEagerWithPerRowParams) {
