@@ -1,6 +1,7 @@
 #pragma once
 // A graph backend and its eager twin on the same weights, for tests that compare a replayed
-// prefill or mixed step with the eager one (prefill_graph_test.cc, mixed_graph_test.cc).
+// prefill or mixed step with the eager one (prefill_graph_test.cc, mixed_graph_test.cc); its
+// per-row sample check is also graph_runner_test.cc's.
 
 #include <cstdint>
 #include <memory>
