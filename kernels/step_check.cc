@@ -1,5 +1,7 @@
 #include "kernels/step_check.h"
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -88,6 +90,21 @@ absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
             "slot_mapping[", q, "] = ", in.slot_mapping[q], " in a decode-only step must be -1 "
             "or the slot of position ", newest, " (", slot, ")"));
       }
+    }
+  }
+  // Two tokens stored to one slot in a step (a position repeated within a sequence, or two
+  // sequences writing a shared block) would race on the device: which key lands depends on
+  // timing, where the CPU backend's last write wins.
+  std::vector<std::pair<int32_t, int32_t>> stored;  // (slot, token)
+  for (int32_t t = 0; t < n; ++t) {
+    if (in.slot_mapping[t] != -1) stored.emplace_back(in.slot_mapping[t], t);
+  }
+  std::sort(stored.begin(), stored.end());
+  for (size_t i = 1; i < stored.size(); ++i) {
+    if (stored[i].first == stored[i - 1].first) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slot_mapping[", stored[i].second, "] = ", stored[i].first, " is also slot_mapping[",
+          stored[i - 1].second, "]: one step stores one token a slot"));
     }
   }
   for (int32_t t = 0; t < n; ++t) {

@@ -32,7 +32,8 @@ struct CudaStepLimits {
 //   position's slot or nowhere (-1): decode attention may read the older keys before the step's
 //   own are written;
 // - every token is stored to its position's slot through its block table or nowhere (-1), so
-//   that no key lands in another position's or another sequence's slot;
+//   that no key lands in another position's slot, and no two tokens of the step are stored to
+//   one slot (a repeated position, or two sequences writing one block: the stores would race);
 // - slot_mapping entries are -1 or slots of the pool; token ids are in the vocabulary or
 //   PendingToken stand-ins for which `pending_row` (the logits row of the step launched before,
 //   -1 when it did not sample that token on the device or a launch after it failed once its

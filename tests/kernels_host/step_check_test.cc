@@ -157,6 +157,21 @@ INSTANTIATE_TEST_SUITE_P(
             [](StepInput& in) { in.slot_mapping[0] = 58; }, false,
             "slot_mapping[0] = 58 must be -1 or the slot of position 0 through its block table "
             "(32)"},
+        Bad{"position repeated within a prompt",
+            [](StepInput& in) {
+              in.positions[1] = 0;
+              in.slot_mapping[1] = 32;
+            },
+            false, "slot_mapping[1] = 32 is also slot_mapping[0]: one step stores one token a "
+                   "slot"},
+        Bad{"two decode rows writing one shared block",
+            [](StepInput& in) {  // both sequences at position 5 of block 2
+              in.positions = {5, 5};
+              in.slot_mapping = {37, 37};
+              in.context_lens = {6, 6};
+              in.block_tables = {2, -1, 2, -1};
+            },
+            true, "slot_mapping[1] = 37 is also slot_mapping[0]"},
         Bad{"query_start past the tokens", [](StepInput& in) { in.query_start[1] = 9; }, false,
             "query_start of sequence 0 is bad"},
         Bad{"token past the vocabulary", [](StepInput& in) { in.token_ids[4] = 100; }, false,
