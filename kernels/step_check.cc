@@ -95,8 +95,10 @@ absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
   // Two tokens stored to one slot in a step (a position repeated within a sequence, or two
   // sequences writing a shared block) would race on the device: which key lands depends on
   // timing, where the CPU backend's last write wins.
+  // A one-token step (batch-1 decode, every step of the latency path) skips the allocation.
   std::vector<std::pair<int32_t, int32_t>> stored;  // (slot, token)
-  for (int32_t t = 0; t < n; ++t) {
+  if (n > 1) stored.reserve(n);
+  for (int32_t t = 0; n > 1 && t < n; ++t) {
     if (in.slot_mapping[t] != -1) stored.emplace_back(in.slot_mapping[t], t);
   }
   std::sort(stored.begin(), stored.end());
