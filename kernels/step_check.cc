@@ -10,6 +10,30 @@
 #include "engine/sampling/step_samples_check.h"
 
 namespace rtgen {
+namespace {
+
+// Two tokens stored to one slot in a step (a position repeated within a sequence, or two
+// sequences writing a shared block) would race on the device: which key lands depends on
+// timing, where the CPU backend's last write wins. Sorts the n tokens' stored slots (-1: none);
+// CheckCudaStep skips it for a one-token step (batch-1 decode, the latency path).
+absl::Status CheckSlotsStoredOnce(const std::vector<int32_t>& slot_mapping, int32_t n) {
+  std::vector<std::pair<int32_t, int32_t>> stored;  // (slot, token)
+  stored.reserve(n);
+  for (int32_t t = 0; t < n; ++t) {
+    if (slot_mapping[t] != -1) stored.emplace_back(slot_mapping[t], t);
+  }
+  std::sort(stored.begin(), stored.end());
+  for (size_t i = 1; i < stored.size(); ++i) {
+    if (stored[i].first == stored[i - 1].first) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "slot_mapping[", stored[i].second, "] = ", stored[i].first, " is also slot_mapping[",
+          stored[i - 1].second, "]: one step stores one token a slot"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
                            absl::FunctionRef<int32_t(int32_t)> pending_row) {
@@ -92,22 +116,8 @@ absl::Status CheckCudaStep(const StepInput& in, const CudaStepLimits& cap,
       }
     }
   }
-  // Two tokens stored to one slot in a step (a position repeated within a sequence, or two
-  // sequences writing a shared block) would race on the device: which key lands depends on
-  // timing, where the CPU backend's last write wins.
-  // A one-token step (batch-1 decode, every step of the latency path) skips the allocation.
-  std::vector<std::pair<int32_t, int32_t>> stored;  // (slot, token)
-  if (n > 1) stored.reserve(n);
-  for (int32_t t = 0; n > 1 && t < n; ++t) {
-    if (in.slot_mapping[t] != -1) stored.emplace_back(in.slot_mapping[t], t);
-  }
-  std::sort(stored.begin(), stored.end());
-  for (size_t i = 1; i < stored.size(); ++i) {
-    if (stored[i].first == stored[i - 1].first) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "slot_mapping[", stored[i].second, "] = ", stored[i].first, " is also slot_mapping[",
-          stored[i - 1].second, "]: one step stores one token a slot"));
-    }
+  if (n > 1) {  // a one-token step stores one slot at most
+    RETURN_IF_ERROR(CheckSlotsStoredOnce(in.slot_mapping, n));
   }
   for (int32_t t = 0; t < n; ++t) {
     const int32_t id = in.token_ids[t];
