@@ -4,11 +4,8 @@
 # floors' divisor; the first run's stood for both), a peer that prints FAIL for a shape makes the
 # script exit non-zero, and a run that dies before writing its JSON (the rtgen runs' or the
 # peer's) is not replaced by the file an earlier run left in the same OUT.
-set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "${work}"' EXIT
-mkdir -p "${work}/bundle/bin"
+# shellcheck source=tests/device_scripts/test_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/test_setup.sh"
 # The stand-in: one decode row a model named by --models, at copy bandwidth 4208 GB/s for the
 # small models' run and 4233 for the 8B run; with FAKE_DIE=1 it exits 1 without writing.
 cat > "${work}/bundle/bin/rtgen-engine-bench" <<'BENCH'
@@ -30,8 +27,6 @@ chmod +x "${work}/bundle/bin/rtgen-engine-bench"
 printf 'print("FAIL llama3-8b 64 compiled RuntimeError()")\n' \
   > "${work}/bundle/torch_decode_peer.py"
 
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 run() { OUT="${work}/out" MODELS_SMALL=smollm2-135m "${root}/scripts/device/engine_bench.sh" \
           "${work}/bundle" "$@" 2>&1; }
 

@@ -3,11 +3,8 @@
 # JSON: its table keeps each round in its column when a run fails ("-" in that place), a variant
 # may be labelled like a column ("floor"), a failed run makes the script exit non-zero, and an
 # earlier run's JSON in a reused OUT does not stand in for a run that failed.
-set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "${work}"' EXIT
-mkdir -p "${work}/bundle/bin"
+# shellcheck source=tests/device_scripts/test_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/test_setup.sh"
 # The stand-in: writes one decode row (TPOT FAKE_TPOT) to --json; with FAKE_FAIL_ONCE=FILE the
 # first call (FILE absent) fails without writing, as a crashed run does.
 cat > "${work}/bundle/bin/rtgen-engine-bench" <<'BENCH'
@@ -25,9 +22,6 @@ printf '{"models": {"llama3-8b": {"decode": [{"batch": 64, "tpot_ms": %s, "floor
   "tpot_pipelined_ms": null}]}}}\n' "${FAKE_TPOT}" > "${json}"
 BENCH
 chmod +x "${work}/bundle/bin/rtgen-engine-bench"
-
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 out=$(OUT="${work}/out" ROUNDS=2 "${root}/scripts/device/env_ab.sh" "${work}/bundle" \
         base=FAKE_TPOT=5.1 floor=FAKE_TPOT=5.2,FAKE_FAIL_ONCE="${work}/failed" 2>&1)

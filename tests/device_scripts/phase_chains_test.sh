@@ -5,11 +5,8 @@
 # more a layer when attention and o both run. The script must find each phase's 2.0 / 3.0 / ...
 # alone, the layer's 0.8 beyond their sum, and the 0.8 on attention+o alone among the pairs;
 # a run that fails makes it exit non-zero with "-" where that run's figures would be.
-set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "${work}"' EXIT
-mkdir -p "${work}/bundle/bin"
+# shellcheck source=tests/device_scripts/test_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/test_setup.sh"
 cat > "${work}/bundle/bin/rtgen-engine-bench" <<'BENCH'
 #!/usr/bin/env python3
 import json, os, sys
@@ -28,9 +25,6 @@ json.dump({"models": {"smollm2-135m": {"config": {"layers": 30},
           open(json_path, "w"))
 BENCH
 chmod +x "${work}/bundle/bin/rtgen-engine-bench"
-
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 out=$(OUT="${work}/out" ROUNDS=2 "${root}/scripts/device/phase_chains.sh" "${work}/bundle" 2>&1)
 status=$?
