@@ -102,7 +102,8 @@ for key in keys:
     for pair in pairs:
         a, b = pair.split("+")
         v, va, vb = per_layer(pair, key), per_layer(a, key), per_layer(b, key)
-        cells.append(f"{'-':>24}" if None in (v, va, vb) else f"{v:>14.2f} ({tidy(v - va - vb):+6.2f})")
+        cells.append(f"{'-':>24}" if None in (v, va, vb)
+                     else f"{v:>14.2f} ({tidy(v - va - vb):+6.2f})")
     print(f"{key[0]:<14} {key[1]:>5} " + " ".join(cells))
 PY
 summary=$?  # a crash of the summary is a failure too
