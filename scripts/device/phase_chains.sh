@@ -14,7 +14,9 @@
 # Usage: scripts/device/phase_chains.sh BUNDLE
 # Environment: MODELS (default smollm2-135m), BATCHES (default 1), ROUNDS (default 2), STEPS
 #   (decode steps a run, default 64), REPEATS (default 5), TIMEOUT (seconds a run, default 300),
-#   OUT (logs and JSON). Exits non-zero when a run or the summary fails.
+#   OUT (logs and JSON). Exits non-zero when a run or the summary fails. Other switches in the
+#   environment reach every run (a control: RTGEN_DECODE_MERGE_IN_O=0 phase_chains.sh BUNDLE);
+#   RTGEN_DIAG_SKIP is the script's own.
 set -uo pipefail
 bundle="${1:?usage: phase_chains.sh BUNDLE}"
 out="${OUT:-$(mktemp -d)}"
