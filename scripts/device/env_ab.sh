@@ -6,6 +6,8 @@
 #     scripts/device/env_ab.sh build/device base= off=RTGEN_GEMV_EVICT_FIRST_MB=0
 #   BIN=NAME among the assignments runs BUNDLE/bin/NAME instead of rtgen-engine-bench (another
 #   build of it, e.g. from an older commit, bundled beside it: old=BIN=rtgen-engine-bench-old).
+#   A piece without "=" continues the value before it, so a value may hold commas:
+#   two=RTGEN_DIAG_SKIP=qkv,o sets RTGEN_DIAG_SKIP to "qkv,o".
 # Environment: MODELS (default the three shapes), BATCHES (default 1,64), REPEATS (default 5),
 #   STEPS (decode steps per run, default 64; the sweep of engine_bench.sh runs 128),
 #   ROUNDS (default 1: the variants are run in turn this many times), EAGER=1 (also time the
@@ -38,8 +40,12 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
     for pair in "${pairs[@]}"; do
       if [[ "${pair}" == BIN=* ]]; then
         bench="${bundle}/bin/${pair#BIN=}"
-      elif [[ -n "${pair}" ]]; then
+      elif [[ "${pair}" == *=* ]]; then
         envs+=("${pair}")
+      elif [[ -n "${pair}" ]]; then
+        (( ${#envs[@]} > 0 )) ||
+          { echo "env_ab: '${pair}' in '${variant}' continues no assignment" >&2; exit 2; }
+        envs[-1]+=",${pair}"
       fi
     done
     [[ -x "${bench}" ]] || { echo "env_ab: ${bench} is not an executable" >&2; exit 2; }

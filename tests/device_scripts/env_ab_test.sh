@@ -6,7 +6,8 @@
 # shellcheck source=tests/device_scripts/test_setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/test_setup.sh"
 # The stand-in: writes one decode row (TPOT FAKE_TPOT) to --json; with FAKE_FAIL_ONCE=FILE the
-# first call (FILE absent) fails without writing, as a crashed run does.
+# first call (FILE absent) fails without writing, as a crashed run does; with FAKE_LIST set to
+# anything but "a,b" it fails too.
 cat > "${work}/bundle/bin/rtgen-engine-bench" <<'BENCH'
 #!/usr/bin/env bash
 json=""
@@ -14,6 +15,7 @@ while (( $# > 0 )); do
   [[ "$1" == --json ]] && { json="$2"; shift; }
   shift
 done
+[[ -n "${FAKE_LIST:-}" && "${FAKE_LIST}" != a,b ]] && exit 4  # a value with a comma, cut
 if [[ -n "${FAKE_FAIL_ONCE:-}" && ! -e "${FAKE_FAIL_ONCE}" ]]; then
   touch "${FAKE_FAIL_ONCE}"
   exit 1
@@ -47,5 +49,16 @@ status=$?
 [[ ${status} != 0 ]] || fail "a failed run in a reused OUT, yet env_ab.sh exited 0"
 grep -E '^llama3-8b +64 ' <<< "${out}" | grep -q '5\.100' &&
   fail "an earlier run's JSON stood in for a failed run: ${out}"
+# A value with commas reaches the bench whole (FAKE_LIST=a,b), and a piece that continues no
+# assignment is refused by name.
+out=$(OUT="${work}/out3" ROUNDS=1 "${root}/scripts/device/env_ab.sh" "${work}/bundle" \
+        list=FAKE_TPOT=5.4,FAKE_LIST=a,b 2>&1)
+status=$?
+[[ ${status} == 0 ]] || fail "FAKE_LIST=a,b did not reach the bench whole: ${out}"
+grep -E '^llama3-8b +64 ' <<< "${out}" | grep -q '5\.400' || fail "no 5.400 for list: ${out}"
+out=$(OUT="${work}/out4" "${root}/scripts/device/env_ab.sh" "${work}/bundle" bad=b,FAKE_TPOT=1 2>&1)
+status=$?
+[[ ${status} == 2 && "${out}" == *"'b' in 'bad=b,FAKE_TPOT=1' continues no assignment"* ]] ||
+  fail "a piece continuing nothing: exit ${status}, '${out}'"
 (( failures == 0 )) && echo "env_ab_test: passed"
 exit $(( failures > 0 ))
