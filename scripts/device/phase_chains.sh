@@ -11,55 +11,35 @@
 # alone; the layer's is the whole step's cost a layer less the five phases' costs alone. Session
 # 71 (SmolLM2-135M b1, H100): the five alone added to 11.2 of the layer's 12.0 us, and the 0.8
 # left was all attention -> o's.
+# The runs go through env_ab.sh (one variant a label), as where_time_goes.sh's do.
 # Usage: scripts/device/phase_chains.sh BUNDLE
-# Environment: MODELS (default smollm2-135m), BATCHES (default 1), ROUNDS (default 2), STEPS
-#   (decode steps a run, default 64), REPEATS (default 5), TIMEOUT (seconds a run, default 300),
-#   OUT (logs and JSON). Exits non-zero when a run or the summary fails. Other switches in the
-#   environment reach every run (a control: RTGEN_DECODE_MERGE_IN_O=0 phase_chains.sh BUNDLE);
-#   RTGEN_DIAG_SKIP is the script's own.
+# Environment: MODELS (default smollm2-135m), BATCHES (default 1), ROUNDS (default 2), and
+#   STEPS, REPEATS, TIMEOUT, OUT as env_ab.sh. Exits non-zero when a run or the summary fails.
+#   Other switches in the environment reach every run (a control: RTGEN_DECODE_MERGE_IN_O=0
+#   phase_chains.sh BUNDLE); RTGEN_DIAG_SKIP is the script's own.
 set -uo pipefail
 bundle="${1:?usage: phase_chains.sh BUNDLE}"
 out="${OUT:-$(mktemp -d)}"
-mkdir -p "${out}"
-# shellcheck disable=SC1091
-[[ -f "${bundle}/env.sh" ]] && source "${bundle}/env.sh"
-bench="${bundle}/bin/rtgen-engine-bench"
-[[ -x "${bench}" ]] || { echo "phase_chains: ${bench} is not an executable" >&2; exit 2; }
 phases=(qkv attention o gate_up down)
-# label -> the layer phases left running (space separated; "all" for the whole step)
-labels=(whole base)
-declare -A left=([whole]=all [base]="")
-for p in "${phases[@]}"; do labels+=("${p}"); left[${p}]="${p}"; done
-for i in "${!phases[@]}"; do
-  a=${phases[i]} b=${phases[(i + 1) % ${#phases[@]}]}  # down is followed by the next qkv
-  labels+=("${a}+${b}")
-  left[${a}+${b}]="${a} ${b}"
-done
-# RTGEN_DIAG_SKIP for a label: every layer phase not left. The norms are never skipped: where
-# they are launches of their own, base has them too, so they cancel out of every figure.
-skips_of() {
-  local keep=" ${left[$1]} " list="" p
-  [[ "${left[$1]}" == all ]] && { echo ""; return; }
+# Each variant's RTGEN_DIAG_SKIP lists every layer phase it does not leave running. The norms
+# are never skipped: where they are launches of their own, base has them too, so they cancel
+# out of every figure.
+skips_but() {  # the phases not among "$@", comma separated
+  local keep=" $* " list="" p
   for p in "${phases[@]}"; do
     [[ "${keep}" == *" ${p} "* ]] || list+="${list:+,}${p}"
   done
   echo "${list}"
 }
-rc=0
-for round in $(seq 1 "${ROUNDS:-2}"); do
-  for label in "${labels[@]}"; do
-    json="${out}/${label}_${round}.json"
-    rm -f "${json}"  # no earlier run's file may stand in for a run that dies before writing
-    RTGEN_DIAG_SKIP="$(skips_of "${label}")" timeout "${TIMEOUT:-300}" "${bench}" \
-      --models "${MODELS:-smollm2-135m}" --batches "${BATCHES:-1}" --steps "${STEPS:-64}" \
-      --repeats "${REPEATS:-5}" --built-repeats 0 --ttft-prompts 128 --ttft-repeats 1 \
-      --no-eager --json "${json}" > "${out}/${label}_${round}.log" 2>&1
-    status=$?
-    echo "== round ${round}: ${label} (RTGEN_DIAG_SKIP='$(skips_of "${label}")'): exit ${status}"
-    (( status != 0 )) && tail -5 "${out}/${label}_${round}.log"
-    rc=$(( rc | status ))
-  done
+variants=(whole= "base=RTGEN_DIAG_SKIP=$(skips_but)")
+for p in "${phases[@]}"; do variants+=("${p}=RTGEN_DIAG_SKIP=$(skips_but "${p}")"); done
+for i in "${!phases[@]}"; do
+  a=${phases[i]} b=${phases[(i + 1) % ${#phases[@]}]}  # down is followed by the next qkv
+  variants+=("${a}+${b}=RTGEN_DIAG_SKIP=$(skips_but "${a}" "${b}")")
 done
+OUT="${out}" MODELS="${MODELS:-smollm2-135m}" BATCHES="${BATCHES:-1}" ROUNDS="${ROUNDS:-2}" \
+  "$(dirname "${BASH_SOURCE[0]}")/env_ab.sh" "${bundle}" "${variants[@]}"
+rc=$?
 python3 - "${out}" "${ROUNDS:-2}" "${phases[@]}" <<'PY'
 import json, os, statistics, sys
 out, rounds, phases = sys.argv[1], int(sys.argv[2]), sys.argv[3:]

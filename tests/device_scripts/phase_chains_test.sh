@@ -40,9 +40,9 @@ pair() { printf '%s\\ \\(\\ \\%s\\)' "${1//./\\.}" "${2//./\\.}"; }  # "5.00 ( +
 expected="$(pair 5.00 +0.00)\ +$(pair 5.30 +0.80)\ +$(pair 4.00 +0.00)\ +$(pair 4.50 +0.00)"
 [[ "${pairs}" =~ ${expected}\ +$(pair 4.00 +0.00)$ ]] ||
   fail "pairs row: '${pairs}'"
-grep -q "RTGEN_DIAG_SKIP='attention,o,gate_up,down'" <<< "${out}" ||
+grep -q "round 1: qkv (RTGEN_DIAG_SKIP=attention,o,gate_up,down;" <<< "${out}" ||
   fail "the qkv-alone run did not skip the other four phases"
-grep -q "base (RTGEN_DIAG_SKIP='qkv,attention,o,gate_up,down')" <<< "${out}" ||
+grep -q "round 1: base (RTGEN_DIAG_SKIP=qkv,attention,o,gate_up,down;" <<< "${out}" ||
   fail "base did not skip every layer phase"
 
 # The o-alone run fails in both rounds: non-zero exit, and "-" for o, the sum and the beyond.
