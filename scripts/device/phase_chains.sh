@@ -40,23 +40,13 @@ done
 OUT="${out}" MODELS="${MODELS:-smollm2-135m}" BATCHES="${BATCHES:-1}" ROUNDS="${ROUNDS:-2}" \
   "$(dirname "${BASH_SOURCE[0]}")/env_ab.sh" "${bundle}" "${variants[@]}"
 rc=$?
-python3 - "${out}" "${ROUNDS:-2}" "${phases[@]}" <<'PY'
-import json, os, statistics, sys
-out, rounds, phases = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+python3 - "${out}" "${ROUNDS:-2}" "$(dirname "${BASH_SOURCE[0]}")" "${phases[@]}" <<'PY'
+import sys
+out, rounds, here, phases = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+sys.path.insert(0, here)
+from bench_runs import median_tpots
 pairs = [f"{a}+{phases[(i + 1) % len(phases)]}" for i, a in enumerate(phases)]
-def load(label):
-    """(model, batch) -> median TPOT ms over the rounds that wrote one; model -> layers."""
-    tpots, layers = {}, {}
-    for r in range(1, rounds + 1):
-        path = os.path.join(out, f"{label}_{r}.json")
-        if not os.path.exists(path):
-            continue
-        for name, m in json.load(open(path))["models"].items():
-            layers[name] = m["config"]["layers"]
-            for row in m.get("decode", []):
-                tpots.setdefault((name, row["batch"]), []).append(row["tpot_ms"])
-    return {k: statistics.median(v) for k, v in tpots.items()}, layers
-runs = {label: load(label) for label in ["whole", "base"] + phases + pairs}
+runs = {label: median_tpots(out, label, rounds) for label in ["whole", "base"] + phases + pairs}
 def per_layer(label, key):
     """us a layer above base, or None when either run is missing."""
     t, b = runs[label][0].get(key), runs["base"][0].get(key)

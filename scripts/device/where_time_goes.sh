@@ -15,36 +15,24 @@ for part in "${parts[@]}"; do variants+=("${part}=RTGEN_DIAG_SKIP=${part}"); don
 OUT="${out}" BATCHES="${BATCHES:-1}" ROUNDS="${ROUNDS:-2}" \
   "$(dirname "${BASH_SOURCE[0]}")/env_ab.sh" "${bundle}" "${variants[@]}"
 rc=$?
-python3 - "${out}" "${ROUNDS:-2}" "${parts[@]}" <<'PY'
-import json, os, statistics, sys
-out, rounds, parts = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
-def tpots(label):
-    found = {}
-    for r in range(1, rounds + 1):
-        path = os.path.join(out, f"{label}_{r}.json")
-        if not os.path.exists(path):
-            continue
-        for name, m in json.load(open(path))["models"].items():
-            for row in m.get("decode", []):
-                found.setdefault((name, row["batch"]), []).append(row["tpot_ms"])
-                found[(name, "layers")] = m["config"]["layers"]
-    return found
-whole = tpots("whole")
-skipped = {p: tpots(p) for p in parts}
+python3 - "${out}" "${ROUNDS:-2}" "$(dirname "${BASH_SOURCE[0]}")" "${parts[@]}" <<'PY'
+import sys
+out, rounds, here, parts = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+sys.path.insert(0, here)
+from bench_runs import median_tpots
+whole, layers = median_tpots(out, "whole", rounds)
+skipped = {p: median_tpots(out, p, rounds)[0] for p in parts}
 print("\ncost of each part inside the graph, us (median of the rounds; layer parts per layer)")
 print(f"{'model':<14} {'batch':>5} {'step ms':>8} " + " ".join(f"{p:>9}" for p in parts))
-for (name, batch), values in whole.items():
-    if batch == "layers":
-        continue
-    step = statistics.median(values)
+for (name, batch), step in whole.items():
     cells = []
     for p in parts:
         skip = skipped[p].get((name, batch))
-        if not skip:
+        if skip is None:
             cells.append(f"{'-':>9}")
             continue
-        saved_us = (step - statistics.median(skip)) * 1e3
-        per = saved_us if p == "lm_head" else saved_us / whole[(name, "layers")]
+        saved_us = (step - skip) * 1e3
+        per = saved_us if p == "lm_head" else saved_us / layers[name]
         cells.append(f"{per:>9.1f}")
     print(f"{name:<14} {batch:>5} {step:>8.3f} " + " ".join(cells))
 PY
