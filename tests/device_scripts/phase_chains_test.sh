@@ -1,29 +1,13 @@
 #!/usr/bin/env bash
-# scripts/device/phase_chains.sh on this machine, against a stand-in rtgen-engine-bench whose
-# TPOT is a sum it knows: 40 us of step kernels, per layer (30 layers) qkv 2.0, attention 3.0,
-# o 1.5, gate_up 2.5 and down 2.0 us for the phases RTGEN_DIAG_SKIP leaves running, and 0.8 us
-# more a layer when attention and o both run. The script must find each phase's 2.0 / 3.0 / ...
+# scripts/device/phase_chains.sh on this machine, against phase_cost_bench.py as the bundle's
+# rtgen-engine-bench (TPOT a sum it knows: 40 us of step kernels, per layer qkv 2.0, attention
+# 3.0, o 1.5, gate_up 2.5 and down 2.0 us for the phases left running, and 0.8 us more a layer
+# when attention and o both run). The script must find each phase's 2.0 / 3.0 / ...
 # alone, the layer's 0.8 beyond their sum, and the 0.8 on attention+o alone among the pairs;
 # a run that fails makes it exit non-zero with "-" where that run's figures would be.
 # shellcheck source=tests/device_scripts/test_setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/test_setup.sh"
-cat > "${work}/bundle/bin/rtgen-engine-bench" <<'BENCH'
-#!/usr/bin/env python3
-import json, os, sys
-args = sys.argv[1:]
-json_path = args[args.index("--json") + 1]
-skips = set(filter(None, os.environ.get("RTGEN_DIAG_SKIP", "").split(",")))
-fail = os.environ.get("FAKE_FAIL_SKIP")  # fail (writing nothing) when the skips are these
-if fail is not None and skips == set(filter(None, fail.split(","))):
-    sys.exit(3)
-cost = {"qkv": 2.0, "attention": 3.0, "o": 1.5, "gate_up": 2.5, "down": 2.0}
-running = [p for p in cost if p not in skips]
-per_layer = sum(cost[p] for p in running) + (0.8 if {"attention", "o"} <= set(running) else 0)
-tpot_ms = (40.0 + 30 * per_layer) / 1e3
-json.dump({"models": {"smollm2-135m": {"config": {"layers": 30},
-                                       "decode": [{"batch": 1, "tpot_ms": tpot_ms}]}}},
-          open(json_path, "w"))
-BENCH
+cp "$(dirname "${BASH_SOURCE[0]}")/phase_cost_bench.py" "${work}/bundle/bin/rtgen-engine-bench"
 chmod +x "${work}/bundle/bin/rtgen-engine-bench"
 
 out=$(OUT="${work}/out" ROUNDS=2 "${root}/scripts/device/phase_chains.sh" "${work}/bundle" 2>&1)
