@@ -2,13 +2,9 @@
 # scripts/device/join_model.sh: parts whose join matches the checksum give the joined file's
 # path; a missing directory, no parts, no checksum file, a file that holds no SHA-256 sum or a
 # mismatch exit 2 (a missing directory passed: both sums read empty, and empty equals empty).
-set -uo pipefail
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=tests/device_scripts/test_setup.sh
+source "$(dirname "${BASH_SOURCE[0]}")/test_setup.sh"
 tool="${root}/scripts/device/join_model.sh"
-work=$(mktemp -d)
-trap 'rm -rf "${work}"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 expect_refused() {  # DIR WHAT MESSAGE: exit 2 and stderr naming the cause
   local out status
   out=$("${tool}" "$1" 2>&1)
