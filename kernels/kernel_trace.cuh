@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "kernels/device_utils.cuh"
-#include "kernels/kernel_trace_records.h"
+#include "kernels/kernel_trace_binder.h"
 
 #if RTGEN_KERNEL_TRACE
 
@@ -59,8 +59,10 @@ class KernelTraceScope {
     if (i >= b->capacity) return;
     unsigned long long grid;
     asm volatile("mov.u64 %0, %%gridid;" : "=l"(grid));
+    unsigned smid;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
     const unsigned long long* marks = TraceMarkSlots();
-    b->records[i] = {grid, start_, TraceWaitSlot(), end, {marks[0], marks[1]}, tag_};
+    b->records[i] = {grid, start_, TraceWaitSlot(), end, {marks[0], marks[1]}, tag_, smid};
     static_assert(kTraceMarks == 2);
   }
 

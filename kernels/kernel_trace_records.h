@@ -1,9 +1,6 @@
 #pragma once
 // What the kernel trace (kernel_trace.h) records, shared by the device side (kernel_trace.cuh)
-// and the host side (kernel_trace.cc). Plain C++17 with the CUDA runtime only (.cu files
-// include it).
-
-#include <cuda_runtime.h>
+// and the host side (kernel_trace.cc, trace_spans.cc). Plain C++17 (.cu files include it).
 
 #include <cstdint>
 
@@ -38,6 +35,7 @@ struct KernelTraceRecord {
   unsigned long long end;                 // its thread 0 left
   unsigned long long marks[kTraceMarks];  // RTGEN_TRACE_MARK(i) passed (0: not recorded)
   uint32_t tag;                           // TraceTag
+  uint32_t smid;                          // %smid: the SM the block ran on
 };
 
 struct KernelTraceBuffer {
@@ -45,10 +43,5 @@ struct KernelTraceBuffer {
   unsigned long long capacity;
   KernelTraceRecord* records;
 };
-
-// Each translation unit that traces kernels registers how to point its device copy of the
-// buffer pointer at the buffer (kernel_trace.cuh: without relocatable device code every .cu has
-// its own copy). Returns true (for a static initialiser).
-bool RegisterKernelTraceBinder(cudaError_t (*bind)(KernelTraceBuffer* buffer));
 
 }  // namespace rtgen::kernels
