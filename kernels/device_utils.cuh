@@ -38,6 +38,18 @@ __device__ __forceinline__ void AddRelease(uint32_t* p, uint32_t v) {
   asm volatile("red.release.gpu.global.add.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// Marks `v` as written here, so that nothing computed from it is placed before this point: a
+// load whose value is first used after ArrivesHere(value) stays in flight until then, instead
+// of being waited for where the compiler would convert it (often right after the load, which
+// holds up every load issued after it by a round trip to L2).
+__device__ __forceinline__ void ArrivesHere(float& v) { asm volatile("mov.b32 %0, %0;" : "+f"(v)); }
+__device__ __forceinline__ void ArrivesHere(long long& v) {
+  asm volatile("mov.b64 %0, %0;" : "+l"(v));
+}
+__device__ __forceinline__ void ArrivesHere(unsigned long long& v) {
+  asm volatile("mov.b64 %0, %0;" : "+l"(v));
+}
+
 // The L2 cache policy that marks lines evict-first (weights read once per step), for loads and
 // copies with an L2::cache_hint (sm_90 has no plain evict-first qualifier for 16-byte loads).
 __device__ __forceinline__ uint64_t EvictFirstPolicy() {

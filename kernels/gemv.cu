@@ -154,15 +154,6 @@ __device__ __forceinline__ float PendingUpdate(long long pending) {
   return RoundBf16(PendingProduct(pending));
 }
 
-// A producer's pending product of `feature` (0 without pending products), zeroed for the next
-// fused MLP: read by the one lane that joins the feature.
-__device__ __forceinline__ float JoinPending(const GemvNormLink& link, int feature) {
-  if (link.pending == nullptr) return 0.0f;
-  const float update = PendingUpdate(__ldcg(link.pending + feature));
-  link.pending[feature] = 0;
-  return update;
-}
-
 // A consumer's input row rebuilt from pending products: x[i] = bf16(h * weight[i]) with
 // h = residual[i] + bf16(pending[i]), into shared memory; returns sum(h^2), the same in every
 // block (fixed order). Called by every thread (block barriers inside: x is visible after it).
@@ -394,6 +385,7 @@ __global__ void __launch_bounds__(W * 32)
   const bool producer = kLink && kEpi == Epilogue::kStore && link.sum_sq != nullptr;
   bool joins[kJoinSlots];
   float join_weight[kJoinSlots], join_residual[kJoinSlots];
+  long long join_pending[kJoinSlots];  // a producer's pending products (fused MLP), or 0
 #pragma unroll
   for (int s = 0; s < kJoinSlots; ++s) {
     const int i = threadIdx.x + s * W * 32, j = i % kTileRows;
@@ -417,18 +409,22 @@ __global__ void __launch_bounds__(W * 32)
   // rope_early).
   if (!kRope || rope_early) PdlLaunchDependents();
   // Written by the kernels before this one, so read after the wait, while the main loop streams:
-  // the producer's residual values, and a consumer's sum of squares (its 1 / rms scales the sums
-  // in the epilogue; used only there, so the load does not hold up the loop). A consumer also
-  // zeroes the slot of the norm before, whose consumer is done.
+  // the producer's residual values and pending products (zeroed for the next fused MLP), and a
+  // consumer's sum of squares (its 1 / rms scales the sums in the epilogue). Used only in the
+  // epilogue; each value is waited for at ArrivesHere below, not at its load, so these loads
+  // are in flight together (and with a formed row's). A consumer also zeroes the slot of the norm
+  // before, whose consumer is done.
 #pragma unroll
   for (int s = 0; s < kJoinSlots; ++s) {  // pending products: one row (GemvSupported)
     const int i = threadIdx.x + s * W * 32, row = i / kTileRows, j = i % kTileRows;
-    join_residual[s] = joins[s] ? __ldcg(link.residual + static_cast<int64_t>(row) * p.n + n0 + j) +
-                                      JoinPending(link, n0 + j)
-                                : 0.0f;
+    join_residual[s] =
+        joins[s] ? __ldcg(link.residual + static_cast<int64_t>(row) * p.n + n0 + j) : 0.0f;
+    const bool pends = joins[s] && link.pending != nullptr;
+    join_pending[s] = pends ? __ldcg(link.pending + n0 + j) : 0;
+    if (pends) link.pending[n0 + j] = 0;
   }
-  // A consumer: thread r < m reads row r's sum (used only in the epilogue).
-  const unsigned long long link_sum =
+  // A consumer: thread r < m reads row r's sum.
+  unsigned long long link_sum =
       kLink && link.scale_by != nullptr && threadIdx.x < p.m
           ? __ldcg(link.scale_by + threadIdx.x * kNormSumRowStride)
           : 0;
@@ -438,6 +434,15 @@ __global__ void __launch_bounds__(W * 32)
   float rebuilt_sum_sq = 0.0f;  // kRebuild: sum(h^2) over the rebuilt row
   if constexpr (kRebuild) rebuilt_sum_sq = RebuildRow(link.rebuild, p.k, s_x);
   if constexpr (kSrc == XSource::kMerged) MergeRow(p.merged, merged_parts, p.k, s_x);
+  // The link's values arrive here, before the main loop: in flight with a formed row's loads
+  // above, but not held across the loop (held there, the merged o GEMV of Llama-3-8B at one row
+  // measured ~1 us slower: read as the loop's streamed loads sharing fewer scoreboards).
+#pragma unroll
+  for (int s = 0; s < kJoinSlots; ++s) {
+    ArrivesHere(join_residual[s]);
+    ArrivesHere(join_pending[s]);
+  }
+  ArrivesHere(link_sum);
   for (; grp < full_groups; grp += W) {
     const int next = grp + W;
     uint4 wn[U];
@@ -531,8 +536,10 @@ __global__ void __launch_bounds__(W * 32)
 #pragma unroll
       for (int s = 0; s < kJoinSlots; ++s) {
         const int i = threadIdx.x + s * W * 32, row = i / kTileRows, j = i % kTileRows;
+        const float residual =
+            join_residual[s] + (link.pending != nullptr ? PendingUpdate(join_pending[s]) : 0.0f);
         float sq = joins[s] ? NormLinkJoin(link, static_cast<int64_t>(row) * p.n + n0 + j,
-                                           join_residual[s], join_weight[s],
+                                           residual, join_weight[s],
                                            ScaledBy<kLink>(TileSum<W>(partial, row, j),
                                                            s_inv_rms, row))
                             : 0.0f;
