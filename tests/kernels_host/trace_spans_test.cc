@@ -77,6 +77,19 @@ TEST(TraceSpansTest, PlacementAgainstTheGridBefore) {
       << table;
 }
 
+// "The grid before" is the one just before: a third grid on an SM only the first used has no
+// blocks on the grid before's SMs.
+TEST(TraceSpansTest, PlacementAgainstOnlyTheGridJustBefore) {
+  const std::vector<KernelTraceRecord> records = {Block(1, 0, 0, 0, 1000),
+                                                  Block(2, 1, 1000, 0, 2000),
+                                                  Block(3, 0, 2000, 0, 3000)};
+  const std::vector<KernelSpan> spans = SpansFromRecords(records);
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[1].blocks_on_prev_sms, 0);
+  EXPECT_EQ(spans[2].blocks_on_prev_sms, 0);
+  EXPECT_DOUBLE_EQ(spans[2].median_run_off_prev_sms_us, 1.0);
+}
+
 TEST(TraceSpansTest, NoRecordsNoGrids) {
   EXPECT_TRUE(SpansFromRecords({}).empty());
   EXPECT_NE(FormatKernelTimeline({}).find("the step spans 0.00"), std::string::npos);
