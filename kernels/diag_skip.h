@@ -17,7 +17,9 @@ enum class StepPart {
   // (RTGEN_NORM_FOLD=0 times them).
   kAttnNorm,   // "attn_norm": the RMSNorm (and residual add) before qkv
   kQkv,        // "qkv": the qkv projection with RoPE and the KV store
-  kAttention,  // "attention"
+  // "attention". Left out, it also leaves the o projection without partitions to merge: o then
+  // runs the plain GEMV on a row, not the merging one of the whole step (session 72).
+  kAttention,
   kO,          // "o": the output projection
   kFfnNorm,    // "ffn_norm"
   kGateUp,     // "gate_up": gate_up with SiLU·mul

@@ -8,12 +8,10 @@
 //
 // Each traced kernel's block records the global timer when it starts, when its PDL wait returns
 // (launch.h PdlWait), at up to kTraceMarks marks inside the kernel (RTGEN_TRACE_MARK) and when
-// its thread 0 leaves (the block's end as far as the trace knows); the host groups the records by
-// grid and orders the grids by their first start. Kernels that are not ours (cuBLASLt) leave
-// gaps.
+// its thread 0 leaves (the block's end as far as the trace knows), with the SM it ran on; the
+// host groups the records by grid and orders the grids by their first start (trace_spans.h).
+// Kernels that are not ours (cuBLASLt) leave gaps.
 
-#include <cstdint>
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"

@@ -8,9 +8,11 @@
 # The phases left run back to back with the others skipped, their results garbage: a chain of
 # one kind of kernel, each with its hand-off to the next of its kind. A phase alone costs
 # (TPOT with it alone - base) / layers; a pair's "beyond" is its cost less its two phases' costs
-# alone; the layer's is the whole step's cost a layer less the five phases' costs alone. Session
-# 71 (SmolLM2-135M b1, H100): the five alone added to 11.2 of the layer's 12.0 us, and the 0.8
-# left was all attention -> o's.
+# alone; the layer's is the whole step's cost a layer less the five phases' costs alone. With
+# attention skipped the o projection has no partitions to merge (kernels/diag_skip.h), so "o"
+# alone is the plain GEMV and attention+o's beyond holds the merge's cost. Session 71
+# (SmolLM2-135M b1, H100): the five alone added to 11.2 of the layer's 12.0 us, and the 0.8
+# left was all attention -> o's: the merge (session 72).
 # The runs go through env_ab.sh (one variant a label), as where_time_goes.sh's do.
 # Usage: scripts/device/phase_chains.sh BUNDLE
 # Environment: MODELS (default smollm2-135m), BATCHES (default 1), ROUNDS (default 2), and
