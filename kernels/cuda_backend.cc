@@ -10,6 +10,7 @@
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_check.h"
 #include "kernels/device_weights.h"
+#include "kernels/diag_skip.h"
 #include "kernels/env_switch.h"
 #include "kernels/graph_buckets.h"
 #include "kernels/graph_runner.h"
@@ -69,6 +70,9 @@ struct CudaBackend::Impl {
   std::unique_ptr<GraphRunner> graphs;          // decode steps
   std::unique_ptr<GraphRunner> prefill_graphs;  // prefill and mixed steps
   int64_t decode_graph_replays = 0;             // queued (CudaBackend::decode_graph_replays)
+  // RTGEN_DIAG_SKIP's copies (diag_skip.h): the bucket of the latest step and its steps in a row.
+  int32_t diag_copies_bucket = 0;
+  int64_t diag_copies_steps = 0;
   // Launched, not collected; oldest first. PendingToken(j) of a new step reads the token of
   // in_flight.back()'s samples[j], from its logits row sample_row[j] (ModelForward's chain
   // tokens); a launch after a step with host-sampled rows is refused, so that token is on the
@@ -489,9 +493,21 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
                                            &penalty_entries, &row));
   }
   bool sampler_may_have_run = false;  // this step's sampler: it writes the chain tokens
+  // RTGEN_DIAG_SKIP's "upload" and "download" (diag_skip.h): a decode graph step's copies left
+  // out once the bucket's arrays are laid out.
+  if (plan.bucket != impl.diag_copies_bucket) {
+    impl.diag_copies_bucket = plan.bucket;
+    impl.diag_copies_steps = 0;
+  }
+  const bool copies_kept =
+      plan.bucket == 0 || impl.diag_copies_steps++ < kernels::kDiagCopiesKeptReplays;
+  const bool upload = copies_kept || !kernels::DiagSkips(kernels::StepPart::kUpload);
+  const bool download = copies_kept || !kernels::DiagSkips(kernels::StepPart::kDownload);
   const auto enqueue = [&]() -> absl::Status {
-    RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream, plan.slot,
-                                      penalty_entries));
+    if (upload) {
+      RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream,
+                                        plan.slot, penalty_entries));
+    }
     // A graph holds its sampler: once its launch is tried, it may have run.
     sampler_may_have_run = plan.bucket > 0 || plan.prefill_tokens > 0;
     if (plan.bucket > 0) {
@@ -508,7 +524,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
       sampler_may_have_run = impl.forward->sampler_queued();
       RETURN_IF_ERROR(ran);
     }
-    if (sample) {
+    if (sample && download) {
       RETURN_IF_ERROR(impl.step->Download(rows, seqs, impl.stream, plan.slot, plan.top));
     }
     RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(impl.done[plan.slot], impl.stream));

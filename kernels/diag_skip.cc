@@ -9,8 +9,8 @@
 namespace rtgen::kernels {
 namespace {
 
-constexpr const char* kNames[] = {"attn_norm", "qkv",     "attention", "o",
-                                  "ffn_norm",  "gate_up", "down",      "lm_head"};
+constexpr const char* kNames[] = {"attn_norm", "qkv",     "attention", "o",      "ffn_norm",
+                                  "gate_up",   "down",    "lm_head",   "upload", "download"};
 
 unsigned ParseSkips() {
   std::stringstream list(EnvValue("RTGEN_DIAG_SKIP"));

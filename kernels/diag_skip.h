@@ -25,7 +25,17 @@ enum class StepPart {
   kGateUp,     // "gate_up": gate_up with SiLU·mul
   kDown,       // "down"
   kLmHead,     // "lm_head": the final norm and the LM head
+  // Around the graph, not in it (cuda_backend.cc): a decode graph step's host-to-device copy of
+  // its step arrays ("upload") or device-to-host copy of its sampled rows ("download"), once
+  // kDiagCopiesKeptReplays steps of its bucket in a row have copied theirs (laying out the
+  // bucket's arrays). Later steps then run on those arrays and return stale rows: the step's
+  // time without the copies, against with them, is what they add to a step.
+  kUpload,
+  kDownload,
 };
+
+// Steps of one decode bucket in a row whose copies run before "upload" / "download" skip theirs.
+inline constexpr long kDiagCopiesKeptReplays = 16;
 
 // True when RTGEN_DIAG_SKIP names `part` (read once per process; unknown names are reported on
 // stderr and ignored, and the parts left out are reported once).
