@@ -312,15 +312,36 @@ absl::Status CudaBackend::CaptureGraphs() {
     return impl.step->Upload(bucket, bucket, 0, impl.stream);
   };
   auto bounds = [&](int32_t bucket) { return impl.forward->DecodeContextBounds(bucket); };
+  // Staged buckets (step_buffers.h): the graph holds its copies, captured for host slot 0 and
+  // instantiated again for slot 1.
+  const bool staged = StepBuffers::GraphCopies();
   auto record = [&](int32_t bucket, int32_t context_bound) -> absl::Status {
-    return impl.forward->Run(ForwardShape::Decode(bucket, context_bound),
-                             impl.step->device(bucket, bucket), impl.kv, impl.stream);
+    ForwardShape shape = ForwardShape::Decode(bucket, context_bound);
+    shape.staged_inputs = staged && impl.step->Stages(bucket);
+    if (shape.staged_inputs) RETURN_IF_ERROR(impl.step->StageIn(bucket, bucket, impl.stream, 0));
+    RETURN_IF_ERROR(
+        impl.forward->Run(shape, impl.step->device(bucket, bucket), impl.kv, impl.stream));
+    if (shape.staged_inputs) RETURN_IF_ERROR(impl.step->StageOut(bucket, bucket, impl.stream, 0));
+    return absl::OkStatus();
   };
+  static_assert(GraphRunner::kSlots == StepBuffers::kHostSlots);
+  GraphRunner::RetargetFn retarget = nullptr;
+  if (staged) {
+    retarget = [&](cudaGraph_t graph, int32_t slot) -> absl::Status {
+      int32_t found = 0;
+      RETURN_IF_ERROR(impl.step->RetargetGraphCopies(graph, slot, &found));
+      if (found != 0 && found != 2) {
+        return absl::InternalError(absl::StrCat("a decode graph holds ", found,
+                                                " staged copies (0 or 2: in and out)"));
+      }
+      return absl::OkStatus();
+    };
+  }
   // Decode bucket shapes are tuned here, in the eager warm-up run before each capture; no
   // other step tunes (matmul.h).
   impl.forward->AllowMatmulTuning(true);
   absl::StatusOr<std::unique_ptr<GraphRunner>> graphs =
-      GraphRunner::Capture("decode", buckets, bounds, prepare, record, impl.stream);
+      GraphRunner::Capture("decode", buckets, bounds, prepare, record, impl.stream, retarget);
   impl.forward->AllowMatmulTuning(false);
   ASSIGN_OR_RETURN(impl.graphs, std::move(graphs));
   RETURN_IF_ERROR(CapturePrefillGraphs());
@@ -503,15 +524,20 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
       plan.bucket == 0 || impl.diag_copies_steps++ < kernels::kDiagCopiesKeptReplays;
   const bool upload = copies_kept || !kernels::DiagSkips(kernels::StepPart::kUpload);
   const bool download = copies_kept || !kernels::DiagSkips(kernels::StepPart::kDownload);
+  // A staged decode graph copies the step's arrays itself (step_buffers.h), all but penalties.
+  const bool staged =
+      plan.bucket > 0 && StepBuffers::GraphCopies() && impl.step->Stages(plan.bucket);
   const auto enqueue = [&]() -> absl::Status {
-    if (upload) {
+    if (staged) {
+      RETURN_IF_ERROR(impl.step->UploadPenalties(penalty_entries, impl.stream, plan.slot));
+    } else if (upload) {
       RETURN_IF_ERROR(impl.step->Upload(rows, seqs, in.max_blocks_per_seq, impl.stream,
                                         plan.slot, penalty_entries));
     }
     // A graph holds its sampler: once its launch is tried, it may have run.
     sampler_may_have_run = plan.bucket > 0 || plan.prefill_tokens > 0;
     if (plan.bucket > 0) {
-      RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream));
+      RETURN_IF_ERROR(impl.graphs->Replay(plan.bucket, context_bound, impl.stream, plan.slot));
       ++impl.decode_graph_replays;
     } else if (plan.prefill_tokens > 0) {
       RETURN_IF_ERROR(
@@ -524,7 +550,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
       sampler_may_have_run = impl.forward->sampler_queued();
       RETURN_IF_ERROR(ran);
     }
-    if (sample && download) {
+    if (sample && download && !staged) {
       RETURN_IF_ERROR(impl.step->Download(rows, seqs, impl.stream, plan.slot, plan.top));
     }
     RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(impl.done[plan.slot], impl.stream));

@@ -83,10 +83,11 @@ __global__ void EmbeddingKernel(EmbeddingParams p) {
 
 cudaError_t Embedding(EmbeddingParams p, cudaStream_t stream) {
   if (p.num_tokens <= 0) return cudaSuccess;
+  const bool pdl = PdlEnabled() && !p.plain_launch;
   if (p.hidden % 8 == 0 && p.hidden <= kVecMaxHidden) {
-    return LaunchKernel(EmbeddingVecKernel, p.num_tokens, kThreads, 0, stream, p);
+    return LaunchKernelPdlIf(pdl, EmbeddingVecKernel, p.num_tokens, kThreads, 0, stream, p);
   }
-  return LaunchKernel(EmbeddingKernel, p.num_tokens, kThreads, 0, stream, p);
+  return LaunchKernelPdlIf(pdl, EmbeddingKernel, p.num_tokens, kThreads, 0, stream, p);
 }
 
 }  // namespace rtgen::kernels

@@ -27,6 +27,10 @@ struct EmbeddingParams {
   // the step's sampler (SampleTokensParams::resolved_token_ids). Written after the PDL wait: the
   // previous step's sampler may still read its own.
   int32_t* resolved_ids = nullptr;
+  // A plain stream-ordered launch instead of a programmatic dependent one: token_ids were
+  // written by the kernel before it (StepBuffers::StageIn), and the kernel reads them before
+  // its PDL wait.
+  bool plain_launch = false;
 };
 
 cudaError_t Embedding(EmbeddingParams p, cudaStream_t stream);

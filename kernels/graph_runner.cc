@@ -14,7 +14,8 @@ absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(const char* ki
                                                                   const VariantsFn& variants,
                                                                   const PrepareFn& prepare,
                                                                   const RecordFn& record,
-                                                                  cudaStream_t stream) {
+                                                                  cudaStream_t stream,
+                                                                  const RetargetFn& retarget) {
   std::unique_ptr<GraphRunner> runner(new GraphRunner(kind));
   std::sort(buckets.begin(), buckets.end(), std::greater<>());
   for (int32_t bucket : buckets) {
@@ -24,7 +25,7 @@ absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(const char* ki
       return absl::InternalError(absl::StrCat("no ", kind, " graph variants for size ", bucket));
     }
     std::sort(all.begin(), all.end(), std::greater<>());
-    std::map<int32_t, cudaGraphExec_t>& graphs = runner->graphs_[bucket];
+    std::map<int32_t, std::vector<cudaGraphExec_t>>& graphs = runner->graphs_[bucket];
     for (const int32_t variant : all) {
       if (graphs.count(variant)) continue;
       RETURN_IF_ERROR(prepare(bucket, variant));
@@ -43,12 +44,20 @@ absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(const char* ki
                                                 "): ", recorded.message()));
       }
       RTGEN_CUDA_RETURN_IF_ERROR(ended);
-      cudaGraphExec_t exec = nullptr;
-      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+      std::vector<cudaGraphExec_t>& execs = graphs[variant];
+      auto instantiate = [&]() -> absl::Status {
+        for (int32_t slot = 0; slot < (retarget ? kSlots : 1); ++slot) {
+          if (slot > 0) RETURN_IF_ERROR(retarget(graph, slot));
+          cudaGraphExec_t exec = nullptr;
+          RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
+          execs.push_back(exec);
+          RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec, stream));
+        }
+        return absl::OkStatus();
+      };
+      const absl::Status instantiated = instantiate();
       cudaGraphDestroy(graph);
-      RTGEN_CUDA_RETURN_IF_ERROR(inst);
-      graphs[variant] = exec;
-      RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec, stream));
+      RETURN_IF_ERROR(instantiated);
     }
   }
   RTGEN_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
@@ -57,7 +66,9 @@ absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(const char* ki
 
 GraphRunner::~GraphRunner() {
   for (auto& [bucket, graphs] : graphs_) {
-    for (auto& [variant, exec] : graphs) cudaGraphExecDestroy(exec);
+    for (auto& [variant, execs] : graphs) {
+      for (cudaGraphExec_t exec : execs) cudaGraphExecDestroy(exec);
+    }
   }
 }
 
@@ -80,11 +91,18 @@ int32_t GraphRunner::VariantAtLeast(int32_t bucket, int32_t least) const {
   return variant == it->second.end() ? -1 : variant->first;
 }
 
-absl::Status GraphRunner::Replay(int32_t bucket, int32_t variant, cudaStream_t stream) const {
+absl::Status GraphRunner::Replay(int32_t bucket, int32_t variant, cudaStream_t stream,
+                                 int32_t slot) const {
   const auto it = graphs_.find(bucket);
   if (it != graphs_.end()) {
     if (const auto graph = it->second.find(variant); graph != it->second.end()) {
-      RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(graph->second, stream));
+      const std::vector<cudaGraphExec_t>& execs = graph->second;
+      if (slot < 0 || slot >= kSlots) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("host slot ", slot, " is outside [0, ", kSlots, ")"));
+      }
+      const size_t index = execs.size() == 1 ? 0 : static_cast<size_t>(slot);
+      RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(execs[index], stream));
       return absl::OkStatus();
     }
   }

@@ -38,14 +38,18 @@ class GraphRunner {
   using RecordFn = std::function<absl::Status(int32_t bucket, int32_t variant)>;
   // variants(bucket): its variants, not empty (decode: its context classes).
   using VariantsFn = std::function<std::vector<int32_t>(int32_t bucket)>;
+  // retarget(graph, slot): points a captured graph's host-side copies at host slot `slot`
+  // (step_buffers.h RetargetGraphCopies); graphs are captured for slot 0.
+  using RetargetFn = std::function<absl::Status(cudaGraph_t graph, int32_t slot)>;
 
-  // `kind` names the step in errors ("decode", "prefill").
-  static absl::StatusOr<std::unique_ptr<GraphRunner>> Capture(const char* kind,
-                                                              std::vector<int32_t> buckets,
-                                                              const VariantsFn& variants,
-                                                              const PrepareFn& prepare,
-                                                              const RecordFn& record,
-                                                              cudaStream_t stream);
+  // `kind` names the step in errors ("decode", "prefill"). With `retarget`, each graph is
+  // instantiated once per host slot (kSlots), retargeted before each instantiation but the
+  // first; without, once, for any slot.
+  static absl::StatusOr<std::unique_ptr<GraphRunner>> Capture(
+      const char* kind, std::vector<int32_t> buckets, const VariantsFn& variants,
+      const PrepareFn& prepare, const RecordFn& record, cudaStream_t stream,
+      const RetargetFn& retarget = nullptr);
+  static constexpr int32_t kSlots = 2;  // StepBuffers::kHostSlots
   ~GraphRunner();
   GraphRunner(const GraphRunner&) = delete;
   GraphRunner& operator=(const GraphRunner&) = delete;
@@ -58,7 +62,9 @@ class GraphRunner {
   int32_t VariantFor(int32_t bucket, int32_t least) const;
   // The smallest captured variant of `bucket` >= least; -1 when there is none.
   int32_t VariantAtLeast(int32_t bucket, int32_t least) const;
-  absl::Status Replay(int32_t bucket, int32_t variant, cudaStream_t stream) const;
+  // Launches the graph of `bucket` and `variant` instantiated for host slot `slot`.
+  absl::Status Replay(int32_t bucket, int32_t variant, cudaStream_t stream,
+                      int32_t slot = 0) const;
   std::vector<int32_t> buckets() const;
   // Graphs captured (every bucket's variants of at least min_variant).
   size_t num_graphs(int32_t min_variant = std::numeric_limits<int32_t>::min()) const;
@@ -66,8 +72,8 @@ class GraphRunner {
  private:
   explicit GraphRunner(const char* kind) : kind_(kind) {}
   const char* kind_;
-  // Per bucket: its variants' graphs.
-  std::map<int32_t, std::map<int32_t, cudaGraphExec_t>> graphs_;
+  // Per bucket: its variants' graphs, one per host slot (or one for every slot).
+  std::map<int32_t, std::map<int32_t, std::vector<cudaGraphExec_t>>> graphs_;
 };
 
 }  // namespace rtgen

@@ -433,6 +433,7 @@ absl::Status ModelForward::Run(const ForwardShape& shape, const StepArrays& step
                                  c.vocab_size, At<int32_t>(chain_tokens_)};
   if (fold_step_) embed.out16 = At<__nv_bfloat16>(normed_);  // the bf16 residual stream
   embed.resolved_ids = At<int32_t>(resolved_tokens_);
+  embed.plain_launch = shape.staged_inputs;
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::Embedding(embed, stream));
   if (persistent_step) {
     const PersistentActivations acts{At<float>(residual_), At<float>(logits_)};

@@ -52,6 +52,9 @@ struct ForwardShape {
   // norms over several rows needs (its last down projection writes the final norm's rows in token
   // order).
   bool samples_in_token_order = false;
+  // The step arrays are written by a kernel just before the step (StepBuffers::StageIn), not by
+  // a copy: the embedding, which reads them before its PDL wait, is then a plain launch.
+  bool staged_inputs = false;
   // A decode step of `rows` sequences, each sampled (a graph bucket's shape).
   static ForwardShape Decode(int32_t rows, int32_t context_bound = 0) {
     return {rows, rows, rows, true, true, context_bound, true};

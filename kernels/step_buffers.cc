@@ -1,10 +1,14 @@
 #include "kernels/step_buffers.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
 #include "engine/common/status_macros.h"
+#include "kernels/cuda_check.h"
+#include "kernels/env_switch.h"
+#include "kernels/step_copy.h"
 
 namespace rtgen {
 namespace {
@@ -63,6 +67,9 @@ absl::StatusOr<StepBuffers> StepBuffers::Create(const StepCapacity& capacity) {
   b.slot_bytes_ = bytes;
   ASSIGN_OR_RETURN(b.device_memory_, DeviceBuffer::Allocate(bytes));
   ASSIGN_OR_RETURN(b.host_memory_, PinnedBuffer::Allocate(bytes * kHostSlots));
+  void* mapped = nullptr;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(&mapped, b.host_memory_.get(), 0));
+  b.host_on_device_ = static_cast<char*>(mapped);
   if (capacity.max_penalty_entries > 0) {
     const size_t entries =
         static_cast<size_t>(capacity.max_penalty_entries) * sizeof(kernels::SamplePenaltyEntry);
@@ -130,6 +137,102 @@ absl::Status StepBuffers::Download(int32_t tokens, int32_t seqs, cudaStream_t st
   const size_t bytes = static_cast<size_t>(end - Bytes(h.out_tokens));
   RTGEN_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(h.out_tokens, d.out_tokens, bytes, cudaMemcpyDeviceToHost, stream));
+  return absl::OkStatus();
+}
+
+void* StepBuffers::HostOnDevice(int32_t slot, size_t offset) const {
+  return host_on_device_ + static_cast<size_t>(slot) * slot_bytes_ + offset;
+}
+
+bool StepBuffers::GraphCopies() {
+  static const bool graph = kernels::EnvChoice("RTGEN_STEP_COPIES", {"memcpy", "graph"}, 1) == 1;
+  return graph;
+}
+
+bool StepBuffers::Stages(int32_t seqs) const {
+  return static_cast<size_t>(seqs) * capacity_.max_blocks_per_seq * sizeof(int32_t) <=
+         kWholeTableBytes;
+}
+
+absl::Status StepBuffers::StageIn(int32_t tokens, int32_t seqs, cudaStream_t stream,
+                                  int32_t slot) const {
+  const StepArrays h = host(tokens, seqs, slot), d = device(tokens, seqs);
+  const size_t bytes = static_cast<size_t>(Bytes(h.block_tables) - Bytes(h.token_ids)) +
+                       static_cast<size_t>(seqs) * capacity_.max_blocks_per_seq * sizeof(int32_t);
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::CopyStepBytes(HostOnDevice(slot, 0), d.token_ids, bytes,
+                                                    /*pdl=*/false, stream));
+  return absl::OkStatus();
+}
+
+absl::Status StepBuffers::StageOut(int32_t tokens, int32_t seqs, cudaStream_t stream,
+                                   int32_t slot) const {
+  const StepArrays h = host(tokens, seqs, slot), d = device(tokens, seqs);
+  const size_t offset = static_cast<size_t>(Bytes(h.out_tokens) - Bytes(h.token_ids));
+  const size_t bytes = static_cast<size_t>(
+      Bytes(h.out_top + int64_t{seqs} * kernels::kMaxTopLogprobs) - Bytes(h.out_tokens));
+  RTGEN_CUDA_RETURN_IF_ERROR(kernels::CopyStepBytes(d.out_tokens, HostOnDevice(slot, offset),
+                                                    bytes, /*pdl=*/true, stream));
+  return absl::OkStatus();
+}
+
+absl::Status StepBuffers::UploadPenalties(int32_t penalty_entries, cudaStream_t stream,
+                                          int32_t slot) const {
+  if (penalty_entries < 0 || penalty_entries > capacity_.max_penalty_entries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("penalty_entries ", penalty_entries, " is outside [0, ",
+                     capacity_.max_penalty_entries, "]"));
+  }
+  if (penalty_entries == 0) return absl::OkStatus();
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
+      device_penalties_.get(),
+      host_penalties_.as<kernels::SamplePenaltyEntry>() +
+          static_cast<size_t>(slot) * capacity_.max_penalty_entries,
+      static_cast<size_t>(penalty_entries) * sizeof(kernels::SamplePenaltyEntry),
+      cudaMemcpyHostToDevice, stream));
+  return absl::OkStatus();
+}
+
+absl::Status StepBuffers::RetargetGraphCopies(cudaGraph_t graph, int32_t slot,
+                                              int32_t* found) const {
+  *found = 0;
+  size_t count = 0;
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphGetNodes(graph, nodes.data(), &count));
+  const char* mirror = host_on_device_;
+  const char* mirror_end = mirror + kHostSlots * slot_bytes_;
+  // A pointer into the mirror, moved to the same offset of `slot`.
+  auto move = [&](const void* p) -> char* {
+    const char* c = static_cast<const char*>(p);
+    if (c < mirror || c >= mirror_end) return nullptr;
+    return static_cast<char*>(HostOnDevice(slot, static_cast<size_t>(c - mirror) % slot_bytes_));
+  };
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType type;
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphNodeGetType(node, &type));
+    if (type != cudaGraphNodeTypeKernel) continue;
+    cudaKernelNodeParams p = {};
+    const cudaError_t got = cudaGraphKernelNodeGetParams(node, &p);
+    if (got == cudaErrorInvalidDeviceFunction) {  // a library's kernel (cuBLASLt's): not a copy
+      (void)cudaGetLastError();
+      continue;
+    }
+    RTGEN_CUDA_RETURN_IF_ERROR(got);
+    kernels::StepCopyArgs a;
+    if (!kernels::IsStepCopyNode(p, &a)) continue;
+    char* src = move(a.src);
+    char* dst = move(a.dst);
+    if ((src == nullptr) == (dst == nullptr)) {
+      return absl::InternalError("a staged copy in a graph has no one side in the host mirror");
+    }
+    if (src != nullptr) a.src = src;
+    if (dst != nullptr) a.dst = dst;
+    void* args[] = {&a.src, &a.dst, &a.units, &a.tail};
+    p.kernelParams = args;
+    p.extra = nullptr;
+    RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphKernelNodeSetParams(node, &p));
+    ++*found;
+  }
   return absl::OkStatus();
 }
 

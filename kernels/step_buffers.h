@@ -15,6 +15,12 @@
 // inputs while the previous step's upload may not have run yet and its sampled tokens have not
 // been read yet; consecutive steps use different slots. The device side has one copy (steps run
 // in stream order).
+//
+// Staged steps (the default; RTGEN_STEP_COPIES=memcpy turns them off): a decode graph holds its
+// own copies, as kernels that read and write the pinned mirror (StageIn, StageOut;
+// step_copy.h), instead of copy-engine copies before and after each replay (~15 µs a step at
+// batch 1, session 73). A graph is captured with host slot 0's addresses; RetargetGraphCopies
+// moves its copies to another slot's before that slot's instantiation.
 
 #include <cuda_runtime.h>
 
@@ -49,6 +55,23 @@ class StepBuffers {
   absl::Status Download(int32_t tokens, int32_t seqs, cudaStream_t stream, int32_t slot = 0,
                         bool top = false) const;
 
+  // Staged copies of a (tokens, seqs) layout, made by kernels on `stream` from or into host slot
+  // `slot`: StageIn copies every input array (block tables whole; Stages says where that is
+  // cheap), a plain launch; StageOut the sampled tokens, logprobs and top-n entries, a
+  // programmatic dependent of the step's last kernel. Penalty entries are not staged
+  // (UploadPenalties copies them before the step).
+  absl::Status StageIn(int32_t tokens, int32_t seqs, cudaStream_t stream, int32_t slot) const;
+  absl::Status StageOut(int32_t tokens, int32_t seqs, cudaStream_t stream, int32_t slot) const;
+  absl::Status UploadPenalties(int32_t penalty_entries, cudaStream_t stream, int32_t slot) const;
+  // True when a step of `seqs` sequences may be staged: its whole block tables are at most
+  // kWholeTableBytes (wider ones are copied column by column, by the copy engine).
+  bool Stages(int32_t seqs) const;
+  // Points every staged copy in `graph` (captured for host slot 0, or retargeted since) at host
+  // slot `slot`'s arrays; *found gets how many it changed.
+  absl::Status RetargetGraphCopies(cudaGraph_t graph, int32_t slot, int32_t* found) const;
+  // Decode graphs stage their copies: unless RTGEN_STEP_COPIES=memcpy (read once per process).
+  static bool GraphCopies();
+
   static constexpr int32_t kHostSlots = 2;
 
   // Bytes of block tables below which Upload copies every column (one copy, no 2D copy).
@@ -57,8 +80,12 @@ class StepBuffers {
  private:
   static StepArrays Carve(char* base, const StepCapacity& c, size_t* bytes);
 
+  // The device's address of byte `offset` of host slot `slot` of the pinned mirror.
+  void* HostOnDevice(int32_t slot, size_t offset) const;
+
   StepCapacity capacity_;
   size_t slot_bytes_ = 0;  // one layout of the full capacity
+  char* host_on_device_ = nullptr;  // the pinned mirror (every slot) in the device's addresses
   DeviceBuffer device_memory_;
   PinnedBuffer host_memory_;
   DeviceBuffer device_penalties_;  // [max_penalty_entries]

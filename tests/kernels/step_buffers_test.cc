@@ -1,6 +1,8 @@
 // Step buffers: every (tokens, seqs) layout fits the allocation without overlapping arrays,
 // Upload carries every input array to the device (narrow tables in one copy, wide tables with
-// only the asked columns), and Download brings back exactly the outputs.
+// only the asked columns), and Download brings back exactly the outputs. Staged copies in a
+// graph (StageIn, StageOut) carry the same bytes from and into the host slot each instantiation
+// was retargeted to.
 
 #include <cuda_runtime.h>
 
@@ -124,6 +126,83 @@ TEST(StepBuffersTest, LayoutsUploadAndDownload) {
     EXPECT_EQ(std::memcmp(top.data(), h.out_top, top_bytes), 0);
     EXPECT_EQ(std::vector<int32_t>(h.out_tokens, h.out_tokens + seqs), tok);
   }
+  cudaStreamDestroy(stream);
+}
+
+// A graph of one staged step's copies, instantiated for both host slots, moves each slot's own
+// inputs in and the device's outputs into that slot only.
+TEST(StepBuffersTest, StagedCopiesInAGraphFollowTheirSlot) {
+  const uint64_t seed = FreshSeed();
+  SCOPED_TRACE(seed);
+  std::mt19937_64 rng(seed);
+  const StepCapacity cap{64, 16, 64};
+  auto made = StepBuffers::Create(cap);
+  ASSERT_TRUE(made.ok()) << made.status();
+  const StepBuffers& b = *made;
+  EXPECT_TRUE(b.Stages(16));  // 16 rows of 64 columns: 4 KiB of tables
+  auto wide = StepBuffers::Create({512, 256, 512});
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  EXPECT_FALSE(wide->Stages(256));  // 512 KiB of tables: copied by columns instead
+  EXPECT_TRUE(wide->Stages(8));
+  const int32_t n = 5;  // tokens and sequences
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const absl::Status in = b.StageIn(n, n, stream, 0);
+  const absl::Status out = b.StageOut(n, n, stream, 0);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_TRUE(in.ok()) << in;
+  ASSERT_TRUE(out.ok()) << out;
+  cudaGraphExec_t exec[2] = {nullptr, nullptr};
+  ASSERT_EQ(cudaGraphInstantiate(&exec[0], graph, 0), cudaSuccess);
+  int32_t found = 0;
+  ASSERT_TRUE(b.RetargetGraphCopies(graph, 1, &found).ok());
+  EXPECT_EQ(found, 2);
+  ASSERT_EQ(cudaGraphInstantiate(&exec[1], graph, 0), cudaSuccess);
+  cudaGraphDestroy(graph);
+
+  const StepArrays d = b.device(n, n);
+  const std::vector<Span> din = Inputs(d, n, n, cap.max_blocks_per_seq);
+  const size_t in_bytes = din.back().begin + din.back().bytes - din[0].begin;
+  const StepArrays h0 = b.host(n, n, 0), h1 = b.host(n, n, 1);
+  const char* out_begin = reinterpret_cast<const char*>(h0.out_tokens);
+  const size_t out_bytes =
+      reinterpret_cast<const char*>(h0.out_top + n * kernels::kMaxTopLogprobs) - out_begin;
+  const size_t out_at = out_begin - reinterpret_cast<const char*>(h0.token_ids);
+  for (const int slot : {1, 0, 1}) {
+    SCOPED_TRACE(testing::Message() << "slot " << slot);
+    const StepArrays& h = slot == 0 ? h0 : h1;
+    const StepArrays& other = slot == 0 ? h1 : h0;
+    char* inputs = reinterpret_cast<char*>(h.token_ids);
+    Scribble(reinterpret_cast<char*>(h0.token_ids), in_bytes, rng);
+    Scribble(reinterpret_cast<char*>(h1.token_ids), in_bytes, rng);
+    Scribble(reinterpret_cast<char*>(h0.token_ids) + out_at, out_bytes, rng);
+    Scribble(reinterpret_cast<char*>(h1.token_ids) + out_at, out_bytes, rng);
+    const std::vector<char> other_out(reinterpret_cast<const char*>(other.token_ids) + out_at,
+                                      reinterpret_cast<const char*>(other.token_ids) + out_at +
+                                          out_bytes);
+    std::vector<char> device_out(out_bytes);
+    Scribble(device_out.data(), out_bytes, rng);
+    ASSERT_EQ(cudaMemcpy(d.out_tokens, device_out.data(), out_bytes, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec[slot], stream), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    std::vector<char> got(in_bytes);
+    ASSERT_EQ(cudaMemcpy(got.data(), din[0].begin, in_bytes, cudaMemcpyDeviceToHost),
+              cudaSuccess);
+    EXPECT_EQ(std::memcmp(got.data(), inputs, in_bytes), 0) << "inputs from the slot";
+    EXPECT_EQ(std::memcmp(reinterpret_cast<const char*>(h.token_ids) + out_at,
+                          device_out.data(), out_bytes),
+              0)
+        << "outputs into the slot";
+    EXPECT_EQ(std::memcmp(reinterpret_cast<const char*>(other.token_ids) + out_at,
+                          other_out.data(), out_bytes),
+              0)
+        << "the other slot's outputs untouched";
+  }
+  cudaGraphExecDestroy(exec[0]);
+  cudaGraphExecDestroy(exec[1]);
   cudaStreamDestroy(stream);
 }
 
