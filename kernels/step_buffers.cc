@@ -150,8 +150,9 @@ bool StepBuffers::GraphCopies() {
 }
 
 bool StepBuffers::Stages(int32_t seqs) const {
-  return static_cast<size_t>(seqs) * capacity_.max_blocks_per_seq * sizeof(int32_t) <=
-         kWholeTableBytes;
+  return seqs <= kMostStagedSeqs &&
+         static_cast<size_t>(seqs) * capacity_.max_blocks_per_seq * sizeof(int32_t) <=
+             kWholeTableBytes;
 }
 
 absl::Status StepBuffers::StageIn(int32_t tokens, int32_t seqs, cudaStream_t stream,

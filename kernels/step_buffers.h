@@ -63,9 +63,14 @@ class StepBuffers {
   absl::Status StageIn(int32_t tokens, int32_t seqs, cudaStream_t stream, int32_t slot) const;
   absl::Status StageOut(int32_t tokens, int32_t seqs, cudaStream_t stream, int32_t slot) const;
   absl::Status UploadPenalties(int32_t penalty_entries, cudaStream_t stream, int32_t slot) const;
-  // True when a step of `seqs` sequences may be staged: its whole block tables are at most
-  // kWholeTableBytes (wider ones are copied column by column, by the copy engine).
+  // True when a step of `seqs` sequences is staged: at most kMostStagedSeqs of them, and its
+  // whole block tables at most kWholeTableBytes (wider ones are copied column by column, by the
+  // copy engine).
   bool Stages(int32_t seqs) const;
+  // Session 73 (H100, pipelined TPOT): staged SmolLM2 b1 0.400 -> 0.390 ms, b8 0.460 -> 0.447,
+  // b16 0.563 -> 0.552, Llama-3.2-1B b8 1.148 -> 1.135; but SmolLM2 b64 0.869 -> 0.932 (serial
+  // 0.884 -> 0.962; not explained), so larger steps keep the copy engine's copies.
+  static constexpr int32_t kMostStagedSeqs = 16;
   // Points every staged copy in `graph` (captured for host slot 0, or retargeted since) at host
   // slot `slot`'s arrays; *found gets how many it changed.
   absl::Status RetargetGraphCopies(cudaGraph_t graph, int32_t slot, int32_t* found) const;

@@ -142,8 +142,12 @@ TEST(StepBuffersTest, StagedCopiesInAGraphFollowTheirSlot) {
   EXPECT_TRUE(b.Stages(16));  // 16 rows of 64 columns: 4 KiB of tables
   auto wide = StepBuffers::Create({512, 256, 512});
   ASSERT_TRUE(wide.ok()) << wide.status();
-  EXPECT_FALSE(wide->Stages(256));  // 512 KiB of tables: copied by columns instead
-  EXPECT_TRUE(wide->Stages(8));
+  EXPECT_TRUE(wide->Stages(8));     // 16 KiB of tables
+  EXPECT_FALSE(wide->Stages(9));    // 18 KiB: copied by columns instead
+  auto narrow = StepBuffers::Create({512, 256, 4});
+  ASSERT_TRUE(narrow.ok()) << narrow.status();
+  EXPECT_TRUE(narrow->Stages(StepBuffers::kMostStagedSeqs));
+  EXPECT_FALSE(narrow->Stages(StepBuffers::kMostStagedSeqs + 1));  // more rows: copies
   const int32_t n = 5;  // tokens and sequences
   cudaStream_t stream = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
