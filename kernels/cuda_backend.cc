@@ -313,7 +313,7 @@ absl::Status CudaBackend::CaptureGraphs() {
   };
   auto bounds = [&](int32_t bucket) { return impl.forward->DecodeContextBounds(bucket); };
   // Staged buckets (step_buffers.h): the graph holds its copies, captured for host slot 0 and
-  // instantiated again for slot 1.
+  // instantiated again for slot 1; other buckets' graphs once.
   const bool staged = StepBuffers::GraphCopies();
   auto record = [&](int32_t bucket, int32_t context_bound) -> absl::Status {
     ForwardShape shape = ForwardShape::Decode(bucket, context_bound);
@@ -327,14 +327,14 @@ absl::Status CudaBackend::CaptureGraphs() {
   static_assert(GraphRunner::kSlots == StepBuffers::kHostSlots);
   GraphRunner::RetargetFn retarget = nullptr;
   if (staged) {
-    retarget = [&](cudaGraph_t graph, int32_t slot) -> absl::Status {
+    retarget = [&](cudaGraph_t graph, int32_t slot) -> absl::StatusOr<bool> {
       int32_t found = 0;
       RETURN_IF_ERROR(impl.step->RetargetGraphCopies(graph, slot, &found));
       if (found != 0 && found != 2) {
         return absl::InternalError(absl::StrCat("a decode graph holds ", found,
                                                 " staged copies (0 or 2: in and out)"));
       }
-      return absl::OkStatus();
+      return found == 2;
     };
   }
   // Decode bucket shapes are tuned here, in the eager warm-up run before each capture; no

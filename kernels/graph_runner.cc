@@ -47,7 +47,10 @@ absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(const char* ki
       std::vector<cudaGraphExec_t>& execs = graphs[variant];
       auto instantiate = [&]() -> absl::Status {
         for (int32_t slot = 0; slot < (retarget ? kSlots : 1); ++slot) {
-          if (slot > 0) RETURN_IF_ERROR(retarget(graph, slot));
+          if (slot > 0) {
+            ASSIGN_OR_RETURN(const bool moved, retarget(graph, slot));
+            if (!moved) break;  // nothing slot-dependent: the first instantiation serves all
+          }
           cudaGraphExec_t exec = nullptr;
           RTGEN_CUDA_RETURN_IF_ERROR(cudaGraphInstantiate(&exec, graph, 0));
           execs.push_back(exec);

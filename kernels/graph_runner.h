@@ -39,12 +39,13 @@ class GraphRunner {
   // variants(bucket): its variants, not empty (decode: its context classes).
   using VariantsFn = std::function<std::vector<int32_t>(int32_t bucket)>;
   // retarget(graph, slot): points a captured graph's host-side copies at host slot `slot`
-  // (step_buffers.h RetargetGraphCopies); graphs are captured for slot 0.
-  using RetargetFn = std::function<absl::Status(cudaGraph_t graph, int32_t slot)>;
+  // (step_buffers.h RetargetGraphCopies); graphs are captured for slot 0. False: the graph has
+  // none (one instantiation serves every slot).
+  using RetargetFn = std::function<absl::StatusOr<bool>(cudaGraph_t graph, int32_t slot)>;
 
-  // `kind` names the step in errors ("decode", "prefill"). With `retarget`, each graph is
-  // instantiated once per host slot (kSlots), retargeted before each instantiation but the
-  // first; without, once, for any slot.
+  // `kind` names the step in errors ("decode", "prefill"). With `retarget`, each graph that has
+  // host-side copies is instantiated once per host slot (kSlots), retargeted before each
+  // instantiation but the first; any other, once, for every slot.
   static absl::StatusOr<std::unique_ptr<GraphRunner>> Capture(
       const char* kind, std::vector<int32_t> buckets, const VariantsFn& variants,
       const PrepareFn& prepare, const RecordFn& record, cudaStream_t stream,
