@@ -5,7 +5,9 @@
 // A PDL kernel may start while its predecessor on the stream is still running, so every kernel
 // launched through LaunchKernel follows two rules:
 //   - before PdlWait() it reads only data no kernel of the step writes (weights, RoPE
-//     frequencies, the step arrays that memcpys fill before the step) and writes nothing;
+//     frequencies, the step arrays that copies fill before the step: a memcpy, or in a staged
+//     decode graph the stage-in kernel, after which the embedding is a plain launch, so every
+//     later kernel starts after that copy has completed) and writes nothing;
 //   - every thread calls PdlWait() on every path, before any early return: a grid completes only
 //     after its wait, so each kernel's completion implies its predecessors' (transitively).
 // PdlLaunchDependents() lets the next kernel start its own prologue (e.g. the GEMV's first weight
