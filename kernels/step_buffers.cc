@@ -103,14 +103,10 @@ StepArrays StepBuffers::host(int32_t tokens, int32_t seqs, int32_t slot) const {
 absl::Status StepBuffers::Upload(int32_t tokens, int32_t seqs, int32_t block_cols,
                                  cudaStream_t stream, int32_t slot,
                                  int32_t penalty_entries) const {
-  if (penalty_entries < 0 || penalty_entries > capacity_.max_penalty_entries) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("penalty_entries ", penalty_entries, " is outside [0, ",
-                     capacity_.max_penalty_entries, "]"));
-  }
+  RETURN_IF_ERROR(CheckPenaltyEntries(penalty_entries));
   const StepArrays h = host(tokens, seqs, slot), d = device(tokens, seqs);
   const size_t pitch = static_cast<size_t>(capacity_.max_blocks_per_seq) * sizeof(int32_t);
-  const size_t tables = static_cast<size_t>(seqs) * pitch;
+  const size_t tables = TableBytes(seqs);
   const bool whole = block_cols == capacity_.max_blocks_per_seq || tables <= kWholeTableBytes;
   const size_t head = static_cast<size_t>(Bytes(h.block_tables) - Bytes(h.token_ids));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d.token_ids, h.token_ids, head + (whole ? tables : 0),
@@ -120,13 +116,7 @@ absl::Status StepBuffers::Upload(int32_t tokens, int32_t seqs, int32_t block_col
                                                  block_cols * sizeof(int32_t), seqs,
                                                  cudaMemcpyHostToDevice, stream));
   }
-  if (penalty_entries > 0) {
-    RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
-        d.penalty_entries, h.penalty_entries,
-        static_cast<size_t>(penalty_entries) * sizeof(kernels::SamplePenaltyEntry),
-        cudaMemcpyHostToDevice, stream));
-  }
-  return absl::OkStatus();
+  return UploadPenalties(penalty_entries, stream, slot);
 }
 
 absl::Status StepBuffers::Download(int32_t tokens, int32_t seqs, cudaStream_t stream,
@@ -149,17 +139,28 @@ bool StepBuffers::GraphCopies() {
   return graph;
 }
 
+size_t StepBuffers::TableBytes(int32_t seqs) const {
+  return static_cast<size_t>(seqs) * capacity_.max_blocks_per_seq * sizeof(int32_t);
+}
+
+absl::Status StepBuffers::CheckPenaltyEntries(int32_t penalty_entries) const {
+  if (penalty_entries < 0 || penalty_entries > capacity_.max_penalty_entries) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("penalty_entries ", penalty_entries, " is outside [0, ",
+                     capacity_.max_penalty_entries, "]"));
+  }
+  return absl::OkStatus();
+}
+
 bool StepBuffers::Stages(int32_t seqs) const {
-  return seqs <= kMostStagedSeqs &&
-         static_cast<size_t>(seqs) * capacity_.max_blocks_per_seq * sizeof(int32_t) <=
-             kWholeTableBytes;
+  return seqs <= kMostStagedSeqs && TableBytes(seqs) <= kWholeTableBytes;
 }
 
 absl::Status StepBuffers::StageIn(int32_t tokens, int32_t seqs, cudaStream_t stream,
                                   int32_t slot) const {
   const StepArrays h = host(tokens, seqs, slot), d = device(tokens, seqs);
-  const size_t bytes = static_cast<size_t>(Bytes(h.block_tables) - Bytes(h.token_ids)) +
-                       static_cast<size_t>(seqs) * capacity_.max_blocks_per_seq * sizeof(int32_t);
+  const size_t bytes =
+      static_cast<size_t>(Bytes(h.block_tables) - Bytes(h.token_ids)) + TableBytes(seqs);
   RTGEN_CUDA_RETURN_IF_ERROR(kernels::CopyStepBytes(HostOnDevice(slot, 0), d.token_ids, bytes,
                                                     /*pdl=*/false, stream));
   return absl::OkStatus();
@@ -178,11 +179,7 @@ absl::Status StepBuffers::StageOut(int32_t tokens, int32_t seqs, cudaStream_t st
 
 absl::Status StepBuffers::UploadPenalties(int32_t penalty_entries, cudaStream_t stream,
                                           int32_t slot) const {
-  if (penalty_entries < 0 || penalty_entries > capacity_.max_penalty_entries) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("penalty_entries ", penalty_entries, " is outside [0, ",
-                     capacity_.max_penalty_entries, "]"));
-  }
+  RETURN_IF_ERROR(CheckPenaltyEntries(penalty_entries));
   if (penalty_entries == 0) return absl::OkStatus();
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(
       device_penalties_.get(),

@@ -87,6 +87,10 @@ class StepBuffers {
 
   // The device's address of byte `offset` of host slot `slot` of the pinned mirror.
   void* HostOnDevice(int32_t slot, size_t offset) const;
+  // Bytes of `seqs` sequences' whole block tables.
+  size_t TableBytes(int32_t seqs) const;
+  // An error naming penalty_entries when it is outside [0, max_penalty_entries].
+  absl::Status CheckPenaltyEntries(int32_t penalty_entries) const;
 
   StepCapacity capacity_;
   size_t slot_bytes_ = 0;  // one layout of the full capacity
