@@ -27,6 +27,12 @@ unsigned ParseSkips() {
     std::fprintf(stderr, "RTGEN_DIAG_SKIP: every step leaves out %s (its results are garbage)\n",
                  EnvValue("RTGEN_DIAG_SKIP"));
   }
+  constexpr unsigned kCopies = 1u << static_cast<unsigned>(StepPart::kUpload) |
+                               1u << static_cast<unsigned>(StepPart::kDownload);
+  if ((mask & kCopies) != 0) {
+    std::fprintf(stderr, "RTGEN_DIAG_SKIP: upload and download leave out only copies made as "
+                         "memcpys (RTGEN_STEP_COPIES=memcpy, or a bucket that is not staged)\n");
+  }
   return mask;
 }
 

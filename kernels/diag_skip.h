@@ -26,7 +26,9 @@ enum class StepPart {
   kDown,       // "down"
   kLmHead,     // "lm_head": the final norm and the LM head
   // Around the graph, not in it (cuda_backend.cc): a decode graph step's host-to-device copy of
-  // its step arrays ("upload") or device-to-host copy of its sampled rows ("download"), once
+  // its step arrays ("upload") or device-to-host copy of its sampled rows ("download"), where
+  // these are copies (RTGEN_STEP_COPIES=memcpy, or a bucket step_buffers.h does not stage: a
+  // staged graph's copies are nodes of it, which neither part leaves out), once
   // kDiagCopiesKeptReplays steps of its bucket in a row have copied theirs (laying out the
   // bucket's arrays). Later steps then run on those arrays and return stale rows: the step's
   // time without the copies, against with them, is what they add to a step.
