@@ -148,6 +148,12 @@ absl::Status SelectDevice(const CudaBackendOptions& options) {
   return absl::OkStatus();
 }
 
+// Whether the decode graphs of `bucket` (0: no graph) stage their own copies (step_buffers.h):
+// the one rule both their capture and every launch of them follow.
+bool StagedBucket(const StepBuffers& step, int32_t bucket) {
+  return bucket > 0 && StepBuffers::GraphCopies() && step.Stages(bucket);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaBackend>> CudaBackend::Create(
@@ -314,11 +320,10 @@ absl::Status CudaBackend::CaptureGraphs() {
   auto bounds = [&](int32_t bucket) { return impl.forward->DecodeContextBounds(bucket); };
   // Staged buckets (step_buffers.h): the graph holds its copies, captured for host slot 0 and
   // instantiated again for slot 1; other buckets' graphs once.
-  const bool staged = StepBuffers::GraphCopies();
   bool recorded_staged = false;  // whether the graph just recorded holds the two copies
   auto record = [&](int32_t bucket, int32_t context_bound) -> absl::Status {
     ForwardShape shape = ForwardShape::Decode(bucket, context_bound);
-    shape.staged_inputs = staged && impl.step->Stages(bucket);
+    shape.staged_inputs = StagedBucket(*impl.step, bucket);
     recorded_staged = shape.staged_inputs;
     if (shape.staged_inputs) RETURN_IF_ERROR(impl.step->StageIn(bucket, bucket, impl.stream, 0));
     RETURN_IF_ERROR(
@@ -328,7 +333,7 @@ absl::Status CudaBackend::CaptureGraphs() {
   };
   static_assert(GraphRunner::kSlots == StepBuffers::kHostSlots);
   GraphRunner::RetargetFn retarget = nullptr;
-  if (staged) {
+  if (StepBuffers::GraphCopies()) {
     retarget = [&](cudaGraph_t graph, int32_t slot) -> absl::StatusOr<bool> {
       int32_t found = 0;
       RETURN_IF_ERROR(impl.step->RetargetGraphCopies(graph, slot, &found));
@@ -529,8 +534,7 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   const bool upload = copies_kept || !kernels::DiagSkips(kernels::StepPart::kUpload);
   const bool download = copies_kept || !kernels::DiagSkips(kernels::StepPart::kDownload);
   // A staged decode graph copies the step's arrays itself (step_buffers.h), all but penalties.
-  const bool staged =
-      plan.bucket > 0 && StepBuffers::GraphCopies() && impl.step->Stages(plan.bucket);
+  const bool staged = StagedBucket(*impl.step, plan.bucket);
   const auto enqueue = [&]() -> absl::Status {
     if (staged) {
       RETURN_IF_ERROR(impl.step->UploadPenalties(penalty_entries, impl.stream, plan.slot));
