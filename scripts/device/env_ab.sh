@@ -11,7 +11,9 @@
 # Environment: MODELS (default the three shapes), BATCHES (default 1,64), REPEATS (default 5),
 #   STEPS (decode steps per run, default 64; the sweep of engine_bench.sh runs 128),
 #   ROUNDS (default 1: the variants are run in turn this many times), EAGER=1 (also time the
-#   eager path: graph/eager cells), TIMEOUT (seconds per run, default 300), OUT (logs and JSON).
+#   eager path: graph/eager cells), TIMEOUT (seconds per run, default 300), OUT (logs and JSON),
+#   BENCH_ARGS (more arguments for every run, split at spaces, e.g. "--kernel-trace" with
+#   BIN=rtgen-engine-bench-trace: each log then holds one step's kernel timeline).
 set -uo pipefail
 bundle="${1:?usage: env_ab.sh BUNDLE VARIANT...}"
 shift
@@ -27,6 +29,8 @@ mkdir -p "${out}"
 [[ -f "${bundle}/env.sh" ]] && source "${bundle}/env.sh"
 eager_flag=(--no-eager)
 [[ "${EAGER:-0}" == 1 ]] && eager_flag=()
+bench_args=()
+read -r -a bench_args <<< "${BENCH_ARGS:-}"
 rc=0
 labels=()
 for round in $(seq 1 "${ROUNDS:-1}"); do
@@ -57,7 +61,7 @@ for round in $(seq 1 "${ROUNDS:-1}"); do
       --models "${models}" --batches "${batches}" --steps "${STEPS:-64}" \
       --repeats "${REPEATS:-5}" --built-repeats 0 \
       --ttft-prompts 128 --ttft-repeats 1 "${eager_flag[@]}" \
-      --json "${out}/${label}_${round}.json" \
+      --json "${out}/${label}_${round}.json" "${bench_args[@]}" \
       > "${out}/${label}_${round}.log" 2>&1
     status=$?
     rc=$(( rc | status ))

@@ -2,14 +2,16 @@
 # scripts/device/env_ab.sh on this machine, against a stand-in rtgen-engine-bench that writes canned
 # JSON: its table keeps each round in its column when a run fails ("-" in that place), a variant
 # may be labelled like a column ("floor"), a failed run makes the script exit non-zero, and an
-# earlier run's JSON in a reused OUT does not stand in for a run that failed.
+# earlier run's JSON in a reused OUT does not stand in for a run that failed; BENCH_ARGS reach
+# every run, after the script's own arguments.
 # shellcheck source=tests/device_scripts/test_setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/test_setup.sh"
 # The stand-in: writes one decode row (TPOT FAKE_TPOT) to --json; with FAKE_FAIL_ONCE=FILE the
 # first call (FILE absent) fails without writing, as a crashed run does; with FAKE_LIST set to
-# anything but "a,b" it fails too.
+# anything but "a,b" it fails too. Its arguments after --json's file go to stdout (the log).
 cat > "${work}/bundle/bin/rtgen-engine-bench" <<'BENCH'
 #!/usr/bin/env bash
+echo "args: $*"
 json=""
 while (( $# > 0 )); do
   [[ "$1" == --json ]] && { json="$2"; shift; }
@@ -60,5 +62,18 @@ out=$(OUT="${work}/out4" "${root}/scripts/device/env_ab.sh" "${work}/bundle" bad
 status=$?
 [[ ${status} == 2 && "${out}" == *"'b' in 'bad=b,FAKE_TPOT=1' continues no assignment"* ]] ||
   fail "a piece continuing nothing: exit ${status}, '${out}'"
+# BENCH_ARGS: split at spaces, passed to every run after the script's own arguments; unset, none.
+out=$(OUT="${work}/out5" ROUNDS=2 BENCH_ARGS="--kernel-trace  --seed 7" \
+        "${root}/scripts/device/env_ab.sh" "${work}/bundle" one=FAKE_TPOT=5.5 2>&1)
+status=$?
+[[ ${status} == 0 ]] || fail "BENCH_ARGS run exited ${status}: ${out}"
+for r in 1 2; do
+  grep -q -- '--json [^ ]*/one_'"${r}"'\.json --kernel-trace --seed 7$' "${work}/out5/one_${r}.log" ||
+    fail "round ${r} lacks BENCH_ARGS at its end: $(cat "${work}/out5/one_${r}.log")"
+done
+OUT="${work}/out6" "${root}/scripts/device/env_ab.sh" "${work}/bundle" one=FAKE_TPOT=5.5 \
+  > /dev/null 2>&1
+grep -q -- '--json [^ ]*/one_1\.json$' "${work}/out6/one_1.log" ||
+  fail "without BENCH_ARGS the run got more: $(cat "${work}/out6/one_1.log")"
 (( failures == 0 )) && echo "env_ab_test: passed"
 exit $(( failures > 0 ))
