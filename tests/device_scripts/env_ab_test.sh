@@ -8,7 +8,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/test_setup.sh"
 # The stand-in: writes one decode row (TPOT FAKE_TPOT) to --json; with FAKE_FAIL_ONCE=FILE the
 # first call (FILE absent) fails without writing, as a crashed run does; with FAKE_LIST set to
-# anything but "a,b" it fails too. Its arguments after --json's file go to stdout (the log).
+# anything but "a,b" it fails too. It first echoes its arguments (into the run's log).
 cat > "${work}/bundle/bin/rtgen-engine-bench" <<'BENCH'
 #!/usr/bin/env bash
 echo "args: $*"
@@ -68,7 +68,7 @@ out=$(OUT="${work}/out5" ROUNDS=2 BENCH_ARGS="--kernel-trace  --seed 7" \
 status=$?
 [[ ${status} == 0 ]] || fail "BENCH_ARGS run exited ${status}: ${out}"
 for r in 1 2; do
-  grep -q -- '--json [^ ]*/one_'"${r}"'\.json --kernel-trace --seed 7$' "${work}/out5/one_${r}.log" ||
+  grep -q -- "--json [^ ]*/one_${r}\\.json --kernel-trace --seed 7\$" "${work}/out5/one_${r}.log" ||
     fail "round ${r} lacks BENCH_ARGS at its end: $(cat "${work}/out5/one_${r}.log")"
 done
 OUT="${work}/out6" "${root}/scripts/device/env_ab.sh" "${work}/bundle" one=FAKE_TPOT=5.5 \
