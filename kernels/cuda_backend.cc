@@ -320,11 +320,9 @@ absl::Status CudaBackend::CaptureGraphs() {
   auto bounds = [&](int32_t bucket) { return impl.forward->DecodeContextBounds(bucket); };
   // Staged buckets (step_buffers.h): the graph holds its copies, captured for host slot 0 and
   // instantiated again for slot 1; other buckets' graphs once.
-  bool recorded_staged = false;  // whether the graph just recorded holds the two copies
   auto record = [&](int32_t bucket, int32_t context_bound) -> absl::Status {
     ForwardShape shape = ForwardShape::Decode(bucket, context_bound);
     shape.staged_inputs = StagedBucket(*impl.step, bucket);
-    recorded_staged = shape.staged_inputs;
     if (shape.staged_inputs) RETURN_IF_ERROR(impl.step->StageIn(bucket, bucket, impl.stream, 0));
     RETURN_IF_ERROR(
         impl.forward->Run(shape, impl.step->device(bucket, bucket), impl.kv, impl.stream));
@@ -334,16 +332,17 @@ absl::Status CudaBackend::CaptureGraphs() {
   static_assert(GraphRunner::kSlots == StepBuffers::kHostSlots);
   GraphRunner::RetargetFn retarget = nullptr;
   if (StepBuffers::GraphCopies()) {
-    retarget = [&](cudaGraph_t graph, int32_t slot) -> absl::StatusOr<bool> {
+    retarget = [&](cudaGraph_t graph, int32_t bucket, int32_t slot) -> absl::StatusOr<bool> {
       int32_t found = 0;
       RETURN_IF_ERROR(impl.step->RetargetGraphCopies(graph, slot, &found));
       // Copies not found in a staged graph would leave slot 1's steps on slot 0's arrays.
-      const int32_t expected = recorded_staged ? 2 : 0;
+      const bool staged = StagedBucket(*impl.step, bucket);
+      const int32_t expected = staged ? 2 : 0;
       if (found != expected) {
         return absl::InternalError(absl::StrCat("a decode graph holds ", found,
                                                 " staged copies, not ", expected));
       }
-      return recorded_staged;
+      return staged;
     };
   }
   // Decode bucket shapes are tuned here, in the eager warm-up run before each capture; no

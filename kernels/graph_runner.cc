@@ -48,7 +48,7 @@ absl::StatusOr<std::unique_ptr<GraphRunner>> GraphRunner::Capture(const char* ki
       auto instantiate = [&]() -> absl::Status {
         for (int32_t slot = 0; slot < (retarget ? kSlots : 1); ++slot) {
           if (slot > 0) {
-            ASSIGN_OR_RETURN(const bool moved, retarget(graph, slot));
+            ASSIGN_OR_RETURN(const bool moved, retarget(graph, bucket, slot));
             if (!moved) break;  // nothing slot-dependent: the first instantiation serves all
           }
           cudaGraphExec_t exec = nullptr;

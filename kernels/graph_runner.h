@@ -38,10 +38,11 @@ class GraphRunner {
   using RecordFn = std::function<absl::Status(int32_t bucket, int32_t variant)>;
   // variants(bucket): its variants, not empty (decode: its context classes).
   using VariantsFn = std::function<std::vector<int32_t>(int32_t bucket)>;
-  // retarget(graph, slot): points a captured graph's host-side copies at host slot `slot`
-  // (step_buffers.h RetargetGraphCopies); graphs are captured for slot 0. False: the graph has
-  // none (one instantiation serves every slot).
-  using RetargetFn = std::function<absl::StatusOr<bool>(cudaGraph_t graph, int32_t slot)>;
+  // retarget(graph, bucket, slot): points the captured graph of `bucket`'s host-side copies at
+  // host slot `slot` (step_buffers.h RetargetGraphCopies); graphs are captured for slot 0.
+  // False: the graph has none (one instantiation serves every slot).
+  using RetargetFn =
+      std::function<absl::StatusOr<bool>(cudaGraph_t graph, int32_t bucket, int32_t slot)>;
 
   // `kind` names the step in errors ("decode", "prefill"). With `retarget`, each graph that has
   // host-side copies is instantiated once per host slot (kSlots), retargeted before each
