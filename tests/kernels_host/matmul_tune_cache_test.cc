@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -179,6 +180,22 @@ TEST(MatmulTuneCacheFileTest, ShippedTablesParse) {
     EXPECT_NE(e.algo, MatmulTuneCache::AlgoBytes{}) << "an all-zero algorithm";
   });
   EXPECT_EQ(seen, shipped.size());
+}
+
+// The lent GPUs each have their table (kernels/tuned_matmul): an H200 and an H100 80GB HBM3 start
+// without timing the decode buckets' cuBLASLt shapes (64 of them or more each).
+TEST(MatmulTuneCacheFileTest, ShippedTablesCoverTheH200AndTheH100) {
+  std::map<std::string, size_t> per_tag;
+  MatmulTuneCache::Shipped().ForEach([&](const std::string& tag, const std::string&,
+                                         const MatmulTuneCache::Shape&,
+                                         const MatmulTuneCache::Entry&) { ++per_tag[tag]; });
+  size_t h200 = 0, h100 = 0;
+  for (const auto& [tag, n] : per_tag) {
+    if (tag.rfind("NVIDIA H200 sm_90 132 SMs cublasLt ", 0) == 0) h200 += n;
+    if (tag.rfind("NVIDIA H100 80GB HBM3 sm_90 132 SMs cublasLt ", 0) == 0) h100 += n;
+  }
+  EXPECT_GE(h200, 64u) << "the H200's table (nvidia_h200_*.tsv) is missing or cut short";
+  EXPECT_GE(h100, 64u) << "the H100's table (nvidia_h100_*.tsv) is missing or cut short";
 }
 
 }  // namespace
