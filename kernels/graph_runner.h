@@ -38,7 +38,7 @@ class GraphRunner {
   using RecordFn = std::function<absl::Status(int32_t bucket, int32_t variant)>;
   // variants(bucket): its variants, not empty (decode: its context classes).
   using VariantsFn = std::function<std::vector<int32_t>(int32_t bucket)>;
-  // retarget(graph, bucket, slot): points the captured graph of `bucket`'s host-side copies at
+  // retarget(graph, bucket, slot): points the host-side copies of `bucket`'s captured graph at
   // host slot `slot` (step_buffers.h RetargetGraphCopies); graphs are captured for slot 0.
   // False: the graph has none (one instantiation serves every slot).
   using RetargetFn =
