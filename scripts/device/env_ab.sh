@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A/B of GPU switches (kernels/env_switch.h lists them) on the GPU machine: one short
-# rtgen-engine-bench run per variant, in turn, then a table of graph TPOT per model and batch.
+# rtgen-engine-bench run per variant, in turn, then tables of graph TPOT per model and batch, of
+# the SM clock, and of each run's TTFT.
 # Usage: scripts/device/env_ab.sh BUNDLE VARIANT...
 #   VARIANT: label=ENV1=V1,ENV2=V2 (label= alone: the defaults), e.g.
 #     scripts/device/env_ab.sh build/device base= off=RTGEN_GEMV_EVICT_FIRST_MB=0
@@ -78,13 +79,15 @@ def load(label, r):
 # rows[key][label][r]: round r's (graph, eager) TPOT; floors[key]: the floor of the first run
 # that printed one (each run measures its own copy bandwidth; they differ by ~1 %); a round
 # without a figure (its run failed) prints "-" in its place, so the rounds stay in their columns.
-rows, floors, clocks = {}, {}, {}
+rows, floors, clocks, ttfts = {}, {}, {}, {}
 for label in labels:
     for r in range(1, rounds + 1):
         d = load(label, r)
         if not d:
             continue
         for name, m in d["models"].items():
+            for prompt, ms in m.get("ttft_ms", {}).items():
+                ttfts.setdefault((name, prompt), {}).setdefault(label, {})[r] = ms
             for row in m.get("decode", []):
                 key = (name, row["batch"])
                 if floors.get(key) is None:
@@ -122,6 +125,18 @@ if clocks:  # the engine bench's GPU telemetry (tools/gpu_telemetry.h); "-": a r
             text.append("/".join(f"{by_round[r][0]:.0f} ({by_round[r][1]:.0%})"
                                  if r in by_round else "-" for r in range(1, rounds + 1)))
         print(f"{name:<14} {batch:>5} " + " ".join(f"{t:>16}" for t in text))
+# Each run's graph TTFT: a process that draws slow cuBLASLt launches (docs/perf/gpu_notes.md,
+# sessions 75-76) prefills ~12 % slower too, so this column tells such runs apart.
+if ttfts:
+    print("graph TTFT ms per round, batch 1")
+    print(f"{'model':<14} {'prompt':>6} " + " ".join(f"{l:>16}" for l in labels))
+    for (name, prompt), cells in ttfts.items():
+        text = []
+        for l in labels:
+            by_round = cells.get(l, {})
+            text.append("/".join(f"{by_round[r]:.3f}" if r in by_round else "-"
+                                 for r in range(1, rounds + 1)))
+        print(f"{name:<14} {prompt:>6} " + " ".join(f"{t:>16}" for t in text))
 PY
 summary=$?  # a crash of the summary is a failure too
 exit $(( rc | summary ))
