@@ -126,7 +126,7 @@ if clocks:  # the engine bench's GPU telemetry (tools/gpu_telemetry.h); "-": a r
                                  if r in by_round else "-" for r in range(1, rounds + 1)))
         print(f"{name:<14} {batch:>5} " + " ".join(f"{t:>16}" for t in text))
 # Each run's graph TTFT: a process that draws slow cuBLASLt launches (docs/perf/gpu_notes.md,
-# sessions 75-76) prefills ~12 % slower too, so this column tells such runs apart.
+# sessions 75-76) prefills ~12 % slower too, so this table tells such runs apart.
 if ttfts:
     print("graph TTFT ms per round, batch 1")
     print(f"{'model':<14} {'prompt':>6} " + " ".join(f"{l:>16}" for l in labels))
