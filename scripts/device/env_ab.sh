@@ -115,28 +115,24 @@ for key, cells in rows.items():
     floor = floors.get(key)
     print(f"{name:<14} {batch:>5} " + " ".join(text) + "   " +
           (f"{floor:.3f}" if floor is not None else "-"))
-if clocks:  # the engine bench's GPU telemetry (tools/gpu_telemetry.h); "-": a round without it
-    print("median SM clock MHz per round (share of samples power-capped)")
-    print(f"{'model':<14} {'batch':>5} " + " ".join(f"{l:>16}" for l in labels))
-    for (name, batch), cells in clocks.items():
+def per_round(title, column, table, show):
+    """A table of one figure per variant and round ("-": a round without it)."""
+    print(title)
+    print(f"{'model':<14} {column:>6} " + " ".join(f"{l:>16}" for l in labels))
+    for (name, item), cells in table.items():
         text = []
         for l in labels:
             by_round = cells.get(l, {})
-            text.append("/".join(f"{by_round[r][0]:.0f} ({by_round[r][1]:.0%})"
-                                 if r in by_round else "-" for r in range(1, rounds + 1)))
-        print(f"{name:<14} {batch:>5} " + " ".join(f"{t:>16}" for t in text))
+            text.append("/".join(show(by_round[r]) if r in by_round else "-"
+                                 for r in range(1, rounds + 1)))
+        print(f"{name:<14} {item:>6} " + " ".join(f"{t:>16}" for t in text))
+if clocks:  # the engine bench's GPU telemetry (tools/gpu_telemetry.h)
+    per_round("median SM clock MHz per round (share of samples power-capped)", "batch", clocks,
+              lambda c: f"{c[0]:.0f} ({c[1]:.0%})")
 # Each run's graph TTFT: a process that draws slow cuBLASLt launches (docs/perf/gpu_notes.md,
 # sessions 75-76) prefills ~12 % slower too, so this table tells such runs apart.
 if ttfts:
-    print("graph TTFT ms per round, batch 1")
-    print(f"{'model':<14} {'prompt':>6} " + " ".join(f"{l:>16}" for l in labels))
-    for (name, prompt), cells in ttfts.items():
-        text = []
-        for l in labels:
-            by_round = cells.get(l, {})
-            text.append("/".join(f"{by_round[r]:.3f}" if r in by_round else "-"
-                                 for r in range(1, rounds + 1)))
-        print(f"{name:<14} {prompt:>6} " + " ".join(f"{t:>16}" for t in text))
+    per_round("graph TTFT ms per round, batch 1", "prompt", ttfts, lambda ms: f"{ms:.3f}")
 PY
 summary=$?  # a crash of the summary is a failure too
 exit $(( rc | summary ))

@@ -6,10 +6,10 @@
 # every run, after the script's own arguments; each run's TTFT has its own table.
 # shellcheck source=tests/device_scripts/test_setup.sh
 source "$(dirname "${BASH_SOURCE[0]}")/test_setup.sh"
-# The stand-in: writes one decode row (TPOT FAKE_TPOT; with FAKE_TTFT, a TTFT at prompt 128) to
-# --json; with FAKE_FAIL_ONCE=FILE the first call (FILE absent) fails without writing, as a
-# crashed run does; with FAKE_LIST set to anything but "a,b" it fails too. It first echoes its
-# arguments (into the run's log).
+# The stand-in: writes one decode row (TPOT FAKE_TPOT; with FAKE_MHZ, GPU telemetry; with
+# FAKE_TTFT, a TTFT at prompt 128) to --json; with FAKE_FAIL_ONCE=FILE the first call (FILE
+# absent) fails without writing, as a crashed run does; with FAKE_LIST set to anything but "a,b"
+# it fails too. It first echoes its arguments (into the run's log).
 cat > "${work}/bundle/bin/rtgen-engine-bench" <<'BENCH'
 #!/usr/bin/env bash
 echo "args: $*"
@@ -25,8 +25,11 @@ if [[ -n "${FAKE_FAIL_ONCE:-}" && ! -e "${FAKE_FAIL_ONCE}" ]]; then
 fi
 ttft=""
 [[ -n "${FAKE_TTFT:-}" ]] && ttft=", \"ttft_ms\": {\"128\": ${FAKE_TTFT}}"
+gpu=""
+[[ -n "${FAKE_MHZ:-}" ]] && gpu=", \"gpu_samples\": 9, \"gpu_sm_mhz_median\": ${FAKE_MHZ},
+  \"gpu_power_capped_fraction\": 0.25"
 printf '{"models": {"llama3-8b": {"decode": [{"batch": 64, "tpot_ms": %s, "floor_ms": 3.9,
-  "tpot_pipelined_ms": null}]%s}}}\n' "${FAKE_TPOT}" "${ttft}" > "${json}"
+  "tpot_pipelined_ms": null%s}]%s}}}\n' "${FAKE_TPOT}" "${gpu}" "${ttft}" > "${json}"
 BENCH
 chmod +x "${work}/bundle/bin/rtgen-engine-bench"
 
@@ -78,13 +81,17 @@ OUT="${work}/out6" "${root}/scripts/device/env_ab.sh" "${work}/bundle" one=FAKE_
   > /dev/null 2>&1
 grep -q -- '--json [^ ]*/one_1\.json$' "${work}/out6/one_1.log" ||
   fail "without BENCH_ARGS the run got more: $(cat "${work}/out6/one_1.log")"
-# TTFT per round: its own table where the runs report one (a failed round "-"), none otherwise.
+# TTFT and SM clock per round: their own tables where the runs report them (a failed round "-"),
+# no TTFT table otherwise.
 out=$(OUT="${work}/out7" ROUNDS=2 "${root}/scripts/device/env_ab.sh" "${work}/bundle" \
-        fast=FAKE_TPOT=5.1,FAKE_TTFT=1.13 \
-        slow=FAKE_TPOT=5.2,FAKE_TTFT=1.27,FAKE_FAIL_ONCE="${work}/f7" 2>&1)
+        fast=FAKE_TPOT=5.1,FAKE_TTFT=1.13,FAKE_MHZ=1980 \
+        slow=FAKE_TPOT=5.2,FAKE_TTFT=1.27,FAKE_MHZ=1755,FAKE_FAIL_ONCE="${work}/f7" 2>&1)
 row=$(grep -A2 '^graph TTFT ms per round' <<< "${out}" | grep -E '^llama3-8b +128 ')
 [[ "${row}" =~ 1\.130/1\.130\ +-/1\.270$ ]] ||
   fail "TTFT rounds out of their columns: '${row}' (want 1.130/1.130, -/1.270): ${out}"
+row=$(grep -A2 '^median SM clock' <<< "${out}" | grep -E '^llama3-8b +64 ')
+[[ "${row}" =~ 1980\ \(25%\)/1980\ \(25%\)\ +-/1755\ \(25%\)$ ]] ||
+  fail "clock rounds out of their columns: '${row}'"
 grep -q '^graph TTFT' <<< "$(OUT="${work}/out8" "${root}/scripts/device/env_ab.sh" \
   "${work}/bundle" one=FAKE_TPOT=5.5 2>&1)" && fail "a TTFT table without any TTFT"
 (( failures == 0 )) && echo "env_ab_test: passed"
