@@ -50,6 +50,24 @@ def split_point(ttfts, given):
     return middle if jump >= 0.03 * low else None
 
 
+def group_medians(members, key):
+    """(gap, run): the median over the runs of each one's mean over its launches at `key`, us;
+    None where no run of the group has that boundary."""
+    rows = [run[2][key] for run in members if key in run[2]]
+    if not rows:
+        return None, None
+    return tuple(statistics.median(statistics.mean(x[i] for x in row) for row in rows)
+                 for i in (0, 1))
+
+
+def cell(value):
+    return f"{value:9.2f}" if value is not None else f"{'-':>9}"
+
+
+def difference(fast, slow):
+    return f"{slow - fast:+7.2f}" if fast is not None and slow is not None else f"{'-':>7}"
+
+
 def main(argv):
     if not argv or argv[0].startswith("-"):
         sys.exit("usage: trace_draw.py OUT_DIR [--prompt 128] [--split-ms X]")
@@ -88,22 +106,10 @@ def main(argv):
           f"{'delta':>7} {'run fast':>9} {'run slow':>9} {'delta':>7}")
     first = next(iter(runs.values()))[2]
     for key, launches in first.items():
-        cells = {}
-        for label, members in groups.items():
-            rows = [r[2][key] for r in members if key in r[2]]
-            cells[label] = tuple(statistics.median(statistics.mean(x[i] for x in row)
-                                                   for row in rows) if rows else None
-                                 for i in (0, 1))
-        fast, slow = cells["fast"], cells["slow"]
-
-        def show(v):
-            return f"{v:9.2f}" if v is not None else f"{'-':>9}"
-
-        def delta(i):
-            return f"{slow[i] - fast[i]:+7.2f}" if None not in (fast[i], slow[i]) else f"{'-':>7}"
-        print(f"{key:<34} {len(launches):>3} {show(fast[0])} {show(slow[0])} {delta(0)} "
-              f"{show(fast[1])} {show(slow[1])} {delta(1)}")
-
+        fast, slow = (group_medians(groups[label], key) for label in ("fast", "slow"))
+        print(f"{key:<34} {len(launches):>3} {cell(fast[0])} {cell(slow[0])} "
+              f"{difference(fast[0], slow[0])} {cell(fast[1])} {cell(slow[1])} "
+              f"{difference(fast[1], slow[1])}")
 
 if __name__ == "__main__":
     main(sys.argv[1:])
