@@ -523,15 +523,19 @@ absl::Status CudaBackend::LaunchStep(const StepInput& in, bool sample) {
   }
   bool sampler_may_have_run = false;  // this step's sampler: it writes the chain tokens
   // RTGEN_DIAG_SKIP's "upload" and "download" (diag_skip.h): a decode graph step's copies left
-  // out once the bucket's arrays are laid out.
-  if (plan.bucket != impl.diag_copies_bucket) {
-    impl.diag_copies_bucket = plan.bucket;
-    impl.diag_copies_steps = 0;
+  // out once the bucket's arrays are laid out. Steps are counted only while either is named.
+  const bool skip_upload = kernels::DiagSkips(kernels::StepPart::kUpload);
+  const bool skip_download = kernels::DiagSkips(kernels::StepPart::kDownload);
+  bool copies_kept = true;
+  if (skip_upload || skip_download) {
+    if (plan.bucket != impl.diag_copies_bucket) {
+      impl.diag_copies_bucket = plan.bucket;
+      impl.diag_copies_steps = 0;
+    }
+    copies_kept = plan.bucket == 0 || impl.diag_copies_steps++ < kernels::kDiagCopiesKeptReplays;
   }
-  const bool copies_kept =
-      plan.bucket == 0 || impl.diag_copies_steps++ < kernels::kDiagCopiesKeptReplays;
-  const bool upload = copies_kept || !kernels::DiagSkips(kernels::StepPart::kUpload);
-  const bool download = copies_kept || !kernels::DiagSkips(kernels::StepPart::kDownload);
+  const bool upload = copies_kept || !skip_upload;
+  const bool download = copies_kept || !skip_download;
   // A staged decode graph copies the step's arrays itself (step_buffers.h), all but penalties.
   const bool staged = StagedBucket(*impl.step, plan.bucket);
   const auto enqueue = [&]() -> absl::Status {

@@ -7,6 +7,7 @@
 //                      [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]
 //                      [--seed 1] [--device 0] [--json FILE] [--kernel-trace]
 //                      [--penalties] [--max-penalty-tokens N] [--logprobs N]
+//                      [--profile-step] [--model-rounds N]
 //
 // Per model and batch: every sequence is prefilled with `prompt` random tokens through Execute
 // (prefill steps), then `steps` greedy decode steps run through Execute (context prompt+1 ..
@@ -29,8 +30,12 @@
 // logprobs (0..kernels::kMaxTopLogprobs = 20, on the device). Each batch's decode timings (graph
 // and eager) print what the GPU ran at meanwhile (SM clock, power, share of samples power-capped;
 // tools/gpu_telemetry.h), where the driver's NVML is there to ask; the JSON rows carry it too.
+// --profile-step runs one more decode step after each graph timing between cudaProfilerStart and
+// cudaProfilerStop, for `ncu --profile-from-start off`. --model-rounds N times each model N times
+// in turn, each round on a backend built anew (JSON keys "NAME#2" on).
 
 #include <cublasLt.h>
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -94,6 +99,24 @@ DecodeStepTrace KernelTimeline(const std::string& model, int32_t batch) {
                 batch, kernels::FormatKernelTimeline(spans).c_str());
     return absl::OkStatus();
   };
+}
+
+// With graphs (--profile-step): one more decode step inside the profiler's range, and only it.
+absl::Status ProfiledStep(const std::function<absl::Status()>& one_step) {
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaProfilerStart());
+  const absl::Status ran = one_step();
+  const cudaError_t synced = cudaDeviceSynchronize();
+  RTGEN_CUDA_RETURN_IF_ERROR(cudaProfilerStop());
+  RETURN_IF_ERROR(ran);
+  RTGEN_CUDA_RETURN_IF_ERROR(synced);
+  return absl::OkStatus();
+}
+
+// The step trace a graph timing at `batch` runs, if any.
+DecodeStepTrace StepTrace(const Options& o, const std::string& model, int32_t batch) {
+  if (o.kernel_trace) return KernelTimeline(model, batch);
+  if (o.profile_step) return ProfiledStep;
+  return DecodeStepTrace();
 }
 
 // A figure with three decimals, or "-" for a run not made.
@@ -171,9 +194,7 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
       }
       absl::StatusOr<DecodeResult> timed =
           TimeDecode(*backend, config, o, bs, graphs ? o.built_repeats : 0, pipelined,
-                     o.kernel_trace && pipelined ? KernelTimeline(config.name, bs)
-                                                 : DecodeStepTrace(),
-                     window);
+                     pipelined ? StepTrace(o, config.name, bs) : DecodeStepTrace(), window);
       if (sampling) gpu = telemetry->Stop();  // a run failed inside the window
       RETURN_IF_ERROR(timed.status());
       DecodeResult& r = *timed;
@@ -281,16 +302,23 @@ int Main(int argc, char** argv) {
                              {"prompts", "seeded ids: splitmix64 of (seed, sequence, position)"}}},
            {"models", Json::object()}};
   int rc = 0;
-  for (const std::string& name : o->models) {
+  for (int32_t i = 0; i < static_cast<int32_t>(o->models.size()) * o->model_rounds; ++i) {
+    const std::string& name = o->models[i / o->model_rounds];
+    const int32_t round = i % o->model_rounds + 1;
+    const std::string key = round == 1 ? name : absl::StrCat(name, "#", round);
+    if (o->model_rounds > 1) {
+      std::printf("%s: round %d of %d, a backend built anew\n", name.c_str(), round,
+                  o->model_rounds);
+    }
     absl::StatusOr<Json> m =
         BenchModel(*o, name, *bandwidth, telemetry.ok() ? telemetry->get() : nullptr);
     if (!m.ok()) {
-      std::fprintf(stderr, "rtgen-engine-bench: %s: %s\n", name.c_str(),
+      std::fprintf(stderr, "rtgen-engine-bench: %s: %s\n", key.c_str(),
                    std::string(m.status().message()).c_str());
-      out["models"][name] = Json{{"error", std::string(m.status().message())}};
+      out["models"][key] = Json{{"error", std::string(m.status().message())}};
       rc = 1;
     } else {
-      out["models"][name] = std::move(*m);
+      out["models"][key] = std::move(*m);
     }
     // Written after every model, so a later failure keeps the earlier figures.
     if (!o->json_path.empty() && !WriteJson(o->json_path, out)) {

@@ -98,6 +98,10 @@ absl::Status CheckTogether(const EngineBenchOptions& o) {
   for (const std::string& name : o.models) RETURN_IF_ERROR(BenchShape(name).status());
   RETURN_IF_ERROR(CheckDistinct("--ttft-prompts", o.ttft_prompts));
   RETURN_IF_ERROR(CheckJsonPath(o.json_path));
+  // Both are one more step after a timing, each its own way.
+  if (o.kernel_trace && o.profile_step) {
+    return absl::InvalidArgumentError("--kernel-trace and --profile-step: one at a time");
+  }
   if (o.prompt > kBenchMaxNumTokens || o.prompt + o.steps > o.max_model_len) {
     return absl::InvalidArgumentError(absl::StrCat("--prompt must be <= ", kBenchMaxNumTokens,
                                                    " and prompt + steps <= --max-model-len"));
@@ -154,6 +158,10 @@ absl::StatusOr<EngineBenchOptions> ParseEngineBenchFlags(int argc, const char* c
       o.kernel_trace = true;
       continue;
     }
+    if (a == "--profile-step") {
+      o.profile_step = true;
+      continue;
+    }
     // The flag is named first (an unknown one as unknown), then its value checked.
     const bool has_value = i + 1 < argc;
     const std::string v = has_value ? argv[i + 1] : "";
@@ -177,6 +185,7 @@ absl::StatusOr<EngineBenchOptions> ParseEngineBenchFlags(int argc, const char* c
     else if (a == "--json") ok = !(o.json_path = v).empty();
     else if (a == "--max-penalty-tokens") ok = (o.max_penalty_tokens = n) >= 0;
     else if (a == "--logprobs") ok = (o.logprobs = n) >= 0 && n <= kernels::kMaxTopLogprobs;
+    else if (a == "--model-rounds") ok = (o.model_rounds = n) > 0;
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
     if (!has_value) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
     ++i;
@@ -193,7 +202,8 @@ const char kEngineBenchUsage[] =
     "                          [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]\n"
     "                          [--seed 1] [--device 0] [--json FILE] [--kernel-trace]\n"
     "                          [--penalties] [--max-penalty-tokens 4096] [--logprobs 0]\n"
-    "                          [--mixed DECODE:PROMPT,...]\n"
+    "                          [--mixed DECODE:PROMPT,...] [--profile-step]\n"
+    "                          [--model-rounds 1]\n"
     "Decode TPOT of the CUDA backend at real model shapes (random bf16 weights) against the\n"
     "memory-bandwidth floor, graphs vs eager, TTFT and start-up. Switches read from the\n"
     "environment include RTGEN_MATMUL_TUNE (0 / wide), RTGEN_MATMUL_TUNE_CACHE=FILE and\n"

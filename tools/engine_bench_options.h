@@ -31,6 +31,13 @@ struct EngineBenchOptions {
   int32_t max_model_len = 4096;
   bool eager = true;
   bool kernel_trace = false;  // main refuses it where the build does not trace its kernels
+  // One more decode step after each graph timing, between cudaProfilerStart and Stop: what
+  // `ncu --profile-from-start off` profiles (the timed runs stay unprofiled).
+  bool profile_step = false;
+  // Each model timed this many times in turn, every round on a backend built anew (its own
+  // weights, KV pool, graphs and cuBLASLt handle): does a figure go with the process or with
+  // what one backend allocates? Rounds after the first are keyed "NAME#R" in the JSON.
+  int32_t model_rounds = 1;
   bool penalties = false;
   int32_t logprobs = 0;  // top-n logprobs every row asks for
   int32_t max_penalty_tokens = kernels::kDefaultMaxPenaltyTokens;

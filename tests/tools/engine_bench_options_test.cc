@@ -34,6 +34,8 @@ TEST(EngineBenchOptionsTest, DefaultsAreTheIssuesRuns) {
   EXPECT_FALSE(o->penalties);
   EXPECT_EQ(o->max_penalty_tokens, kernels::kDefaultMaxPenaltyTokens);
   EXPECT_TRUE(o->mixed.empty());
+  EXPECT_FALSE(o->profile_step);
+  EXPECT_EQ(o->model_rounds, 1);
 }
 
 TEST(EngineBenchOptionsTest, ParsesEveryFlag) {
@@ -63,6 +65,15 @@ TEST(EngineBenchOptionsTest, ParsesEveryFlag) {
   EXPECT_FALSE(o->eager);
   EXPECT_TRUE(o->penalties);
   EXPECT_TRUE(o->kernel_trace);
+}
+
+TEST(EngineBenchOptionsTest, ParsesProfileStepAndModelRounds) {
+  absl::StatusOr<EngineBenchOptions> o = Parse({"--profile-step", "--model-rounds", "4"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->profile_step);
+  EXPECT_FALSE(o->kernel_trace);
+  EXPECT_EQ(o->model_rounds, 4);
+  EXPECT_THAT(std::string(kEngineBenchUsage), HasSubstr("[--model-rounds 1]"));
 }
 
 TEST(EngineBenchOptionsTest, HelpStopsParsing) {
@@ -106,6 +117,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{{"--batches", "5000"}, "--batches: 5000 is above 4096"},
         BadFlag{{"--models", ""}, "bad value for --models"},
         BadFlag{{"--logprobs", "21"}, "bad value for --logprobs: '21'"},
+        BadFlag{{"--model-rounds", "0"}, "bad value for --model-rounds: '0'"},
+        BadFlag{{"--model-rounds"}, "--model-rounds needs a value"},
+        BadFlag{{"--kernel-trace", "--profile-step"}, "--kernel-trace and --profile-step"},
         BadFlag{{"--mixed", "4"}, "bad value for --mixed"},
         BadFlag{{"--mixed", "4:16:2"}, "bad value for --mixed"},
         BadFlag{{"--mixed", "4:1"}, "--mixed: 4:1 must have prompt >= 2"},
