@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "kernels/alloc_log.h"
 #include "kernels/cuda_check.h"
 
 namespace rtgen {
@@ -37,6 +38,7 @@ class CudaMemory {
       RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&m.ptr_, bytes));
     }
     m.bytes_ = bytes;
+    kernels::LogAllocation(kPinnedHost ? "pinned" : "device", bytes, m.ptr_);
     return m;
   }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/common/status_macros.h"
+#include "kernels/alloc_log.h"
 #include "kernels/cuda_check.h"
 #include "kernels/env_switch.h"
 #include "kernels/gemv.h"
@@ -219,6 +220,7 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
   ctx->tune_ = tune;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&ctx->handle_));
   RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&ctx->workspace_, kWorkspaceBytes));
+  kernels::LogAllocation("cublaslt-workspace", kWorkspaceBytes, ctx->workspace_);
   int device = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   if (tune) {  // only a tuning context reads the tune cache, keyed by the device's tag

@@ -7,7 +7,8 @@
 //                      [--ttft-prompts 128,2048] [--no-eager] [--max-model-len 4096]
 //                      [--seed 1] [--device 0] [--json FILE] [--kernel-trace]
 //                      [--penalties] [--max-penalty-tokens N] [--logprobs N]
-//                      [--profile-step] [--model-rounds N]
+//                      [--profile-step] [--model-rounds N] [--spacer-mib N]
+//                      [--kv-spacer-mib N]
 //
 // Per model and batch: every sequence is prefilled with `prompt` random tokens through Execute
 // (prefill steps), then `steps` greedy decode steps run through Execute (context prompt+1 ..
@@ -32,7 +33,10 @@
 // tools/gpu_telemetry.h), where the driver's NVML is there to ask; the JSON rows carry it too.
 // --profile-step runs one more decode step after each graph timing between cudaProfilerStart and
 // cudaProfilerStop, for `ncu --profile-from-start off`. --model-rounds N times each model N times
-// in turn, each round on a backend built anew (JSON keys "NAME#2" on).
+// in turn, each round on a backend built anew (JSON keys "NAME#2" on). --spacer-mib and
+// --kv-spacer-mib hold device memory before each backend, or between its creation and its KV
+// pool and graph capture, so that what it allocates after lands elsewhere (the draw's diagnostic,
+// docs/perf/gpu_notes.md session 77; RTGEN_DIAG_ALLOC_LOG=1 prints every allocation).
 
 #include <cublasLt.h>
 #include <cuda_profiler_api.h>
@@ -55,6 +59,7 @@
 #include "engine/common/status_macros.h"
 #include "kernels/cuda_backend.h"
 #include "kernels/cuda_check.h"
+#include "kernels/device_buffer.h"
 #include "kernels/kernel_trace.h"
 #include "kernels/random_weights.h"
 #include "tools/copy_bandwidth.h"
@@ -124,6 +129,16 @@ std::string Figure(const std::optional<double>& v) {
   return v ? absl::StrFormat("%.3f", *v) : "-";
 }
 
+// --spacer-mib / --kv-spacer-mib: `mib` MiB of device memory, held by the caller through the
+// backend's round (none for 0), its address printed.
+absl::StatusOr<DeviceBuffer> Spacer(const char* what, int32_t mib) {
+  if (mib == 0) return DeviceBuffer();
+  const size_t bytes = size_t{static_cast<uint32_t>(mib)} << 20;
+  ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(bytes));
+  std::printf("%s: %d MiB at %p\n", what, mib, b.get());
+  return b;
+}
+
 // One model: a graph backend (decode at every batch, TTFT, start-up), then an eager one.
 absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, double bandwidth,
                                 GpuTelemetry* telemetry) {
@@ -142,10 +157,12 @@ absl::StatusOr<Json> BenchModel(const Options& o, const std::string& name, doubl
     opt.max_model_len = o.max_model_len;
     opt.enable_cuda_graphs = graphs;
     opt.max_penalty_tokens = o.max_penalty_tokens;
+    ASSIGN_OR_RETURN(const DeviceBuffer spacer, Spacer("spacer", o.spacer_mib));
     double t0 = Now();
     ASSIGN_OR_RETURN(std::unique_ptr<CudaBackend> backend,
                      CreateCudaBackendWithRandomWeights(config, o.seed, opt));
     const double create_s = Now() - t0;
+    ASSIGN_OR_RETURN(const DeviceBuffer kv_spacer, Spacer("kv spacer", o.kv_spacer_mib));
     t0 = Now();
     RETURN_IF_ERROR(backend->AllocateKvCache({kv.blocks, kBenchBlockSize}));
     const double kv_s = Now() - t0;

@@ -186,6 +186,8 @@ absl::StatusOr<EngineBenchOptions> ParseEngineBenchFlags(int argc, const char* c
     else if (a == "--max-penalty-tokens") ok = (o.max_penalty_tokens = n) >= 0;
     else if (a == "--logprobs") ok = (o.logprobs = n) >= 0 && n <= kernels::kMaxTopLogprobs;
     else if (a == "--model-rounds") ok = (o.model_rounds = n) > 0;
+    else if (a == "--spacer-mib") ok = (o.spacer_mib = n) >= 0;
+    else if (a == "--kv-spacer-mib") ok = (o.kv_spacer_mib = n) >= 0;
     else return absl::InvalidArgumentError(absl::StrCat("unknown flag ", a));
     if (!has_value) return absl::InvalidArgumentError(absl::StrCat(a, " needs a value"));
     ++i;
@@ -203,7 +205,7 @@ const char kEngineBenchUsage[] =
     "                          [--seed 1] [--device 0] [--json FILE] [--kernel-trace]\n"
     "                          [--penalties] [--max-penalty-tokens 4096] [--logprobs 0]\n"
     "                          [--mixed DECODE:PROMPT,...] [--profile-step]\n"
-    "                          [--model-rounds 1]\n"
+    "                          [--model-rounds 1] [--spacer-mib 0] [--kv-spacer-mib 0]\n"
     "Decode TPOT of the CUDA backend at real model shapes (random bf16 weights) against the\n"
     "memory-bandwidth floor, graphs vs eager, TTFT and start-up. Switches read from the\n"
     "environment include RTGEN_MATMUL_TUNE (0 / wide), RTGEN_MATMUL_TUNE_CACHE=FILE and\n"

@@ -38,6 +38,12 @@ struct EngineBenchOptions {
   // weights, KV pool, graphs and cuBLASLt handle): does a figure go with the process or with
   // what one backend allocates? Rounds after the first are keyed "NAME#R" in the JSON.
   int32_t model_rounds = 1;
+  // Device memory allocated before each backend (spacer_mib) or between its creation and its
+  // KV pool and graph capture (kv_spacer_mib), held through its round: the backend's later
+  // allocations (and the driver's for its graphs) land elsewhere. 0: none. A diagnostic of the
+  // draw (docs/perf/gpu_notes.md, session 77).
+  int32_t spacer_mib = 0;
+  int32_t kv_spacer_mib = 0;
   bool penalties = false;
   int32_t logprobs = 0;  // top-n logprobs every row asks for
   int32_t max_penalty_tokens = kernels::kDefaultMaxPenaltyTokens;

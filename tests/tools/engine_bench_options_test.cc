@@ -36,6 +36,8 @@ TEST(EngineBenchOptionsTest, DefaultsAreTheIssuesRuns) {
   EXPECT_TRUE(o->mixed.empty());
   EXPECT_FALSE(o->profile_step);
   EXPECT_EQ(o->model_rounds, 1);
+  EXPECT_EQ(o->spacer_mib, 0);
+  EXPECT_EQ(o->kv_spacer_mib, 0);
 }
 
 TEST(EngineBenchOptionsTest, ParsesEveryFlag) {
@@ -74,6 +76,14 @@ TEST(EngineBenchOptionsTest, ParsesProfileStepAndModelRounds) {
   EXPECT_FALSE(o->kernel_trace);
   EXPECT_EQ(o->model_rounds, 4);
   EXPECT_THAT(std::string(kEngineBenchUsage), HasSubstr("[--model-rounds 1]"));
+}
+
+TEST(EngineBenchOptionsTest, ParsesSpacers) {
+  absl::StatusOr<EngineBenchOptions> o = Parse({"--spacer-mib", "64", "--kv-spacer-mib", "2"});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->spacer_mib, 64);
+  EXPECT_EQ(o->kv_spacer_mib, 2);
+  EXPECT_THAT(std::string(kEngineBenchUsage), HasSubstr("[--kv-spacer-mib 0]"));
 }
 
 TEST(EngineBenchOptionsTest, HelpStopsParsing) {
@@ -119,6 +129,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadFlag{{"--logprobs", "21"}, "bad value for --logprobs: '21'"},
         BadFlag{{"--model-rounds", "0"}, "bad value for --model-rounds: '0'"},
         BadFlag{{"--model-rounds"}, "--model-rounds needs a value"},
+        BadFlag{{"--spacer-mib", "-1"}, "bad value for --spacer-mib: '-1'"},
+        BadFlag{{"--kv-spacer-mib", "x"}, "bad value for --kv-spacer-mib: 'x'"},
         BadFlag{{"--kernel-trace", "--profile-step"}, "--kernel-trace and --profile-step"},
         BadFlag{{"--mixed", "4"}, "bad value for --mixed"},
         BadFlag{{"--mixed", "4:16:2"}, "bad value for --mixed"},
