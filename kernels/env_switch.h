@@ -16,10 +16,11 @@
 // RTGEN_ATTENTION_CLUSTER, RTGEN_FUSED_MLP, RTGEN_FUSED_MLP_FEATURES, and the diagnostics
 // RTGEN_DIAG_SKIP, RTGEN_DIAG_ALLOC_LOG and RTGEN_PERSISTENT_TRACE) are environment variables,
 // each consulted by one function (those on a per-launch path keep the value in a static; those
-// read at start-up read it when called); these helpers are how every one of them is read. EnvOnUnlessZero, EnvOptIn,
-// EnvInt, EnvIntIn (a range), EnvIntOf (a set of numbers) and EnvChoice (the switches that take
-// words: RTGEN_PREFILL_MMA, RTGEN_HOPPER_GEMM, RTGEN_GEMV_SLAB, RTGEN_DECODE_MERGE_IN_O, ...)
-// report a value they do not take and use the switch's default instead.
+// read at start-up read it when called); these helpers are how every one of them is read.
+// EnvOnUnlessZero, EnvOptIn, EnvInt, EnvIntIn (a range), EnvIntOf (a set of numbers) and
+// EnvChoice (the switches that take words: RTGEN_PREFILL_MMA, RTGEN_HOPPER_GEMM,
+// RTGEN_GEMV_SLAB, RTGEN_DECODE_MERGE_IN_O, ...) report a value they do not take and use the
+// switch's default instead.
 
 #include <cerrno>
 #include <cstdio>

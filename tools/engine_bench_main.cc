@@ -319,9 +319,10 @@ int Main(int argc, char** argv) {
                              {"prompts", "seeded ids: splitmix64 of (seed, sequence, position)"}}},
            {"models", Json::object()}};
   int rc = 0;
-  for (int32_t i = 0; i < static_cast<int32_t>(o->models.size()) * o->model_rounds; ++i) {
+  const int64_t runs = static_cast<int64_t>(o->models.size()) * o->model_rounds;
+  for (int64_t i = 0; i < runs; ++i) {
     const std::string& name = o->models[i / o->model_rounds];
-    const int32_t round = i % o->model_rounds + 1;
+    const int32_t round = static_cast<int32_t>(i % o->model_rounds) + 1;
     const std::string key = round == 1 ? name : absl::StrCat(name, "#", round);
     if (o->model_rounds > 1) {
       std::printf("%s: round %d of %d, a backend built anew\n", name.c_str(), round,

@@ -5,8 +5,9 @@ Reads the JSON files draw_rounds.sh leaves in OUT (LABEL_P.json, one process eac
 rtgen-engine-bench --model-rounds N: the model under "NAME", then "NAME#2", ...). Every round's
 graph TPOT at the batch is split in two at the widest jump between the sorted TPOTs of all
 files, when that jump is at least 3 % of the lower side: F below it, S above, "-" for a round
-with no figure. Without such a jump every round is F. A run that failed reads "failed". One line a process (its label, its rounds'
-TPOTs and TTFTs, its pattern), then how many processes of each label drew each pattern.
+with no figure. Without such a jump every round is F. A run that failed reads "failed". One
+line a process (its label, its rounds' TPOTs and TTFTs, its pattern), then how many processes of
+each label drew each pattern.
 Usage: draw_rounds.py OUT_DIR [--batch 64] [--prompt 128]    (session 77, gpu_notes.md)
 """
 import collections
