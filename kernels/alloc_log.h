@@ -2,9 +2,9 @@
 // Diagnostic for SmolLM2 b64's draw (docs/perf/gpu_notes.md, session 77): a backend built anew
 // in one process runs its kernels ~0.3 µs slower or not, in a fixed order of rounds, so the
 // draw follows where its allocations land. RTGEN_DIAG_ALLOC_LOG=1 prints every device and
-// pinned host allocation made through CudaMemory (device_buffer.h) and the matmul context's
-// workspace to stderr, one line each, in the order made: which allocation tells fast rounds from
-// slow ones (rtgen-engine-bench --model-rounds).
+// pinned host allocation made through CudaMemory (device_buffer.h; the cuBLASLt workspace
+// among them) to stderr, one line each, in the order made: which allocation tells fast rounds
+// from slow ones (rtgen-engine-bench --model-rounds).
 
 #include <cstddef>
 #include <cstdint>

@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "engine/common/status_macros.h"
-#include "kernels/alloc_log.h"
 #include "kernels/cuda_check.h"
 #include "kernels/env_switch.h"
 #include "kernels/gemv.h"
@@ -219,8 +218,7 @@ absl::StatusOr<std::unique_ptr<MatmulContext>> MatmulContext::Create(bool use_ge
   ctx->use_gemv_ = use_gemv;
   ctx->tune_ = tune;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtCreate(&ctx->handle_));
-  RTGEN_CUDA_RETURN_IF_ERROR(cudaMalloc(&ctx->workspace_, kWorkspaceBytes));
-  kernels::LogAllocation("cublaslt-workspace", kWorkspaceBytes, ctx->workspace_);
+  ASSIGN_OR_RETURN(ctx->workspace_, DeviceBuffer::Allocate(kWorkspaceBytes));
   int device = 0;
   RTGEN_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   if (tune) {  // only a tuning context reads the tune cache, keyed by the device's tag
@@ -261,7 +259,6 @@ void MatmulContext::DestroyPlanHandles(const Plan& plan) {
 MatmulContext::~MatmulContext() {
   // Destructors cannot report errors; the calls below only release resources.
   for (auto& [key, plan] : plans_) DestroyPlanHandles(plan);
-  if (workspace_) cudaFree(workspace_);
   if (hopper_.partials) cudaFree(hopper_.partials);
   if (hopper_.counters) cudaFree(hopper_.counters);
   if (handle_) cublasLtDestroy(handle_);
@@ -410,8 +407,9 @@ absl::Status MatmulContext::Tune(const MatmulParams& p, cudaStream_t stream, Pla
       RTGEN_CUDA_RETURN_IF_ERROR(L2FlushRead(scratch.flush, flush_bytes, stream));
       RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(scratch.start, stream));
       const bool ok = cublasLtMatmul(handle_, plan->desc, &alpha, p.w, plan->a, p.x, plan->b,
-                                     &beta, y, plan->c, y, plan->c, &cands[i], workspace_,
-                                     kWorkspaceBytes, stream) == CUBLAS_STATUS_SUCCESS;
+                                     &beta, y, plan->c, y, plan->c, &cands[i],
+                                     workspace_.get(), kWorkspaceBytes,
+                                     stream) == CUBLAS_STATUS_SUCCESS;
       RTGEN_CUDA_RETURN_IF_ERROR(cudaEventRecord(scratch.stop, stream));
       RTGEN_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(scratch.stop));
       if (!ok) {
@@ -623,7 +621,7 @@ absl::Status Matmul(MatmulContext& ctx, MatmulParams p, cudaStream_t stream) {
   const float alpha = 1.0f, beta = p.accumulate ? 1.0f : 0.0f;
   RTGEN_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(ctx.handle_, plan->desc, &alpha, p.w, plan->a, p.x,
                                               plan->b, &beta, p.y, plan->c, p.y, plan->c,
-                                              &plan->algo, ctx.workspace_,
+                                              &plan->algo, ctx.workspace_.get(),
                                               MatmulContext::kWorkspaceBytes, stream));
   return absl::OkStatus();
 }

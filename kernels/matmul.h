@@ -52,6 +52,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "kernels/device_buffer.h"
 #include "kernels/gemv.h"
 #include "kernels/hopper_gemm.h"
 #include "kernels/kv_store.h"
@@ -139,7 +140,7 @@ class MatmulContext {
                     std::vector<std::pair<float, size_t>> timed) const;
 
   cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
+  DeviceBuffer workspace_;  // kWorkspaceBytes, cuBLASLt's
   bool use_gemv_ = false;
   HopperGemmWorkspace hopper_{};  // ctas == 0: HopperGemm not used
   int hopper_min_rows_ = 9;
