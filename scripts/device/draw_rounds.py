@@ -16,6 +16,8 @@ import json
 import os
 import sys
 
+from trace_draw import split_point  # the widest jump of 3 % or more, as trace_draw.py splits
+
 
 def rounds(path, batch, prompt):
     """[(tpot_ms or None, ttft_ms or None)] in round order, or None for a failed run."""
@@ -35,13 +37,6 @@ def rounds(path, batch, prompt):
     return out
 
 
-def split_at(values):
-    """The TPOT above which a round is slow: the widest jump's midpoint, or None."""
-    v = sorted(values)
-    jumps = [(b - a, (a + b) / 2) for a, b in zip(v, v[1:]) if b - a >= 0.03 * a]
-    return max(jumps)[1] if jumps else None
-
-
 def main(argv):
     out_dir = argv[1]
     batch = int(argv[argv.index("--batch") + 1]) if "--batch" in argv else 64
@@ -50,7 +45,7 @@ def main(argv):
     for path in sorted(glob.glob(os.path.join(out_dir, "*.json"))):
         runs[os.path.basename(path)[:-5]] = rounds(path, batch, prompt)
     tpots = [t for r in runs.values() if r for t, _ in r if t is not None]
-    cut = split_at(tpots)
+    cut = split_point(tpots, None)
     print(f"batch {batch}: " + (f"slow above {cut:.3f} ms" if cut else "no jump of 3 %: all F"))
     patterns = collections.defaultdict(collections.Counter)
     for name, r in runs.items():
