@@ -531,19 +531,35 @@ int WarpsFitting(const DecodeAttentionParams& p, const Capacity& capacity) {
                                                        : 2;
 }
 
+// Tiles in flight for blocks of `warps` warps: three for 2-warp blocks while the whole grid still
+// fits at once with them, else two (see above).
+int StagesFitting(const DecodeAttentionParams& p, const Capacity& capacity, int warps) {
+  const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
+  return warps == 2 && blocks <= capacity.two_deep ? 3 : 2;
+}
+
 template <int kD>
 cudaError_t LaunchFitting(const DecodeAttentionParams& p, cudaStream_t stream) {
   Capacity capacity;
   const cudaError_t err = Prepare<kD>(&capacity);
   if (err != cudaSuccess) return err;
-  const int64_t blocks = int64_t{p.num_kv_heads} * p.num_seqs * p.num_splits;
   const int warps = WarpsFitting<kD>(p, capacity);
   if constexpr (kHasSixteen<kD>) {
     if (warps == 16) return Launch<kD, 16, 2>(p, stream);
   }
   if (warps == 8) return Launch<kD, 8, 2>(p, stream);
   if (warps == 4) return Launch<kD, 4, 2>(p, stream);
-  return blocks <= capacity.two_deep ? Launch<kD, 2, 3>(p, stream) : Launch<kD, 2, 2>(p, stream);
+  return StagesFitting(p, capacity, warps) == 3 ? Launch<kD, 2, 3>(p, stream)
+                                                : Launch<kD, 2, 2>(p, stream);
+}
+
+// On the current device: the capacities, and the warps a block of DecodeAttentionMma(p) has.
+cudaError_t Fit(const DecodeAttentionParams& p, Capacity* capacity, int* warps) {
+  const cudaError_t err = p.head_dim == 64 ? Prepare<64>(capacity) : Prepare<128>(capacity);
+  if (err == cudaSuccess) {
+    *warps = p.head_dim == 64 ? WarpsFitting<64>(p, *capacity) : WarpsFitting<128>(p, *capacity);
+  }
+  return err;
 }
 
 // RTGEN_DECODE_MMA128_SPLITS=0: head_dim 128 with key partitions on the CUDA-core kernel (A/B).
@@ -570,9 +586,16 @@ cudaError_t DecodeAttentionMma(const DecodeAttentionParams& p, cudaStream_t stre
 
 int DecodeAttentionMmaWarps(const DecodeAttentionParams& p) {
   Capacity capacity;
-  const cudaError_t err = p.head_dim == 64 ? Prepare<64>(&capacity) : Prepare<128>(&capacity);
-  if (err != cudaSuccess) return -static_cast<int>(err);
-  return p.head_dim == 64 ? WarpsFitting<64>(p, capacity) : WarpsFitting<128>(p, capacity);
+  int warps = 0;
+  const cudaError_t err = Fit(p, &capacity, &warps);
+  return err != cudaSuccess ? -static_cast<int>(err) : warps;
+}
+
+int DecodeAttentionMmaStages(const DecodeAttentionParams& p) {
+  Capacity capacity;
+  int warps = 0;
+  const cudaError_t err = Fit(p, &capacity, &warps);
+  return err != cudaSuccess ? -static_cast<int>(err) : StagesFitting(p, capacity, warps);
 }
 
 }  // namespace rtgen::kernels

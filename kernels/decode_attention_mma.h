@@ -3,7 +3,7 @@
 // key partitions as in decode_attention.h). One block per (kv head, sequence, partition) serves
 // the kv head's query heads (at most 16) as the 16 rows of an mma.m16n8k16: S = Q K^T and
 // O = P V run on tensor cores (P rounded to bf16, fp32 accumulation), keys staged in shared
-// memory by asynchronous copies, two tiles in flight.
+// memory by asynchronous copies, two tiles in flight (three in 2-warp blocks while the grid fits).
 
 #include <cuda_runtime.h>
 
@@ -22,6 +22,10 @@ bool DecodeAttentionMmaSupports(const DecodeAttentionParams& p);
 // counts sum the warps' partial outputs in different orders: tests compare bits only between
 // launches of the same count.
 int DecodeAttentionMmaWarps(const DecodeAttentionParams& p);
+
+// The key tiles in flight a block of DecodeAttentionMma(p) keeps (2, or 3 for 2-warp blocks while
+// the whole grid fits at once with three), or a CUDA error's negated code as above.
+int DecodeAttentionMmaStages(const DecodeAttentionParams& p);
 
 // Called by DecodeAttention when DecodeAttentionMmaSupports(p), after it has validated p
 // (sizes, 16-byte alignment of q and the caches, q_stride % 8 == 0); nothing is checked again.

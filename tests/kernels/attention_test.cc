@@ -315,6 +315,35 @@ std::vector<int32_t> SpreadContexts(int n, int step, int mod) {
   return ctx;
 }
 
+// The tensor-core kernel's blocks at the 2-warp grids of the shapes below, so that each of its
+// two- and three-stage variants is run against the reference there. The grids are sized for
+// 132 SMs with an H100's or H200's shared memory (4-warp blocks: 396 at head_dim 128, 528 at 64;
+// 2-warp blocks with three stages: 528 and 924).
+TEST(DecodeAttentionMmaTest, TwoWarpGridsOfTheShapesTakeBothStageCounts) {
+  int device = 0, sms = 0;
+  GPU_CHECK(cudaGetDevice(&device));
+  GPU_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  if (sms != 132) GTEST_SKIP() << "the shapes' grids are sized for 132 SMs, this GPU has " << sms;
+  struct Grid {
+    int heads, kv_heads, hd, seqs, splits, stages;
+  };
+  for (const Grid& g : {Grid{32, 8, 128, 64, 1, 3}, Grid{32, 8, 128, 80, 1, 2},
+                        Grid{9, 3, 64, 250, 1, 3}, Grid{9, 3, 64, 100, 2, 3},
+                        Grid{9, 3, 64, 400, 1, 2}, Grid{9, 3, 64, 100, 4, 2}}) {
+    SCOPED_TRACE(::testing::Message() << "head_dim " << g.hd << ", " << g.kv_heads * g.seqs *
+                                             g.splits << " blocks");
+    kernels::DecodeAttentionParams p;
+    p.num_heads = g.heads;
+    p.num_kv_heads = g.kv_heads;
+    p.head_dim = g.hd;
+    p.num_seqs = g.seqs;
+    p.num_splits = g.splits;
+    ASSERT_TRUE(kernels::DecodeAttentionMmaSupports(p));
+    EXPECT_EQ(kernels::DecodeAttentionMmaWarps(p), 2);
+    EXPECT_EQ(kernels::DecodeAttentionMmaStages(p), g.stages);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, DecodeAttentionTest,
     ::testing::Values(AttnShape{9, 3, 64, 16, {1, 17, 300, 0}, 1},
@@ -356,6 +385,10 @@ INSTANTIATE_TEST_SUITE_P(
                       AttnShape{32, 8, 128, 16, SpreadContexts(80, 37, 300), 1},
                       AttnShape{9, 3, 64, 16, SpreadContexts(400, 13, 260), 1},
                       AttnShape{9, 3, 64, 16, SpreadContexts(100, 29, 700), 4},
+                      // ...and at head_dim 64 with three stages (750 and 600 blocks: SmolLM2's
+                      // decode at batch 177-308 takes this kernel), unsplit and split.
+                      AttnShape{9, 3, 64, 16, SpreadContexts(250, 13, 260), 1},
+                      AttnShape{9, 3, 64, 16, SpreadContexts(100, 29, 700), 2},
                       // Block sizes that are not powers of two: slots by division, not shifts
                       // (PartitionRange::Slot).
                       AttnShape{32, 8, 128, 24, {700, 1, 129, 48}, 1},
