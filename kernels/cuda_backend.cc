@@ -215,6 +215,10 @@ bool CudaBackend::folds_norms_at(int32_t rows) const {
   return impl_->forward->FoldsNorms(ForwardShape::Decode(rows));
 }
 
+bool CudaBackend::prefetches_kv_at(int32_t rows) const {
+  return impl_->forward->PrefetchesKv(ForwardShape::Decode(rows));
+}
+
 std::vector<int32_t> CudaBackend::graph_buckets() const {
   return impl_->graphs ? impl_->graphs->buckets() : std::vector<int32_t>{};
 }

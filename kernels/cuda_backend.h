@@ -130,6 +130,9 @@ class CudaBackend : public Backend {
   bool merges_in_o_at(int32_t rows, int32_t longest_context) const;
   // True when a decode step of `rows` sequences runs with folded norms (ModelForward::FoldsNorms).
   bool folds_norms_at(int32_t rows) const;
+  // True when a decode step of `rows` sequences has decode attention copy its older keys before
+  // its PDL wait, the qkv projection releasing it early (ModelForward::PrefetchesKv).
+  bool prefetches_kv_at(int32_t rows) const;
   int32_t max_model_len() const { return max_model_len_; }
   // Start-up cost of the last graph capture (AllocateKvCache; decode and prefill graphs): wall
   // seconds, and the growth of the device's used memory across it (graph executables, lazily

@@ -220,6 +220,14 @@ TEST(CudaBackendTest, SmolLm2ShapedOneSequenceLogitsMatchCpu) {
   });
 }
 
+// Decode attention released early by the qkv GEMV, its older keys copied before its PDL wait in
+// 16-warp blocks (Llama-3.2-1B's width: the default path of its one-row steps).
+TEST(CudaBackendTest, EarlyReleasedAttentionOneSequenceLogitsMatchCpu) {
+  RunOneSequence(Llama1BLayersConfig(), 37, [](const CudaBackend& gpu) {
+    ASSERT_TRUE(gpu.prefetches_kv_at(1)) << "the path this test means to cover";
+  });
+}
+
 TEST(CudaBackendTest, SmolLm2ShapedLogitsMatchCpu) { RunScenario(SmolLm2Config()); }
 
 // Steps of `num_seqs` sequences with random prompts (sequence i: first_len + len_step * i

@@ -88,6 +88,10 @@ ModelConfig SmolLm2Config();  // SmolLM2-135M shape: 30 layers, 9/3 heads, head_
 // 4096: every projection of a one-token step streams by rows at the default threshold, so its
 // linked norms (kernels/model_forward.h) run through the row-streaming GEMV.
 ModelConfig AllRowsConfig();
+// 2 layers at Llama-3.2-1B's width (2048, 32/8 heads of 64, intermediate 8192) with vocab 4096:
+// a one-row step's qkv GEMV (a 12 MiB weight) releases decode attention early, which copies its
+// older keys before its wait in 16-warp blocks (gemv.cu TcRopeReleasesEarly).
+ModelConfig Llama1BLayersConfig();
 ModelWeights RandomWeights(const ModelConfig& c, uint64_t seed);
 // n token ids drawn uniformly from c's vocabulary.
 std::vector<int32_t> RandomTokens(const ModelConfig& c, int n, std::mt19937_64& rng);

@@ -166,6 +166,26 @@ TEST(GraphRunnerTest, FoldedNormsReplayIsBitwiseEqualToEager) {
   ExpectReplayEqualsEager(AllRowsConfig(), 16, 3, false, false, true);
 }
 
+// Decode attention released early by the qkv GEMV and copying its older keys before its wait
+// (Llama-3.2-1B's width, gpu_test_util.h Llama1BLayersConfig): steps of one and four rows
+// replayed, bitwise equal to eager.
+TEST(GraphRunnerTest, EarlyReleasedAttentionReplayIsBitwiseEqualToEager) {
+  const ModelConfig c = Llama1BLayersConfig();
+  for (const int rows : {1, 4}) {
+    SCOPED_TRACE(::testing::Message() << rows << " rows");
+    const uint64_t seed = FreshSeed();
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    auto graph = Make(c, seed, true);
+    auto eager = Make(c, seed, false);
+    ASSERT_TRUE(graph && eager);
+    ASSERT_TRUE(graph->prefetches_kv_at(rows)) << "the path this test means to cover";
+    std::vector<int32_t> next = {0, 0};
+    std::vector<TestSeq> seqs = Prefill({graph.get(), eager.get()}, c, rows, rng, &next);
+    ExpectDecodeStepsEqual(graph.get(), eager.get(), c, 4, rng, &seqs, &next);
+  }
+}
+
 // Decode graphs per context class (graph_runner.h): the test backends take contexts up to 1024,
 // so the two-sequence bucket gets classes 256, 512 and 1024 (1, 2 and 4 key partitions), the
 // one-sequence bucket 64, 128, 256 and 512 (1, 2, 4 and 8 partitions of 64 keys, merged by the o
