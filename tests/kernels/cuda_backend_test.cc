@@ -411,6 +411,47 @@ TEST(CudaBackendTest, FoldedSmolLm2WeightsLogitsMatchCpu) {
   steps.Decode(64, "decode of 64 after the mixed steps");
 }
 
+// Decode steps of `counts` rows, each replaying the graph of `bucket` (the backend's one) over the
+// folded norms, padded where the rows are fewer: the GEMMs multiply the bucket's rows on
+// cuBLASLt, not the step's, and the padding rows must leave the real rows' logits alone.
+void ExpectPaddedFoldedSteps(StepsAgainstCpu& steps, int32_t bucket,
+                             const std::vector<int32_t>& counts) {
+  SCOPED_TRACE(steps.seed());
+  ASSERT_TRUE(steps.ok());
+  ASSERT_EQ(steps.gpu().graph_buckets(), std::vector<int32_t>{bucket});
+  for (const int32_t rows : counts) {
+    ASSERT_TRUE(steps.gpu().folds_norms_at(rows)) << rows << ": the path this test covers";
+  }
+  steps.PrefillAll(8);
+  for (const int32_t rows : counts) {
+    const int64_t replays = steps.gpu().decode_graph_replays();
+    steps.Decode(rows, "decode of " + std::to_string(rows) + " in bucket " +
+                           std::to_string(bucket) + "'s graph");
+    EXPECT_EQ(steps.gpu().decode_graph_replays(), replays + 1) << rows << " rows";
+  }
+}
+
+// Padded decode buckets on cuBLASLt with folded norms, as a server runs them with graphs on:
+// SmolLM2-135M's 60 and 57 rows in bucket 64's graph, Llama-3-8B's width's 12 and 9 in bucket
+// 16's; then the exact bucket. Logits against the CPU backend at every step.
+TEST(CudaBackendTest, PaddedFoldedBucketsLogitsMatchCpu) {
+  {
+    StepsAgainstCpu steps(SmolLm2Config(),
+                          {.graphs = true,
+                           .num_blocks = 512,
+                           .max_num_seqs = 64,
+                           .graph_batch_sizes = {64}},
+                          64, 2, 1);
+    ExpectPaddedFoldedSteps(steps, 64, {60, 57, 64});
+  }
+  {
+    StepsAgainstCpu steps(AllRowsConfig(),
+                          {.graphs = true, .num_blocks = 64, .graph_batch_sizes = {16}}, 16, 9,
+                          1);
+    ExpectPaddedFoldedSteps(steps, 16, {12, 9, 16});
+  }
+}
+
 // An odd vocabulary at SmolLM2-135M's width (32001: a Hugging Face directory's rows trimmed to
 // its tokenizer's ids): past 4 rows the LM head leaves the GEMV (matmul.cc GemvShape: n > 16384
 // at 5-8 rows, n * k > 4 Mi at 9-16) for cuBLASLt with an odd fp32 output width (rows of 128,004
