@@ -77,11 +77,13 @@ TEST(PrefillGraphTest, ExactBucketIsBitwiseEqualToEager) {
   const uint64_t seed = FreshSeed();
   SCOPED_TRACE(seed);
   std::mt19937_64 rng(seed);
-  Pair p = MakePair(c, seed, {16, 48, 64, 256});
+  Pair p = MakePair(c, seed, {16, 48, 64, 256, 512});
   ASSERT_TRUE(p.graph && p.eager);
-  ASSERT_EQ(p.graph->prefill_graph_tokens(), (std::vector<int32_t>{16, 48, 64, 256}));
+  ASSERT_EQ(p.graph->prefill_graph_tokens(), (std::vector<int32_t>{16, 48, 64, 256, 512}));
   const SamplingParams params = RichParams();
-  for (const int n : {16, 48, 64}) {  // 48: SmolLM2's layers on the sliced GEMV
+  // 48: SmolLM2's layers on the sliced GEMV; 256 and 512: on cuBLASLt, prefill attention's
+  // tensor-core kernel over several blocks of query rows.
+  for (const int n : {16, 48, 64, 256, 512}) {
     SCOPED_TRACE(n);
     TestSeq g;
     g.tokens = RandomTokens(c, n, rng);
