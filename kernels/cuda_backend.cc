@@ -50,6 +50,9 @@ struct CudaBackend::StepPlan {
 
 struct CudaBackend::Impl {
   ~Impl() {
+    // Steps still in flight (launched, not collected: a caller that drops the backend without
+    // collecting) finish before their graphs, events, stream and buffers go.
+    if (stream) cudaStreamSynchronize(stream);
     graphs.reset();
     prefill_graphs.reset();
     forward.reset();
