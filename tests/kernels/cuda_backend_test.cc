@@ -411,6 +411,26 @@ TEST(CudaBackendTest, FoldedSmolLm2WeightsLogitsMatchCpu) {
   steps.Decode(64, "decode of 64 after the mixed steps");
 }
 
+// Llama-3-8B's width (AllRowsConfig) at the batch sizes between one row and the fold: 3, 5 and 8
+// rows on the tensor-core GEMV with the norms as launches (several rows of weights this large
+// link none), 12 and 15 on cuBLASLt with folded norms; logits against the CPU at every step.
+TEST(CudaBackendTest, LlamaWidthMiddleBatchesLogitsMatchCpu) {
+  StepsAgainstCpu steps(AllRowsConfig(), {.num_blocks = 64}, 16, 9, 1);
+  SCOPED_TRACE(steps.seed());
+  ASSERT_TRUE(steps.ok());
+  for (const int32_t rows : {3, 5, 8}) {
+    ASSERT_FALSE(steps.gpu().links_norms_at(rows)) << rows << ": the path this test covers";
+    ASSERT_FALSE(steps.gpu().folds_norms_at(rows)) << rows << ": the path this test covers";
+  }
+  for (const int32_t rows : {12, 15}) {
+    ASSERT_TRUE(steps.gpu().folds_norms_at(rows)) << rows << ": the path this test covers";
+  }
+  steps.PrefillAll(8);
+  for (const size_t count : {3, 5, 8, 12, 15, 8}) {
+    steps.Decode(count, "decode of " + std::to_string(count));
+  }
+}
+
 // Decode steps of `counts` rows, each replaying the graph of `bucket` (the backend's one) over the
 // folded norms, padded where the rows are fewer: the GEMMs multiply the bucket's rows on
 // cuBLASLt, not the step's, and the padding rows must leave the real rows' logits alone.
