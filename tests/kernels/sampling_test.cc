@@ -416,15 +416,20 @@ TEST(SamplingTest, GreedyEdgeCases) {
 // output). Two seen tokens
 // of each row are lifted to the top of its logits so that penalties decide the draw. Greedy
 // rows' penalized logits must be the CPU's bit for bit; tokens equal, logprobs within 1e-3.
+// Sampled rows with penalties beside top-p, top-k and min-p (each cut made after the penalties).
 TEST(SamplingTest, PenaltiesMatchCpuSampler) {
   struct PenaltyConfig {
     float temperature, top_p, repetition, presence, frequency;
+    int32_t top_k = 0;
+    float min_p = 0.0f;
   };
   const std::vector<PenaltyConfig> configs = {{0.0f, 1.0f, 1.3f, 0.0f, 0.0f},
                                               {0.0f, 1.0f, 1.0f, 0.5f, 0.3f},
                                               {0.0f, 1.0f, 0.7f, -0.4f, 1.1f},
                                               {0.8f, 0.9f, 1.2f, 0.3f, 0.2f},
-                                              {1.0f, 1.0f, 1.5f, 0.0f, 0.6f}};
+                                              {1.0f, 1.0f, 1.5f, 0.0f, 0.6f},
+                                              {0.9f, 1.0f, 1.3f, 0.2f, 0.0f, 20},
+                                              {0.7f, 0.95f, 1.1f, 0.0f, 0.4f, 0, 0.05f}};
   for (const auto [vocab, stride] : kLayouts) {
     const uint64_t seed = FreshSeed();
     SCOPED_TRACE(testing::Message() << "vocab " << vocab << " stride " << stride << " seed "
@@ -446,6 +451,8 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
       h.repetition_penalty = c.repetition;
       h.presence_penalty = c.presence;
       h.frequency_penalty = c.frequency;
+      h.top_k = c.top_k;
+      h.min_p = c.min_p;
       const auto draw = [&](int n, std::vector<int32_t>* out) {
         for (int i = 0; i < n; ++i) out->push_back(rng() % 50 == 0 ? vocab + 5 : near_id(rng));
       };
@@ -470,6 +477,8 @@ TEST(SamplingTest, PenaltiesMatchCpuSampler) {
       kernels::SampleRowParams& p = params[r];
       p.temperature = c.temperature;
       p.top_p = c.top_p;
+      p.top_k = c.top_k;
+      p.min_p = c.min_p;
       p.seed = rng();
       p.counter = outputs[r].size();
       ASSERT_TRUE(penalties.Append(h, prompts[r], device_output, pending_row, &p).ok());
