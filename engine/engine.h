@@ -50,14 +50,22 @@ struct EngineHealth {
   absl::Duration stalled = absl::ZeroDuration();
 };
 
+// One completed step, as EngineObserver::OnStep sees it.
+struct StepReport {
+  int32_t batch_size = 0;     // sequences in the step
+  int32_t prompt_tokens = 0;  // prompt tokens computed (ScheduledBatch::num_prompt_tokens)
+  int32_t generated = 0;      // tokens streamed (not rows dropped for requests already finished)
+  bool prefill = false;       // it ran prefill chunks (false: decode-only)
+  bool graph_replayed = false;
+  int32_t bucket = 0;  // the graph's bucket when replayed: sequences, or a prefill's tokens
+};
+
 // Hooks the engine calls as things happen (metrics live in server/, so the engine stays free of
 // prometheus). Implementations must be cheap and non-blocking.
 class EngineObserver {
  public:
   virtual ~EngineObserver() = default;
-  // `generated`: tokens streamed by the step (not rows dropped for requests already finished).
-  virtual void OnStep(int32_t /*batch_size*/, int32_t /*prompt_tokens*/, int32_t /*generated*/,
-                      bool /*graph_replayed*/, int32_t /*bucket*/) {}
+  virtual void OnStep(const StepReport& /*step*/) {}
   virtual void OnFirstScheduled(absl::Duration /*queue_time*/) {}
   virtual void OnToken(absl::Duration /*since_previous_token*/, bool /*first*/) {}
   virtual void OnFinished(FinishReason /*reason*/, const Usage& /*usage*/) {}

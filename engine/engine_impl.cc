@@ -348,8 +348,14 @@ void EngineImpl::CollectInFlight() {
   failed_in_a_row_ = 0;
   const int32_t streamed = scheduler_.Complete(step.batch, output->sampled, now);
   if (observer_ != nullptr) {
-    observer_->OnStep(static_cast<int32_t>(step.batch.seqs.size()), step.batch.num_prefill_tokens,
-                      streamed, output->graph_replayed, output->graph_bucket);
+    StepReport report;
+    report.batch_size = static_cast<int32_t>(step.batch.seqs.size());
+    report.prompt_tokens = step.batch.num_prompt_tokens;
+    report.generated = streamed;
+    report.prefill = step.batch.num_prefill_tokens > 0;
+    report.graph_replayed = output->graph_replayed;
+    report.bucket = output->graph_bucket;
+    observer_->OnStep(report);
   }
 }
 

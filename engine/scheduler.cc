@@ -18,6 +18,11 @@ bool EndsWithPending(const Sequence& seq, int32_t max_model_len) {
           seq.num_tokens() >= max_model_len);
 }
 
+// Of the `n` tokens from seq's first uncomputed one on, those of its prompt.
+int32_t PromptTokensIn(const Sequence& seq, int32_t n) {
+  return std::clamp(seq.num_prompt_tokens() - seq.num_computed_tokens, 0, n);
+}
+
 // From `start` to `end`, never negative: both are wall-clock readings (as gRPC's deadlines
 // are), so a clock stepped back between them reads as no time, not as a negative duration.
 absl::Duration Elapsed(absl::Time start, absl::Time end) {
@@ -93,6 +98,7 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
     batch.seqs.push_back({seq, 1, false, true});
     ++batch.num_decodes;
     ++batch.num_tokens;
+    batch.num_prompt_tokens += PromptTokensIn(*seq, 1);
     --budget;
   }
 
@@ -105,6 +111,7 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
     batch.seqs.push_back({seq, n, true, n == remaining});
     batch.num_tokens += n;
     batch.num_prefill_tokens += n;
+    batch.num_prompt_tokens += PromptTokensIn(*seq, n);
     budget -= n;
   }
 
@@ -119,6 +126,7 @@ ScheduledBatch Scheduler::Schedule(absl::Time now) {
     batch.seqs.push_back({seq, n, true, n == seq->num_uncomputed_tokens()});
     batch.num_tokens += n;
     batch.num_prefill_tokens += n;
+    batch.num_prompt_tokens += PromptTokensIn(*seq, n);
     budget -= n;
   }
   for (const ScheduledSeq& s : batch.seqs) ++s.seq->step_refs;

@@ -49,7 +49,10 @@ struct ScheduledSeq {
 struct ScheduledBatch {
   std::vector<ScheduledSeq> seqs;  // decodes first, then prefill chunks
   int32_t num_tokens = 0;
-  int32_t num_prefill_tokens = 0;
+  int32_t num_prefill_tokens = 0;  // tokens of prefill chunks (is_prefill)
+  // Prompt tokens among the step's tokens: the chunks' (not outputs recomputed after a
+  // preemption) and a prompt's last token where a chunk left it alone (a decode row).
+  int32_t num_prompt_tokens = 0;
   int32_t num_decodes = 0;
   int32_t num_preempted = 0;
   bool empty() const { return seqs.empty(); }

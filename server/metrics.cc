@@ -163,19 +163,18 @@ prometheus::Counter* Metrics::ReplayCounter(ReplayCounters& cache, absl::string_
 void Metrics::OnRejected() { requests_[static_cast<int>(FinishReason::kNone)]->Increment(); }
 
 // Generated tokens are counted per token in OnToken, before the client can see them.
-void Metrics::OnStep(int32_t batch_size, int32_t prompt_tokens, int32_t /*generated*/,
-                     bool graph_replayed, int32_t bucket) {
-  batch_size_->Observe(batch_size);
-  if (prompt_tokens > 0) prompt_tokens_->Increment(prompt_tokens);
-  if (!graph_replayed) {
-    (prompt_tokens > 0 ? eager_prefill_ : eager_decode_)->Increment();
+void Metrics::OnStep(const StepReport& step) {
+  batch_size_->Observe(step.batch_size);
+  if (step.prompt_tokens > 0) prompt_tokens_->Increment(step.prompt_tokens);
+  if (!step.graph_replayed) {
+    (step.prefill ? eager_prefill_ : eager_decode_)->Increment();
     return;
   }
-  // A replayed step with prompt tokens is a prefill graph's: its bucket is a token count.
-  if (prompt_tokens > 0) {
-    ReplayCounter(prefill_replay_counters_, "prefill_", bucket)->Increment();
+  // A replayed step with prefill chunks is a prefill graph's: its bucket is a token count.
+  if (step.prefill) {
+    ReplayCounter(prefill_replay_counters_, "prefill_", step.bucket)->Increment();
   } else {
-    ReplayCounter(replay_counters_, "", bucket)->Increment();
+    ReplayCounter(replay_counters_, "", step.bucket)->Increment();
   }
 }
 

@@ -53,8 +53,7 @@ class Metrics : public EngineObserver {
   void OnRejected();
 
   // EngineObserver (engine thread).
-  void OnStep(int32_t batch_size, int32_t prompt_tokens, int32_t generated, bool graph_replayed,
-              int32_t bucket) override;
+  void OnStep(const StepReport& step) override;
   void OnFirstScheduled(absl::Duration queue_time) override;
   void OnToken(absl::Duration since_previous_token, bool first) override;
   void OnFinished(FinishReason reason, const Usage& usage) override;

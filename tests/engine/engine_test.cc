@@ -41,7 +41,7 @@ struct Stream {
 struct CountingObserver : EngineObserver {
   std::atomic<int> steps{0}, first_scheduled{0}, tokens{0}, first_tokens{0}, finished{0},
       preemptions{0}, cache_hit_tokens{0};
-  void OnStep(int32_t, int32_t, int32_t, bool, int32_t) override { ++steps; }
+  void OnStep(const StepReport&) override { ++steps; }
   void OnFirstScheduled(absl::Duration) override { ++first_scheduled; }
   void OnToken(absl::Duration, bool first) override {
     ++tokens;
@@ -215,8 +215,8 @@ struct HoldAfterFirstToken : EngineObserver {
   void OnFirstScheduled(absl::Duration) override {
     if (!scheduled.HasBeenNotified()) scheduled.Notify();
   }
-  void OnStep(int32_t, int32_t, int32_t generated, bool, int32_t) override {
-    if (generated == 0 || stepped.HasBeenNotified()) return;
+  void OnStep(const StepReport& step) override {
+    if (step.generated == 0 || stepped.HasBeenNotified()) return;
     stepped.Notify();
     go_on.WaitForNotificationWithTimeout(absl::Seconds(10));
   }

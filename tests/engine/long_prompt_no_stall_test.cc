@@ -24,9 +24,9 @@ struct StepLog : EngineObserver {
   absl::Mutex mu;
   int32_t step = 0;
   std::vector<int32_t> prefill_tokens;  // per step
-  void OnStep(int32_t, int32_t prompt_tokens, int32_t, bool, int32_t) override {
+  void OnStep(const StepReport& report) override {
     absl::MutexLock lock(&mu);
-    prefill_tokens.push_back(prompt_tokens);
+    prefill_tokens.push_back(report.prompt_tokens);
     ++step;
   }
   int32_t Now() {

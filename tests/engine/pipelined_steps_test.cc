@@ -243,7 +243,7 @@ std::map<std::string, Recorded> RunEngine(bool async, EngineRunStats* stats,
   fake->set_penalty_chain_limit(penalty_chain_limit);
   struct GeneratedCounter : EngineObserver {
     std::atomic<int64_t> generated{0};
-    void OnStep(int32_t, int32_t, int32_t n, bool, int32_t) override { generated += n; }
+    void OnStep(const StepReport& step) override { generated += step.generated; }
   } observer;
   auto created = Engine::Create(config, std::move(backend), &tok, &observer);
   EXPECT_TRUE(created.ok()) << created.status();

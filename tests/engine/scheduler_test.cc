@@ -53,6 +53,26 @@ TEST_F(SchedulerTest, LongPromptIsChunkedUnderTheBudget) {
   EXPECT_LE(d.backend.max_step_tokens(), 8);
 }
 
+// Prompt tokens computed (ScheduledBatch::num_prompt_tokens, the metric's count): a prompt's
+// last token left alone by the chunk before runs as a decode row, the step decode-only, and
+// still counts; outputs recomputed after a preemption do not.
+TEST_F(SchedulerTest, PromptTokensCountTheLoneLastTokenNotRecomputedOutputs) {
+  StepDriver d(Config(8, 64), &tok_);
+  Recorded rec;
+  Add(d, "a", Range(1, 9), 3, &rec);
+  const ScheduledBatch first = d.Step();
+  EXPECT_EQ(first.num_prefill_tokens, 8);
+  EXPECT_EQ(first.num_prompt_tokens, 8);
+  const ScheduledBatch second = d.Step();
+  ASSERT_EQ(StepDriver::Describe(second).size(), 1u);
+  EXPECT_FALSE(second.seqs[0].is_prefill) << "one uncomputed token: a decode row";
+  EXPECT_EQ(second.num_prefill_tokens, 0);
+  EXPECT_EQ(second.num_prompt_tokens, 1);
+  EXPECT_EQ(d.Step().num_prompt_tokens, 0);  // the first output's decode
+  while (d.scheduler.num_live() > 0) d.Step();
+  EXPECT_EQ(rec.tokens(), FakeGreedyOutput(Range(1, 9), 3));
+}
+
 TEST_F(SchedulerTest, DecodesAreScheduledBeforePrefillChunks) {
   StepDriver d(Config(8, 64), &tok_);
   Recorded a, b;
@@ -159,10 +179,13 @@ TEST_F(SchedulerTest, NewestRunningSequenceIsPreemptedWhenBlocksRunOut) {
   ScheduleOnePreemption(d, "a");
   EXPECT_EQ(d.scheduler.num_preemptions(), 1);
   d.ExpectBlocksBalanced();
+  int32_t recomputed_outputs = 0;  // prefill tokens that were no prompt's
   while (d.scheduler.num_live() > 0) {
-    d.Step();
+    const ScheduledBatch batch = d.Step();
+    recomputed_outputs += batch.num_prefill_tokens - batch.num_prompt_tokens;
     d.ExpectBlocksBalanced();
   }
+  EXPECT_GT(recomputed_outputs, 0) << "b's outputs recomputed are no prompt tokens";
   // b was recomputed with the tokens it had already generated and still got the right output.
   EXPECT_EQ(a.tokens(), FakeGreedyOutput(Range(1, 7), 6));
   EXPECT_EQ(b.tokens(), FakeGreedyOutput(Range(30, 7), 6));

@@ -23,21 +23,35 @@ TEST(MetricsTest, StepsCountByHowTheyRan) {
   EXPECT_TRUE(Has(text, "rtgen_graph_replays_total{bucket=\"1\"} 0")) << text;
   EXPECT_TRUE(Has(text, "rtgen_graph_replays_total{bucket=\"prefill_128\"} 0")) << text;
 
-  m.OnStep(3, 0, 3, /*graph_replayed=*/true, 4);     // decode, bucket 4
-  m.OnStep(1, 100, 1, /*graph_replayed=*/true, 128);  // one prefill chunk, token bucket 128
-  m.OnStep(1, 100, 1, /*graph_replayed=*/true, 128);
-  m.OnStep(2, 900, 1, /*graph_replayed=*/false, 0);   // eager prefill
-  m.OnStep(300, 0, 300, /*graph_replayed=*/false, 0);  // eager decode
-  m.OnStep(1, 20, 1, /*graph_replayed=*/true, 2048);  // past the cached range: still counted
+  const auto step = [&m](int32_t batch, int32_t prompt, bool prefill, bool replayed,
+                         int32_t bucket) {
+    m.OnStep({.batch_size = batch,
+              .prompt_tokens = prompt,
+              .generated = 1,
+              .prefill = prefill,
+              .graph_replayed = replayed,
+              .bucket = bucket});
+  };
+  step(3, 0, false, true, 4);      // decode, bucket 4
+  step(1, 100, true, true, 128);   // one prefill chunk, token bucket 128
+  step(1, 100, true, true, 128);
+  step(2, 900, true, false, 0);    // eager prefill
+  step(300, 0, false, false, 0);   // eager decode
+  step(1, 20, true, true, 2048);   // past the cached range: still counted
+  // A decode-only step holding a prompt's last token (a chunk left it alone): a decode replay of
+  // bucket 2, and one prompt token.
+  step(2, 1, false, true, 2);
   text = m.Render();
   EXPECT_TRUE(Has(text, "rtgen_graph_replays_total{bucket=\"4\"} 1")) << text;
+  EXPECT_TRUE(Has(text, "rtgen_graph_replays_total{bucket=\"2\"} 1")) << text;
+  EXPECT_EQ(text.find("prefill_2\""), std::string::npos) << text;
   EXPECT_EQ(text.find("{bucket=\"128\"}"), std::string::npos) << text;  // not a decode bucket
   EXPECT_TRUE(Has(text, "rtgen_graph_replays_total{bucket=\"prefill_128\"} 2")) << text;
   EXPECT_TRUE(Has(text, "rtgen_graph_replays_total{bucket=\"prefill_16\"} 0")) << text;
   EXPECT_TRUE(Has(text, "rtgen_graph_replays_total{bucket=\"prefill_2048\"} 1")) << text;
   EXPECT_TRUE(Has(text, "rtgen_eager_steps_total{reason=\"prefill\"} 1")) << text;
   EXPECT_TRUE(Has(text, "rtgen_eager_steps_total{reason=\"decode\"} 1")) << text;
-  EXPECT_TRUE(Has(text, "rtgen_prompt_tokens_total 1120")) << text;
+  EXPECT_TRUE(Has(text, "rtgen_prompt_tokens_total 1121")) << text;
 }
 
 // The quantile Prometheus' histogram_quantile gives for `name` in `text` (linear within the
