@@ -63,6 +63,12 @@ ABSL_FLAG(int32_t, max_connection_age_s, 0,
           "close client connections after this many seconds so they rebalance (0: never)");
 ABSL_FLAG(int32_t, max_connection_age_grace_s, -1,
           "seconds a stream may continue after its connection's max age (-1: the age)");
+ABSL_FLAG(int32_t, keepalive_time_s, 30,
+          "ping a connection after this many seconds without reading from it (0: gRPC's two "
+          "hours); clients may ping every 10 s or more");
+ABSL_FLAG(int32_t, keepalive_timeout_s, 10,
+          "close a connection (cancelling its streams) whose ping is not answered within this "
+          "many seconds");
 ABSL_FLAG(int32_t, drain_timeout_s, 30, "on SIGTERM, seconds in-flight streams get to finish");
 ABSL_FLAG(std::string, tls_cert, "", "PEM server certificate chain (with --tls-key: serve TLS)");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls-cert");
@@ -132,6 +138,8 @@ int main(int argc, char** argv) {
   config.engine_health.max_failed_steps = absl::GetFlag(FLAGS_unhealthy_after_failed_steps);
   config.engine_health.max_stall = absl::Seconds(absl::GetFlag(FLAGS_unhealthy_after_stall_s));
   config.max_connection_age_grace_s = absl::GetFlag(FLAGS_max_connection_age_grace_s);
+  config.keepalive_time = absl::Seconds(absl::GetFlag(FLAGS_keepalive_time_s));
+  config.keepalive_timeout = absl::Seconds(absl::GetFlag(FLAGS_keepalive_timeout_s));
   config.tls.cert_path = absl::GetFlag(FLAGS_tls_cert);
   config.tls.key_path = absl::GetFlag(FLAGS_tls_key);
   config.tls.client_ca_path = absl::GetFlag(FLAGS_tls_client_ca);

@@ -27,6 +27,8 @@ constexpr char kServiceName[] = "rtgen.v1.Inference";
 constexpr absl::Duration kOtherCallsAfterStreams = absl::Seconds(1);
 // CPU backend threads beyond any machine's cores: a typo, not a setting (each one spins).
 constexpr int kMaxThreads = 1024;
+// The shortest interval between a client's keepalive pings that the server accepts, seconds.
+constexpr int kMinClientPingS = 10;
 
 }  // namespace
 
@@ -73,6 +75,15 @@ absl::Status CheckServerConfig(const ServerConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("max-connection-age-grace-s: must be -1 (the age) or more, got ",
                      config.max_connection_age_grace_s));
+  }
+  if (config.keepalive_time < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("keepalive-time-s: must not be negative (0: gRPC's default), got ",
+                     absl::FormatDuration(config.keepalive_time)));
+  }
+  if (config.keepalive_timeout < absl::Milliseconds(1)) {
+    return absl::InvalidArgumentError(absl::StrCat("keepalive-timeout-s: must be positive, got ",
+                                                   absl::FormatDuration(config.keepalive_timeout)));
   }
   if (config.engine_health.max_failed_steps < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -209,17 +220,30 @@ absl::Status Server::StartServing(const ServerConfig& config,
   builder.AddListeningPort(address, credentials, &port_);
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
+  // In milliseconds, at most INT_MAX (~24.8 days): `int` seconds × 1000 overflowed past that.
+  const auto ms = [](int s) {
+    return static_cast<int>(std::min<int64_t>(int64_t{s} * 1000, INT_MAX));
+  };
   if (config.max_connection_age_s > 0) {
     // GOAWAY after the age; clients reconnect (to another replica behind the balancer).
     const int grace_s = config.max_connection_age_grace_s >= 0 ? config.max_connection_age_grace_s
                                                                : config.max_connection_age_s;
-    // In milliseconds, at most INT_MAX (~24.8 days): `int` seconds × 1000 overflowed past that.
-    const auto ms = [](int s) {
-      return static_cast<int>(std::min<int64_t>(int64_t{s} * 1000, INT_MAX));
-    };
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ms(config.max_connection_age_s));
     builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, ms(grace_s));
   }
+  const auto duration_ms = [](absl::Duration d) {
+    return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT_MAX));
+  };
+  if (config.keepalive_time > absl::ZeroDuration()) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, duration_ms(config.keepalive_time));
+  }
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, duration_ms(config.keepalive_timeout));
+  // Clients may ping too (every kMinClientPingS or more, with or without calls), as game
+  // backends behind load balancers do to keep idle connections open; gRPC's default answers a
+  // client pinging more often than every five minutes with GOAWAY.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             ms(kMinClientPingS));
   shutdown_cq_ = builder.AddCompletionQueue(/*is_frequently_polled=*/false);
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {

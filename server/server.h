@@ -33,6 +33,11 @@ struct ServerConfig {
   int metrics_port = 9090;          // 0: any free port; negative: no /metrics endpoint
   int max_connection_age_s = 0;     // > 0: close connections after this age (load balancing)
   int max_connection_age_grace_s = -1;  // streams' extra time after the age (< 0: the age)
+  // Keepalive: after keepalive_time without reading from a connection the server pings it, and
+  // closes it (cancelling its streams) when no answer comes within keepalive_timeout, so a client
+  // whose path went silent (no reset) frees its KV blocks (zero time: gRPC's two hours).
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
   TlsFiles tls;                     // empty cert: plaintext
   std::string auth_token_file;      // non-empty: bearer tokens required (health exempt)
   int max_message_bytes = 4 << 20;  // largest request message accepted

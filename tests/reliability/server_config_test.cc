@@ -36,6 +36,13 @@ TEST(ServerConfigTest, OutOfRangeSettingsAreRefusedNamingTheFlag) {
   ExpectRefused(grace, "max-connection-age-grace-s");
   grace.max_connection_age_grace_s = -1;  // the documented "the age"
   EXPECT_TRUE(CheckServerConfig(grace).ok());
+  ServerConfig keepalive = config;
+  keepalive.keepalive_time = absl::Seconds(-1);
+  ExpectRefused(keepalive, "keepalive-time-s");
+  keepalive.keepalive_time = absl::ZeroDuration();  // gRPC's default
+  EXPECT_TRUE(CheckServerConfig(keepalive).ok());
+  keepalive.keepalive_timeout = absl::ZeroDuration();
+  ExpectRefused(keepalive, "keepalive-timeout-s");
   for (const int port : {-1, 65536, 70000}) {
     ServerConfig c = config;
     c.port = port;
