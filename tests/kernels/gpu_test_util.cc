@@ -181,14 +181,11 @@ ModelConfig AllRowsConfig() {
 }
 
 ModelConfig Llama1BLayersConfig() {
-  ModelConfig c = TinyConfig();
+  ModelConfig c = AllRowsConfig();  // its 32/8 heads and vocab 4096
   c.name = "llama-3.2-1b-layers";
   c.hidden_size = 2048;
   c.intermediate_size = 8192;
-  c.num_heads = 32;
-  c.num_kv_heads = 8;
   c.head_dim = 64;
-  c.vocab_size = 4096;
   c.rope_theta = 500000.0f;
   return c;
 }
