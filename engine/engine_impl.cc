@@ -192,7 +192,7 @@ absl::Status EngineImpl::Submit(Request request, StreamSink sink) {
     if (last) {
       absl::MutexLock lock(&mu_);
       live_ids_.erase(id);
-      std::erase(cancels_, id);
+      std::erase_if(cancels_, [&id](const QueuedCancel& c) { return c.id == id; });
     }
   };
   incoming_.push_back(
@@ -205,7 +205,7 @@ absl::Status EngineImpl::Submit(Request request, StreamSink sink) {
 void EngineImpl::Cancel(const std::string& request_id) {
   absl::MutexLock lock(&mu_);
   if (stop_ || !live_ids_.contains(request_id)) return;
-  cancels_.push_back(request_id);
+  cancels_.push_back({request_id, absl::Now()});
   cv_.Signal();
 }
 
@@ -247,7 +247,7 @@ void EngineImpl::Loop() {
 
 bool EngineImpl::DrainIncoming() {
   std::deque<std::unique_ptr<Sequence>> submissions;
-  std::vector<std::string> cancels;
+  std::vector<QueuedCancel> cancels;
   bool stop = false;
   {
     absl::MutexLock lock(&mu_);
@@ -263,7 +263,7 @@ bool EngineImpl::DrainIncoming() {
   }
   const absl::Time now = absl::Now();
   for (auto& seq : submissions) scheduler_.Add(std::move(seq));
-  for (const std::string& id : cancels) scheduler_.Cancel(id, now);
+  for (const QueuedCancel& c : cancels) scheduler_.Cancel(c.id, c.requested, now);
   if (stop) {
     CollectInFlight();  // its tokens still go out before the final chunks
     scheduler_.FinishAll(FinishReason::kCancelled, absl::Now());

@@ -72,7 +72,11 @@ class EngineImpl : public Engine {
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::deque<std::unique_ptr<Sequence>> incoming_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> cancels_ ABSL_GUARDED_BY(mu_);
+  struct QueuedCancel {
+    std::string id;
+    absl::Time requested;  // when Cancel was called
+  };
+  std::vector<QueuedCancel> cancels_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> live_ids_ ABSL_GUARDED_BY(mu_);  // submitted, not finished
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   int64_t next_order_ ABSL_GUARDED_BY(mu_) = 0;

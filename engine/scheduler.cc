@@ -269,10 +269,10 @@ bool Scheduler::Finish(const std::string& id, FinishReason reason, absl::Time no
   return true;
 }
 
-bool Scheduler::Cancel(const std::string& id, absl::Time now) {
+bool Scheduler::Cancel(const std::string& id, absl::Time requested, absl::Time now) {
   auto it = live_.find(id);
   if (it == live_.end()) return false;
-  const bool at_deadline = it->second->request().deadline - kCancelAtDeadline <= now;
+  const bool at_deadline = it->second->request().deadline - kCancelAtDeadline <= requested;
   return Finish(id, at_deadline ? FinishReason::kDeadline : FinishReason::kCancelled, now);
 }
 

@@ -88,10 +88,12 @@ class Scheduler {
   bool Finish(const std::string& id, FinishReason reason, absl::Time now);
   // Finishes every request whose deadline is at or before `now` with kDeadline.
   int32_t ExpireDeadlines(absl::Time now);
-  // A cancel: kCancelled, or kDeadline when the request's deadline is at most kCancelAtDeadline
-  // away (gRPC cancels a call whose deadline passes, and the client's timer, started earlier by
-  // the request's latency, fires a little before the server's deadline). False: unknown id.
-  bool Cancel(const std::string& id, absl::Time now);
+  // A cancel asked for at `requested` (Engine::Cancel's call), carried out at `now`: kCancelled,
+  // or kDeadline when the request's deadline was at most kCancelAtDeadline away when it was
+  // asked for (gRPC cancels a call whose deadline passes, and the client's timer, started earlier
+  // by the request's latency, fires a little before the server's deadline); a cancel that waited
+  // out a long step past the deadline is still the client's. False: unknown id.
+  bool Cancel(const std::string& id, absl::Time requested, absl::Time now);
   static constexpr absl::Duration kCancelAtDeadline = absl::Milliseconds(50);
   void FinishAll(FinishReason reason, absl::Time now);
 

@@ -344,6 +344,21 @@ TEST_F(EngineTest, DeadlineExpiresInQueueAndMidStream) {
   EXPECT_LT(running.rec.last().usage.generated_tokens, 1000);
 }
 
+// A client's cancel that reaches the engine during a long step, well before the deadline, is a
+// cancel even when the step ends after the deadline (the engine carries it out then).
+TEST_F(EngineTest, ACancelWaitingOutALongStepIsNoDeadline) {
+  auto engine = Make();
+  backend_->SetStepDelay(absl::Milliseconds(400));
+  Stream s;
+  Request r = MakeRequest("a", Range(1, 4), 100);
+  r.deadline = absl::Now() + absl::Milliseconds(300);
+  ASSERT_TRUE(engine->Submit(r, s.Sink()).ok());
+  absl::SleepFor(absl::Milliseconds(50));  // the first step (400 ms) has begun
+  engine->Cancel("a");
+  ASSERT_TRUE(s.Wait());
+  EXPECT_EQ(s.rec.last().finish, FinishReason::kCancelled);
+}
+
 TEST_F(EngineTest, BackendErrorFailsTheStepButTheEngineKeepsRunning) {
   auto engine = Make();
   backend_->FailNextSteps(1);

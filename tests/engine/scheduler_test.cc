@@ -314,13 +314,17 @@ TEST_F(SchedulerTest, ACancelAtTheDeadlineCountsAsTheDeadline) {
     if (rec != &none) r.deadline = t0 + absl::Seconds(1);
     d.scheduler.Add(MakeSeq(&tok_, std::move(r), rec, order_++));
   }
-  EXPECT_TRUE(d.scheduler.Cancel("early", t0 + absl::Milliseconds(900)));
+  // Each asked for and carried out at once, except "early": asked for at 900 ms and carried out
+  // after a step that ran past the deadline, still the client's.
+  const absl::Time after = t0 + absl::Milliseconds(1500);
+  EXPECT_TRUE(d.scheduler.Cancel("early", t0 + absl::Milliseconds(900), after));
   EXPECT_EQ(early.last().finish, FinishReason::kCancelled);
-  EXPECT_TRUE(d.scheduler.Cancel("late", t0 + absl::Milliseconds(970)));
+  const absl::Time late_at = t0 + absl::Milliseconds(970);
+  EXPECT_TRUE(d.scheduler.Cancel("late", late_at, late_at));
   EXPECT_EQ(late.last().finish, FinishReason::kDeadline);
-  EXPECT_TRUE(d.scheduler.Cancel("none", t0 + absl::Hours(1)));
+  EXPECT_TRUE(d.scheduler.Cancel("none", t0 + absl::Hours(1), t0 + absl::Hours(1)));
   EXPECT_EQ(none.last().finish, FinishReason::kCancelled);
-  EXPECT_FALSE(d.scheduler.Cancel("none", t0));
+  EXPECT_FALSE(d.scheduler.Cancel("none", t0, t0));
 }
 
 TEST_F(SchedulerTest, DeadlinesExpireInQueueAndMidStream) {
