@@ -221,29 +221,27 @@ absl::Status Server::StartServing(const ServerConfig& config,
   builder.RegisterService(service_.get());
   builder.SetMaxReceiveMessageSize(config.max_message_bytes);
   // In milliseconds, at most INT_MAX (~24.8 days): `int` seconds × 1000 overflowed past that.
-  const auto ms = [](int s) {
-    return static_cast<int>(std::min<int64_t>(int64_t{s} * 1000, INT_MAX));
+  const auto ms = [](absl::Duration d) {
+    return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT_MAX));
   };
   if (config.max_connection_age_s > 0) {
     // GOAWAY after the age; clients reconnect (to another replica behind the balancer).
     const int grace_s = config.max_connection_age_grace_s >= 0 ? config.max_connection_age_grace_s
                                                                : config.max_connection_age_s;
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, ms(config.max_connection_age_s));
-    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, ms(grace_s));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS,
+                               ms(absl::Seconds(config.max_connection_age_s)));
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, ms(absl::Seconds(grace_s)));
   }
-  const auto duration_ms = [](absl::Duration d) {
-    return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(d), INT_MAX));
-  };
   if (config.keepalive_time > absl::ZeroDuration()) {
-    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, duration_ms(config.keepalive_time));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, ms(config.keepalive_time));
   }
-  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, duration_ms(config.keepalive_timeout));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, ms(config.keepalive_timeout));
   // Clients may ping too (every kMinClientPingS or more, with or without calls), as game
   // backends behind load balancers do to keep idle connections open; gRPC's default answers a
   // client pinging more often than every five minutes with GOAWAY.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
-                             ms(kMinClientPingS));
+                             ms(absl::Seconds(kMinClientPingS)));
   shutdown_cq_ = builder.AddCompletionQueue(/*is_frequently_polled=*/false);
   grpc_server_ = builder.BuildAndStart();
   if (grpc_server_ == nullptr || port_ == 0) {
