@@ -7,7 +7,8 @@ namespace rtgen {
 
 Sequence::Sequence(Request request, StreamSink sink_fn, const Tokenizer* tokenizer,
                    uint64_t seed, int64_t order)
-    : detokenizer(tokenizer, request.prompt_tokens),  // request_ is declared (made) after it
+    // request_ is declared (made) after the detokenizer: it reads `request`.
+    : detokenizer(tokenizer, request.prompt_tokens, request.skip_special_tokens),
       sink(std::move(sink_fn)),
       request_(std::move(request)),
       seed_(seed),

@@ -184,6 +184,7 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
   Request out;
   out.sampling = SamplingFromProto(request);
   out.return_logprobs = request.has_logprobs();
+  out.skip_special_tokens = !request.has_skip_special_tokens() || request.skip_special_tokens();
   // SamplingParams/StoppingParams name their fields with the proto path ("sampling.top_p").
   RETURN_IF_ERROR(out.sampling.Validate(vocab));
 

@@ -42,12 +42,15 @@ std::optional<int32_t> Tokenizer::TokenId(std::string_view piece) const {
 }
 
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer,
-                                               std::span<const int32_t> context)
+                                               std::span<const int32_t> context,
+                                               bool skip_special)
     : tokenizer_(tokenizer),
       first_(std::all_of(context.begin(), context.end(),
-                         [tokenizer](int32_t id) { return tokenizer->IsSpecial(id); })) {}
+                         [tokenizer](int32_t id) { return tokenizer->IsSpecial(id); })),
+      skip_special_(skip_special) {}
 
 std::string IncrementalDetokenizer::Push(int32_t id) {
+  if (skip_special_ && tokenizer_->IsSpecial(id)) return "";
   std::string bytes = tokenizer_->TokenBytes(id);
   // Whether this token starts the text is decided before its space is dropped: a bare "▁" is
   // the text's first token, and the "▁Hello" after it keeps its space (Decode's " Hello").

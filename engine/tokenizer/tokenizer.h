@@ -67,14 +67,18 @@ class IncrementalDetokenizer {
   // the space "▁" puts before the text's first token; only a stream that starts the text (every
   // context token special) loses it, as Hugging Face decodes prompt and output together with
   // special tokens skipped (vLLM's incremental decode): "is" + "▁Paris" streams " Paris".
+  // `skip_special`: special tokens pushed give no text (Hugging Face's skip_special_tokens), and
+  // the bytes around them join as if they were not there.
   explicit IncrementalDetokenizer(const Tokenizer* tokenizer,
-                                  std::span<const int32_t> context = {});
+                                  std::span<const int32_t> context = {},
+                                  bool skip_special = false);
   std::string Push(int32_t id);  // complete text made available by this token (may be "")
   std::string Flush();           // whatever is still held back, made valid
  private:
   const Tokenizer* tokenizer_;
   std::string pending_;  // bytes of an incomplete UTF-8 character
   bool first_ = true;    // no text before the next token: neither in the context nor pushed
+  bool skip_special_ = false;
 };
 
 }  // namespace rtgen

@@ -91,6 +91,25 @@ TEST_F(OutputProcessorTest, IgnoreEosKeepsGoingButStopTokenIdsStillStop) {
   EXPECT_EQ(seq_->num_output_tokens(), 4);
 }
 
+// Under ignore_eos the EOS and end-of-turn tokens (special) are generated tokens like any other:
+// their ids count, and their text is left out unless the request keeps special tokens.
+TEST_F(OutputProcessorTest, SpecialTokensTextIsSkippedUnlessKept) {
+  for (const bool skip : {true, false}) {
+    SCOPED_TRACE(skip ? "skipped" : "kept");
+    Request r = MakeRequest("r", {1}, 5);
+    r.stopping.ignore_eos = true;
+    r.skip_special_tokens = skip;
+    seq_ = MakeSeq(&tok_, std::move(r), nullptr);
+    // A two-byte character split by the special tokens still streams whole.
+    const std::string text = Feed({'a', kFakeEos, 0xC3, kFakeImEnd, 0xA9});
+    EXPECT_EQ(text, skip ? "a\xC3\xA9"
+                         : "a" + tok_.TokenBytes(kFakeEos) + "\xEF\xBF\xBD" +
+                               tok_.TokenBytes(kFakeImEnd) + "\xEF\xBF\xBD");
+    EXPECT_EQ(last_.finish, FinishReason::kLength);
+    EXPECT_EQ(seq_->num_output_tokens(), 5);
+  }
+}
+
 TEST_F(OutputProcessorTest, MaxTokensEndsWithLengthAndReleasesHeldText) {
   Start({"STOP"}, 3);
   EXPECT_EQ(Feed({'a', 'S', 'T', 'x'}), "aST");

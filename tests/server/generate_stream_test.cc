@@ -1,6 +1,7 @@
 // Generate over a real gRPC connection against the real model: streaming, finish reason and
 // usage, concurrency, seeds, cancellation and deadlines.
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -89,6 +90,32 @@ TEST(GenerateStreamTest, RawPromptWithIgnoreEosRunsToMaxTokens) {
   EXPECT_EQ(result->token_ids.size(), 5u);
   EXPECT_EQ(logprob_entries, 5);
   EXPECT_FALSE(result->usage.prompt_tokens() == 0);
+}
+
+// Under ignore_eos the model's end-of-turn token is generated like any other: its id is
+// streamed, and its text only where the request keeps special tokens (vLLM's
+// skip_special_tokens, default true).
+TEST(GenerateStreamTest, EndOfTurnTextUnderIgnoreEosOnlyWhereSpecialTokensAreKept) {
+  auto& client = *SharedServer().client;
+  v1::TokenizeRequest im_end;
+  im_end.set_prompt("<|im_end|>");
+  absl::StatusOr<v1::TokenizeResponse> im_end_ids = client.Tokenize(im_end);
+  ASSERT_TRUE(im_end_ids.ok()) << im_end_ids.status();
+  ASSERT_EQ(im_end_ids->token_ids_size(), 1);
+  v1::GenerateRequest request = ChatRequest("What is the capital of France?", 24);
+  request.mutable_stopping()->set_ignore_eos(true);
+  absl::StatusOr<GenerateResult> skipped = client.Generate(request, {});
+  request.set_skip_special_tokens(false);
+  absl::StatusOr<GenerateResult> kept = client.Generate(request, {});
+  ASSERT_TRUE(skipped.ok() && kept.ok()) << skipped.status() << " " << kept.status();
+  // Greedy: the same tokens, the end of turn among them (the answer is short).
+  ASSERT_EQ(skipped->token_ids, kept->token_ids);
+  EXPECT_NE(std::find(kept->token_ids.begin(), kept->token_ids.end(), im_end_ids->token_ids(0)),
+            kept->token_ids.end())
+      << "no end of turn in 24 tokens: " << kept->text;
+  EXPECT_EQ(skipped->text.find("<|im_end|>"), std::string::npos) << skipped->text;
+  EXPECT_NE(kept->text.find("<|im_end|>"), std::string::npos) << kept->text;
+  EXPECT_NE(skipped->text.find("Paris"), std::string::npos) << skipped->text;
 }
 
 TEST(GenerateStreamTest, LogprobsZeroGivesTheSampledTokensAloneAndUnsetNone) {

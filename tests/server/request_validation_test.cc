@@ -115,6 +115,24 @@ TEST(RequestValidationTest, BosFollowsTheModelUnlessTheRequestSays) {
   EXPECT_EQ(forced->prompt_tokens.front(), 256);
 }
 
+// Unset: special tokens' text is skipped, as vLLM's default; false keeps it.
+TEST(RequestValidationTest, SkipSpecialTokensIsOnUnlessTheRequestSays) {
+  ByteTokenizer tokenizer(false);
+  v1::GenerateRequest request;
+  request.set_prompt("hi");
+  absl::StatusOr<Request> unset = ToEngineRequest(request, Limits(&tokenizer));
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_TRUE(unset->skip_special_tokens);
+  request.set_skip_special_tokens(false);
+  absl::StatusOr<Request> kept = ToEngineRequest(request, Limits(&tokenizer));
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_FALSE(kept->skip_special_tokens);
+  request.set_skip_special_tokens(true);
+  absl::StatusOr<Request> skipped = ToEngineRequest(request, Limits(&tokenizer));
+  ASSERT_TRUE(skipped.ok()) << skipped.status();
+  EXPECT_TRUE(skipped->skip_special_tokens);
+}
+
 TEST(RequestValidationTest, TokenIdsPassThroughUnchanged) {
   ByteTokenizer tokenizer(true);
   v1::GenerateRequest request;
