@@ -67,9 +67,11 @@ absl::StatusOr<TokenizedPrompt> TokenizeGenerateInput(const v1::GenerateRequest&
                                        : std::nullopt;
   switch (request.input_case()) {
     case v1::GenerateRequest::kPrompt:
-      return TokenizePrompt(request.prompt(), add_special, limits);
+      return TokenizePrompt(request.prompt(), add_special, limits,
+                            static_cast<size_t>(MaxPromptTokensEncoded(limits)));
     case v1::GenerateRequest::kMessages:
-      return TokenizeMessages(request.messages(), limits);
+      return TokenizeMessages(request.messages(), limits,
+                              static_cast<size_t>(MaxPromptTokensEncoded(limits)));
     case v1::GenerateRequest::kPromptTokenIds: {
       const auto& ids = request.prompt_token_ids().ids();
       if (ids.empty()) return Invalid("prompt_token_ids", "must not be empty");
@@ -101,15 +103,22 @@ absl::string_view InputFieldName(const v1::GenerateRequest& request) {
 
 }  // namespace
 
+int64_t MaxPromptTokensEncoded(const ValidationLimits& limits) {
+  return 4 * int64_t{std::max(limits.max_model_len, 1)};
+}
+
 absl::StatusOr<TokenizedPrompt> TokenizePrompt(const std::string& prompt,
                                                std::optional<bool> add_special_tokens,
-                                               const ValidationLimits& limits) {
+                                               const ValidationLimits& limits,
+                                               size_t max_tokens) {
   if (prompt.empty()) return Invalid("prompt", "must not be empty");
   if (!IsValidUtf8(prompt)) return Invalid("prompt", "is not valid UTF-8");
   const Tokenizer& tokenizer = *limits.tokenizer;
   TokenizedPrompt out;
-  absl::StatusOr<std::vector<int32_t>> ids = tokenizer.Encode(prompt, /*parse_special=*/true);
+  absl::StatusOr<std::vector<int32_t>> ids =
+      tokenizer.EncodeAtMost(prompt, /*parse_special=*/true, max_tokens);
   if (!ids.ok()) return WithPrefix(ids.status(), "prompt: ");
+  out.stopped_early = ids->size() > max_tokens;
   const bool add_bos = add_special_tokens.value_or(tokenizer.add_bos());
   const std::optional<int32_t> bos = tokenizer.bos_id();
   if (add_bos && bos.has_value() && (ids->empty() || ids->front() != *bos)) {
@@ -121,7 +130,8 @@ absl::StatusOr<TokenizedPrompt> TokenizePrompt(const std::string& prompt,
 }
 
 absl::StatusOr<TokenizedPrompt> TokenizeMessages(const v1::ChatMessages& messages,
-                                                 const ValidationLimits& limits) {
+                                                 const ValidationLimits& limits,
+                                                 size_t max_tokens) {
   if (messages.messages().empty()) return Invalid("messages", "must not be empty");
   if (limits.chat_template == nullptr) {
     return Invalid("messages", "the model has no chat template; send a prompt instead");
@@ -140,8 +150,9 @@ absl::StatusOr<TokenizedPrompt> TokenizeMessages(const v1::ChatMessages& message
   ASSIGN_OR_RETURN(out.rendered_prompt,
                    limits.chat_template->Render(chat, /*add_generation_prompt=*/true));
   absl::StatusOr<std::vector<int32_t>> ids =
-      limits.tokenizer->Encode(out.rendered_prompt, /*parse_special=*/true);
+      limits.tokenizer->EncodeAtMost(out.rendered_prompt, /*parse_special=*/true, max_tokens);
   if (!ids.ok()) return WithPrefix(ids.status(), "messages: ");
+  out.stopped_early = ids->size() > max_tokens;
   out.token_ids = *std::move(ids);
   // The Llama 2 format renders a lone system message as nothing (it has no user turn).
   if (out.token_ids.empty()) {
@@ -189,6 +200,12 @@ absl::StatusOr<Request> ToEngineRequest(const v1::GenerateRequest& request,
   RETURN_IF_ERROR(out.sampling.Validate(vocab));
 
   ASSIGN_OR_RETURN(TokenizedPrompt prompt, TokenizeGenerateInput(request, limits));
+  if (prompt.stopped_early) {
+    return Invalid(InputFieldName(request),
+                   absl::StrFormat("more than %d prompt tokens (encoding stopped there) leave no "
+                                   "room to generate within the context length of %d tokens",
+                                   MaxPromptTokensEncoded(limits), limits.max_model_len));
+  }
   const int32_t prompt_len = static_cast<int32_t>(prompt.token_ids.size());
   if (prompt_len >= limits.max_model_len) {
     return Invalid(InputFieldName(request),

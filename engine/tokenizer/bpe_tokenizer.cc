@@ -1,5 +1,7 @@
 #include "engine/tokenizer/bpe_tokenizer.h"
 
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/bpe_merge.h"
 #include "engine/tokenizer/byte_unicode.h"
@@ -45,14 +47,27 @@ absl::StatusOr<std::unique_ptr<ByteLevelBpeTokenizer>> ByteLevelBpeTokenizer::Cr
 
 absl::StatusOr<std::vector<int32_t>> ByteLevelBpeTokenizer::Encode(std::string_view text,
                                                                    bool parse_special) const {
+  return EncodeAtMost(text, parse_special, std::numeric_limits<size_t>::max() - 1);
+}
+
+absl::StatusOr<std::vector<int32_t>> ByteLevelBpeTokenizer::EncodeAtMost(std::string_view text,
+                                                                         bool parse_special,
+                                                                         size_t limit) const {
   if (auto s = CheckUtf8(text); !s.ok()) return s;
   std::vector<int32_t> ids;
   for (const Segment& seg : SplitSpecial(text, parse_special)) {
     if (seg.id >= 0) {
       ids.push_back(seg.id);
-      continue;
+    } else {
+      for (std::string_view word : PreTokenize(pre_, seg.text)) {
+        EncodeWord(word, &ids);
+        if (ids.size() > limit) break;
+      }
     }
-    for (std::string_view word : PreTokenize(pre_, seg.text)) EncodeWord(word, &ids);
+    if (ids.size() > limit) {
+      ids.resize(limit + 1);
+      break;
+    }
   }
   return ids;
 }

@@ -18,6 +18,8 @@ class ByteLevelBpeTokenizer : public VocabTokenizer {
 
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                               bool parse_special) const override;
+  absl::StatusOr<std::vector<int32_t>> EncodeAtMost(std::string_view text, bool parse_special,
+                                                    size_t limit) const override;
   std::string TokenBytes(int32_t id) const override;
 
   // Pre-tokens whose ids are cached (at most kMaxCacheEntries, each at most kMaxCachedWordBytes

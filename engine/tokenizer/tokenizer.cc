@@ -14,6 +14,14 @@ std::string Tokenizer::Decode(std::span<const int32_t> ids) const {
   return out;
 }
 
+absl::StatusOr<std::vector<int32_t>> Tokenizer::EncodeAtMost(std::string_view text,
+                                                             bool parse_special,
+                                                             size_t limit) const {
+  absl::StatusOr<std::vector<int32_t>> ids = Encode(text, parse_special);
+  if (ids.ok() && ids->size() > limit) ids->resize(limit + 1);
+  return ids;
+}
+
 absl::Status Tokenizer::AddStopIds(std::span<const int32_t> ids) {
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size_) {

@@ -2,6 +2,7 @@
 // Tokenizers: byte-level BPE (GPT-2 style: SmolLM2, Llama 3) and SentencePiece-style BPE
 // (Llama 2), loaded from GGUF metadata or a Hugging Face `tokenizer.json`.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -25,6 +26,13 @@ class Tokenizer {
   // tokenized as plain text. INVALID_ARGUMENT when `text` is not valid UTF-8.
   virtual absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                                       bool parse_special) const = 0;
+  // Encode for a caller that refuses text of more than `limit` tokens: where the text has more,
+  // the first limit + 1 ids (how many more is not known), so that a megabyte-long prompt costs
+  // no more than its first `limit` tokens. The byte-level BPE stops within a pre-token of the
+  // limit; others encode the whole text first.
+  virtual absl::StatusOr<std::vector<int32_t>> EncodeAtMost(std::string_view text,
+                                                            bool parse_special,
+                                                            size_t limit) const;
   // The raw bytes one token stands for (may be an incomplete UTF-8 sequence). Special tokens
   // give their text. Out-of-range ids give "".
   virtual std::string TokenBytes(int32_t id) const = 0;

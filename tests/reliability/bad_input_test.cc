@@ -84,6 +84,13 @@ std::vector<BadCase> BadCases(int max_model_len) {
        }},
       {"messages beyond the context", kInvalid, "messages",
        [long_text](auto& r) { AddMessage(r, "user", long_text); }},
+      // Encoded only as far as four contexts of tokens (request_validation.h).
+      {"prompt of 900 KiB", kInvalid, "prompt: more than",
+       [](auto& r) {
+         std::string text;
+         while (text.size() < (900 << 10)) text += " word";
+         r.set_prompt(text);
+       }},
       {"empty role", kInvalid, "messages[0].role",
        [](auto& r) { AddMessage(r, "", "hi"); }},
       {"role in capitals", kInvalid, "messages[1].role",

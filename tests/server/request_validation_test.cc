@@ -115,6 +115,37 @@ TEST(RequestValidationTest, BosFollowsTheModelUnlessTheRequestSays) {
   EXPECT_EQ(forced->prompt_tokens.front(), 256);
 }
 
+// A prompt or chat of more than four contexts of tokens is refused with its encoding stopped
+// there; one under that, with its exact count.
+TEST(RequestValidationTest, APromptFarPastTheContextIsRefusedWithoutItsCount) {
+  ByteTokenizer tokenizer(false);
+  const ChatTemplate chat = ChatTemplate::ChatML("");
+  ValidationLimits limits = Limits(&tokenizer);  // a context of 64 tokens
+  limits.chat_template = &chat;
+  ASSERT_EQ(MaxPromptTokensEncoded(limits), 256);
+  v1::GenerateRequest request;
+  request.set_prompt(std::string(256, 'a'));
+  ExpectInvalid(ToEngineRequest(request, limits).status(),
+                "prompt: 256 prompt tokens leave no room to generate within the context length "
+                "of 64 tokens");
+  request.set_prompt(std::string(257, 'a'));
+  ExpectInvalid(ToEngineRequest(request, limits).status(),
+                "prompt: more than 256 prompt tokens (encoding stopped there) leave no room to "
+                "generate within the context length of 64 tokens");
+  v1::GenerateRequest messages;
+  auto* m = messages.mutable_messages()->add_messages();
+  m->set_role("user");
+  m->set_content(std::string(1000, 'a'));
+  ExpectInvalid(ToEngineRequest(messages, limits).status(), "messages: more than 256 prompt");
+  // Tokenize is not refused for length: every id.
+  v1::TokenizeRequest tokenize;
+  tokenize.set_prompt(std::string(1000, 'a'));
+  absl::StatusOr<TokenizedPrompt> all = TokenizeRequestInput(tokenize, limits);
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_EQ(all->token_ids.size(), 1000u);
+  EXPECT_FALSE(all->stopped_early);
+}
+
 // Unset: special tokens' text is skipped, as vLLM's default; false keeps it.
 TEST(RequestValidationTest, SkipSpecialTokensIsOnUnlessTheRequestSays) {
   ByteTokenizer tokenizer(false);

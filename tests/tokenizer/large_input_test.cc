@@ -4,6 +4,7 @@
 // without bound in bytes).
 
 #include <string>
+#include <vector>
 
 #include "engine/tokenizer/bpe_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -40,6 +41,57 @@ TEST(LargeInputTest, OneHugePreTokenRoundTrips) {
   std::string cjk;
   for (int i = 0; i < 50000; ++i) cjk += "\xE6\x97\xA5";  // 日, one \p{L} run
   ExpectRoundTrip(cjk);
+}
+
+// EncodeAtMost: the first limit + 1 ids of the whole encoding where the text has more, and all of
+// them where it has not; the BPE stops there, so the words after it are never encoded (none of
+// them reaches the word cache).
+TEST(LargeInputTest, EncodeAtMostStopsPastTheLimit) {
+  const auto* bpe = dynamic_cast<const ByteLevelBpeTokenizer*>(&testing::SmolLmTokenizer());
+  ASSERT_NE(bpe, nullptr);
+  // Words this process has not encoded yet (under --gtest_repeat too), one pre-token each,
+  // with special-token text among them.
+  // Letters only: SmolLM2's pre-tokenizer cuts every digit off as its own piece.
+  const auto letters = [](int n) {
+    std::string s;
+    for (int k = 0; k < 3; ++k, n /= 26) s += static_cast<char>('a' + n % 26);
+    return s;
+  };
+  static int run = 0;
+  std::string text;
+  for (int i = 0; i < 4000; ++i) {
+    text += " kw" + letters(run) + "q" + letters(i) + "v";
+    if (i % 500 == 0) text += "<|im_end|>";
+  }
+  ++run;
+  // The whole encoding comes last: until then the cache shows how far encoding went.
+  const size_t before = bpe->cached_words();
+  for (const size_t limit : {size_t{0}, size_t{1}, size_t{7}, size_t{300}}) {
+    SCOPED_TRACE(limit);
+    auto some = bpe->EncodeAtMost(text, /*parse_special=*/true, limit);
+    ASSERT_TRUE(some.ok()) << some.status();
+    EXPECT_EQ(some->size(), limit + 1);
+  }
+  // At most the words up to the last limit's (each a handful of tokens, so < 301 words).
+  EXPECT_LE(bpe->cached_words(), before + 301);
+  auto all = bpe->Encode(text, /*parse_special=*/true);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_GT(all->size(), 4000u);
+  EXPECT_GT(bpe->cached_words(), before + 3000);
+  for (const size_t limit : {size_t{0}, size_t{7}, size_t{300}, all->size() - 1}) {
+    SCOPED_TRACE(limit);
+    auto some = bpe->EncodeAtMost(text, /*parse_special=*/true, limit);
+    ASSERT_TRUE(some.ok()) << some.status();
+    EXPECT_EQ(*some, std::vector<int32_t>(all->begin(), all->begin() + limit + 1));
+  }
+  for (const size_t limit : {all->size(), all->size() + 5}) {
+    auto whole = bpe->EncodeAtMost(text, /*parse_special=*/true, limit);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_EQ(*whole, *all);
+  }
+  // Invalid UTF-8 is refused whatever the limit.
+  EXPECT_EQ(bpe->EncodeAtMost("ok \xff", true, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(LargeInputTest, LongPreTokensAreNotCached) {
