@@ -12,7 +12,8 @@ namespace {
 
 // Flags that take no value.
 const std::set<std::string>& Switches() {
-  static const std::set<std::string> kSwitches = {"chat", "ignore-eos", "help", "tls"};
+  static const std::set<std::string> kSwitches = {"chat", "ignore-eos", "keep-special-tokens",
+                                                   "help", "tls"};
   return kSwitches;
 }
 
@@ -25,7 +26,8 @@ const std::set<std::string>* FlagsOf(const std::string& command) {
         {"generate",
          {"prompt", "chat", "system", "max-tokens", "temperature", "seed", "top-k", "top-p",
           "min-p", "repetition-penalty", "presence-penalty", "frequency-penalty", "stop",
-          "ignore-eos", "logprobs", "priority", "request-id", "timeout"}},
+          "ignore-eos", "keep-special-tokens", "logprobs", "priority", "request-id",
+          "timeout"}},
         {"health", {"service"}},
         {"tokenize", {"prompt", "chat", "system"}},
         {"info", {}},

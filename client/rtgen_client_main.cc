@@ -2,7 +2,8 @@
 //
 //   rtgen-client generate --target HOST:PORT --prompt TEXT [--chat] [--max-tokens N]
 //                         [--temperature T] [--seed S] [--top-k K] [--top-p P] [--min-p P]
-//                         [--stop S]... [--ignore-eos] [--timeout SECONDS (600)] [--logprobs N]
+//                         [--stop S]... [--ignore-eos] [--keep-special-tokens]
+//                         [--timeout SECONDS (600)] [--logprobs N]
 //                         (text on stdout; with --logprobs each token's log-probability and top
 //                         N alternatives on stderr, one line a token)
 //   rtgen-client health   --target HOST:PORT [--service NAME]   (exit 0 when SERVING)
@@ -46,7 +47,9 @@ constexpr char kUsage[] =
     "  generate --prompt TEXT [--chat] [--system TEXT] [--max-tokens N] [--temperature T]\n"
     "           [--seed S] [--top-k K] [--top-p P] [--min-p P] [--repetition-penalty R]\n"
     "           [--presence-penalty P] [--frequency-penalty F] [--stop S]... [--ignore-eos]\n"
-    "           [--logprobs N] [--priority N] [--request-id ID] [--timeout SECONDS]\n"
+    "           [--keep-special-tokens] [--logprobs N] [--priority N] [--request-id ID]\n"
+    "           [--timeout SECONDS]\n"
+    "           (--keep-special-tokens: special tokens' text, e.g. <|im_end|>, in the text)\n"
     "           (--timeout: the whole stream's deadline, default 600)\n"
     "           (--logprobs: a line a token on stderr: [logprob token=ID LP ID:LP...])\n"
     "  health [--service NAME]      exit 0 when SERVING\n"
@@ -154,6 +157,7 @@ int Generate(const CliArgs& args, InferenceClient& client) {
     for (const std::string& s : it->second) stopping->add_stop(s);
   }
   stopping->set_ignore_eos(args.Switch("ignore-eos"));
+  if (args.Switch("keep-special-tokens")) request.set_skip_special_tokens(false);
   if (logprobs) request.set_logprobs(*logprobs);
   if (priority) request.set_priority(*priority);
   if (auto id = args.Get("request-id")) request.set_request_id(*id);

@@ -33,10 +33,12 @@ TEST(CliArgsTest, TakesValuesInBothFormsAndRepeatedFlagsInOrder) {
 
 TEST(CliArgsTest, SwitchesTakeTrueOrFalse) {
   std::string error;
-  auto args = Parse({"generate", "--prompt", "x", "--ignore-eos", "--chat=false", "--tls=0"},
+  auto args = Parse({"generate", "--prompt", "x", "--ignore-eos", "--chat=false", "--tls=0",
+                     "--keep-special-tokens"},
                     &error);
   ASSERT_TRUE(args.has_value()) << error;
   EXPECT_TRUE(args->Switch("ignore-eos"));
+  EXPECT_TRUE(args->Switch("keep-special-tokens"));
   EXPECT_FALSE(args->Switch("chat"));  // was on: any value counted as given
   EXPECT_FALSE(args->Switch("tls"));
   EXPECT_FALSE(args->Switch("help"));  // not given
