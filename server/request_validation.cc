@@ -110,15 +110,15 @@ int64_t MaxPromptTokensEncoded(const ValidationLimits& limits) {
 absl::StatusOr<TokenizedPrompt> TokenizePrompt(const std::string& prompt,
                                                std::optional<bool> add_special_tokens,
                                                const ValidationLimits& limits,
-                                               size_t max_tokens) {
+                                               size_t max_prompt_tokens) {
   if (prompt.empty()) return Invalid("prompt", "must not be empty");
   if (!IsValidUtf8(prompt)) return Invalid("prompt", "is not valid UTF-8");
   const Tokenizer& tokenizer = *limits.tokenizer;
   TokenizedPrompt out;
   absl::StatusOr<std::vector<int32_t>> ids =
-      tokenizer.EncodeAtMost(prompt, /*parse_special=*/true, max_tokens);
+      tokenizer.EncodeAtMost(prompt, /*parse_special=*/true, max_prompt_tokens);
   if (!ids.ok()) return WithPrefix(ids.status(), "prompt: ");
-  out.stopped_early = ids->size() > max_tokens;
+  out.stopped_early = ids->size() > max_prompt_tokens;
   const bool add_bos = add_special_tokens.value_or(tokenizer.add_bos());
   const std::optional<int32_t> bos = tokenizer.bos_id();
   if (add_bos && bos.has_value() && (ids->empty() || ids->front() != *bos)) {
@@ -131,7 +131,7 @@ absl::StatusOr<TokenizedPrompt> TokenizePrompt(const std::string& prompt,
 
 absl::StatusOr<TokenizedPrompt> TokenizeMessages(const v1::ChatMessages& messages,
                                                  const ValidationLimits& limits,
-                                                 size_t max_tokens) {
+                                                 size_t max_prompt_tokens) {
   if (messages.messages().empty()) return Invalid("messages", "must not be empty");
   if (limits.chat_template == nullptr) {
     return Invalid("messages", "the model has no chat template; send a prompt instead");
@@ -150,9 +150,10 @@ absl::StatusOr<TokenizedPrompt> TokenizeMessages(const v1::ChatMessages& message
   ASSIGN_OR_RETURN(out.rendered_prompt,
                    limits.chat_template->Render(chat, /*add_generation_prompt=*/true));
   absl::StatusOr<std::vector<int32_t>> ids =
-      limits.tokenizer->EncodeAtMost(out.rendered_prompt, /*parse_special=*/true, max_tokens);
+      limits.tokenizer->EncodeAtMost(out.rendered_prompt, /*parse_special=*/true,
+                                     max_prompt_tokens);
   if (!ids.ok()) return WithPrefix(ids.status(), "messages: ");
-  out.stopped_early = ids->size() > max_tokens;
+  out.stopped_early = ids->size() > max_prompt_tokens;
   out.token_ids = *std::move(ids);
   // The Llama 2 format renders a lone system message as nothing (it has no user turn).
   if (out.token_ids.empty()) {

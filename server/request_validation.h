@@ -37,26 +37,29 @@ struct ValidationLimits {
 struct TokenizedPrompt {
   std::vector<int32_t> token_ids;
   std::string rendered_prompt;  // chat messages only
-  // The text holds more tokens than token_ids: encoding stopped past the caller's `max_tokens`.
+  // The text holds more tokens than token_ids: encoding stopped past the caller's
+  // `max_prompt_tokens`.
   bool stopped_early = false;
 };
 
 // Tokens a Generate prompt is encoded to at most before it is refused as too long: four
 // contexts, so that a prompt somewhat too long gets its exact count in the refusal, and one of
-// megabytes is refused for the cost of its first tokens.
+// megabytes is not merged whole (Tokenizer::EncodeAtMost). Tokenize answers every id.
 int64_t MaxPromptTokensEncoded(const ValidationLimits& limits);
 
 // A raw prompt: special-token text is parsed as special tokens (as Hugging Face does);
 // BOS is added when `add_special_tokens` says so (unset: the model's add_bos), never twice.
-// Text of more than `max_tokens` tokens gives the first max_tokens + 1 and stopped_early.
+// Text of more than `max_prompt_tokens` tokens gives the first max_prompt_tokens + 1 (BOS
+// aside) and stopped_early, which a caller that passes a limit must refuse.
 absl::StatusOr<TokenizedPrompt> TokenizePrompt(
     const std::string& prompt, std::optional<bool> add_special_tokens,
-    const ValidationLimits& limits, size_t max_tokens = std::numeric_limits<size_t>::max() - 1);
-// Chat messages through the model's chat template (which supplies BOS itself); `max_tokens` as
-// for TokenizePrompt.
+    const ValidationLimits& limits,
+    size_t max_prompt_tokens = std::numeric_limits<size_t>::max() - 1);
+// Chat messages through the model's chat template (which supplies BOS itself);
+// `max_prompt_tokens` as for TokenizePrompt.
 absl::StatusOr<TokenizedPrompt> TokenizeMessages(
     const v1::ChatMessages& messages, const ValidationLimits& limits,
-    size_t max_tokens = std::numeric_limits<size_t>::max() - 1);
+    size_t max_prompt_tokens = std::numeric_limits<size_t>::max() - 1);
 absl::StatusOr<TokenizedPrompt> TokenizeRequestInput(const v1::TokenizeRequest& request,
                                                      const ValidationLimits& limits);
 

@@ -42,6 +42,10 @@ bool Tokenizer::IsSpecial(int32_t id) const {
   return id >= 0 && static_cast<size_t>(id) < special_.size() && special_[id];
 }
 
+bool Tokenizer::IsSkippedSpecial(int32_t id) const {
+  return id >= 0 && static_cast<size_t>(id) < skipped_special_.size() && skipped_special_[id];
+}
+
 std::optional<int32_t> Tokenizer::TokenId(std::string_view piece) const {
   for (size_t id = 0; id < pieces_.size(); ++id) {
     if (pieces_[id] == piece) return static_cast<int32_t>(id);
@@ -52,14 +56,17 @@ std::optional<int32_t> Tokenizer::TokenId(std::string_view piece) const {
 IncrementalDetokenizer::IncrementalDetokenizer(const Tokenizer* tokenizer,
                                                std::span<const int32_t> context,
                                                bool skip_special)
-    : tokenizer_(tokenizer),
-      first_(std::all_of(context.begin(), context.end(),
-                         [tokenizer](int32_t id) { return tokenizer->IsSpecial(id); })),
-      skip_special_(skip_special) {}
+    : tokenizer_(tokenizer), skip_special_(skip_special) {
+  first_ = std::all_of(context.begin(), context.end(),
+                       [this](int32_t id) { return Text(id).empty(); });
+}
+
+std::string IncrementalDetokenizer::Text(int32_t id) const {
+  return skip_special_ && tokenizer_->IsSkippedSpecial(id) ? "" : tokenizer_->TokenBytes(id);
+}
 
 std::string IncrementalDetokenizer::Push(int32_t id) {
-  if (skip_special_ && tokenizer_->IsSpecial(id)) return "";
-  std::string bytes = tokenizer_->TokenBytes(id);
+  std::string bytes = Text(id);
   // Whether this token starts the text is decided before its space is dropped: a bare "▁" is
   // the text's first token, and the "▁Hello" after it keeps its space (Decode's " Hello").
   const bool starts_text = first_ && !bytes.empty();

@@ -27,9 +27,9 @@ class Tokenizer {
   virtual absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text,
                                                       bool parse_special) const = 0;
   // Encode for a caller that refuses text of more than `limit` tokens: where the text has more,
-  // the first limit + 1 ids (how many more is not known), so that a megabyte-long prompt costs
-  // no more than its first `limit` tokens. The byte-level BPE stops within a pre-token of the
-  // limit; others encode the whole text first.
+  // the first limit + 1 ids (how many more is not known). The byte-level BPE stops merging
+  // within a pre-token of the limit (the text is still checked and split whole); others encode
+  // the whole text first.
   virtual absl::StatusOr<std::vector<int32_t>> EncodeAtMost(std::string_view text,
                                                             bool parse_special,
                                                             size_t limit) const;
@@ -48,6 +48,9 @@ class Tokenizer {
   // Token ids that end generation (EOS and end-of-turn tokens such as <|im_end|>, <|eot_id|>).
   const std::vector<int32_t>& stop_ids() const { return stop_ids_; }
   bool IsSpecial(int32_t id) const;
+  // Whether skip_special_tokens leaves the token's text out: control tokens and the unknown
+  // token, Hugging Face's special tokens; user-defined ones (a model's "<think>", say) are text.
+  bool IsSkippedSpecial(int32_t id) const;
   // Adds stop ids a model's files name beside the tokenizer (generation_config.json's
   // eos_token_id list); INVALID_ARGUMENT naming an id outside the vocabulary.
   absl::Status AddStopIds(std::span<const int32_t> ids);
@@ -61,6 +64,7 @@ class Tokenizer {
   std::vector<int32_t> stop_ids_;
   std::vector<std::string> pieces_;   // id → piece as stored in the vocab
   std::vector<bool> special_;         // id → control/user-defined token
+  std::vector<bool> skipped_special_;  // id → control or unknown token (IsSkippedSpecial)
 };
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromGguf(const GgufFile& file);
@@ -71,18 +75,21 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizerFromJson(const std::stri
 // that can never complete are emitted as U+FFFD.
 class IncrementalDetokenizer {
  public:
-  // `context`: the tokens before those pushed (a request's prompt). A SentencePiece decoder drops
-  // the space "▁" puts before the text's first token; only a stream that starts the text (every
-  // context token special) loses it, as Hugging Face decodes prompt and output together with
-  // special tokens skipped (vLLM's incremental decode): "is" + "▁Paris" streams " Paris".
-  // `skip_special`: special tokens pushed give no text (Hugging Face's skip_special_tokens), and
-  // the bytes around them join as if they were not there.
+  // `context`: the tokens before those pushed (a request's prompt). `skip_special`: tokens that
+  // IsSkippedSpecial give no text (Hugging Face's skip_special_tokens), the bytes around them
+  // joined as if they were not there. A SentencePiece decoder drops the space "▁" puts before
+  // the text's first token; only a stream that starts the text (no context token with text in
+  // this mode) loses it, as Hugging Face decodes prompt and output together (vLLM's incremental
+  // decode): "is" + "▁Paris" streams " Paris", and so does "<s>" + "▁Paris" where special
+  // tokens are kept.
   explicit IncrementalDetokenizer(const Tokenizer* tokenizer,
                                   std::span<const int32_t> context = {},
-                                  bool skip_special = false);
+                                  bool skip_special = true);
   std::string Push(int32_t id);  // complete text made available by this token (may be "")
   std::string Flush();           // whatever is still held back, made valid
  private:
+  std::string Text(int32_t id) const;  // the token's bytes, "" where skipped
+
   const Tokenizer* tokenizer_;
   std::string pending_;  // bytes of an incomplete UTF-8 character
   bool first_ = true;    // no text before the next token: neither in the context nor pushed

@@ -49,10 +49,12 @@ absl::Status VocabTokenizer::Init(const VocabSpec& spec) {
   eos_id_ = spec.eos_id;
   add_bos_ = spec.add_bos;
   special_.assign(n, false);
+  skipped_special_.assign(n, false);
   piece_to_id_.reserve(n);
   for (size_t id = 0; id < n; ++id) {
     piece_to_id_.emplace(pieces_[id], static_cast<int32_t>(id));  // first id wins on duplicates
     const bool control = types_[id] == TokenType::kControl;
+    skipped_special_[id] = control || types_[id] == TokenType::kUnknown;
     if (control || types_[id] == TokenType::kUserDefined) {
       special_[id] = true;
       if (!pieces_[id].empty()) AddSpecialPiece(pieces_[id], static_cast<int32_t>(id), control);

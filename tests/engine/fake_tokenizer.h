@@ -28,6 +28,7 @@ class FakeTokenizer : public Tokenizer {
     for (int32_t i = 1; i < 256; ++i) pieces_[static_cast<size_t>(i)] = std::string(1, static_cast<char>(i));
     for (size_t i = 0; i < kExtraPieces.size(); ++i) pieces_[256 + i] = std::string(kExtraPieces[i]);
     special_[kFakeImEnd] = true;
+    skipped_special_ = special_;
   }
 
   absl::StatusOr<std::vector<int32_t>> Encode(std::string_view text, bool) const override {

@@ -8,6 +8,7 @@
 // Face's BPE without an unk token, Encode drops such bytes, so the round trip is checked
 // against the text with exactly those bytes removed.
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -139,6 +140,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (tokenizer.Decode(*ids) != WithoutTokenlessBytes(tokenizer, text)) {
       Fail("Decode(Encode(text)) != text (less the bytes without a token)", text);
+    }
+    // Stopped early, the first limit + 1 ids of the whole encoding; otherwise all of them.
+    const size_t limit = size % 7 + (ids->size() > 0 ? ids->size() / 2 : 0);
+    absl::StatusOr<std::vector<int32_t>> some = tokenizer.EncodeAtMost(text, parse_special, limit);
+    if (!some.ok()) Fail("EncodeAtMost refused what Encode took", text);
+    const size_t want = std::min(ids->size(), limit + 1);
+    if (some->size() != want || !std::equal(some->begin(), some->end(), ids->begin())) {
+      Fail("EncodeAtMost is not the start of Encode", text);
     }
   }
   return 0;

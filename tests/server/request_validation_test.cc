@@ -144,6 +144,13 @@ TEST(RequestValidationTest, APromptFarPastTheContextIsRefusedWithoutItsCount) {
   ASSERT_TRUE(all.ok()) << all.status();
   EXPECT_EQ(all->token_ids.size(), 1000u);
   EXPECT_FALSE(all->stopped_early);
+  // BOS comes after the limit: 256 letters and BOS are counted exactly (257), 257 are not.
+  ByteTokenizer wants_bos(true);
+  limits.tokenizer = &wants_bos;
+  request.set_prompt(std::string(256, 'a'));
+  ExpectInvalid(ToEngineRequest(request, limits).status(), "prompt: 257 prompt tokens leave");
+  request.set_prompt(std::string(257, 'a'));
+  ExpectInvalid(ToEngineRequest(request, limits).status(), "prompt: more than 256 prompt");
 }
 
 // Unset: special tokens' text is skipped, as vLLM's default; false keeps it.

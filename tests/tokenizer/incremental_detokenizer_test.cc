@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -62,11 +63,26 @@ TEST(IncrementalDetokenizerTest, InvalidSequenceBecomesReplacementCharacter) {
             "A");
 }
 
-TEST(IncrementalDetokenizerTest, SpecialTokensStreamAsTheirText) {
+TEST(IncrementalDetokenizerTest, SpecialTokensStreamAsTheirTextWhereKept) {
   const Tokenizer& tok = testing::SmolLmTokenizer();
-  IncrementalDetokenizer detok(&tok);
+  IncrementalDetokenizer detok(&tok, {}, /*skip_special=*/false);
   EXPECT_EQ(detok.Push(2), "<|im_end|>");
   EXPECT_EQ(detok.Push(-5), "");  // out of range
+}
+
+// Skipped by default (vLLM's skip_special_tokens): SmolLM2's control tokens (<|im_start|>,
+// <|im_end|>, <|endoftext|>) give no text; the text around them streams as it is.
+TEST(IncrementalDetokenizerTest, ControlTokensGiveNoTextByDefault) {
+  const Tokenizer& tok = testing::SmolLmTokenizer();
+  auto ids = tok.Encode("Hi<|im_end|> there<|im_start|>", /*parse_special=*/true);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  ASSERT_EQ(std::count_if(ids->begin(), ids->end(),
+                          [&](int32_t id) { return tok.IsSkippedSpecial(id); }),
+            2);
+  IncrementalDetokenizer detok(&tok);
+  std::string text;
+  for (int32_t id : *ids) text += detok.Push(id);
+  EXPECT_EQ(text + detok.Flush(), "Hi there");
 }
 
 }  // namespace

@@ -47,25 +47,28 @@ TEST(LargeInputTest, OneHugePreTokenRoundTrips) {
 // them where it has not; the BPE stops there, so the words after it are never encoded (none of
 // them reaches the word cache).
 TEST(LargeInputTest, EncodeAtMostStopsPastTheLimit) {
-  const auto* bpe = dynamic_cast<const ByteLevelBpeTokenizer*>(&testing::SmolLmTokenizer());
+  // A tokenizer of its own: the shared one's cache may be cleared (full) while this one counts.
+  auto file = GgufFile::Open(testing::kSmolLmGguf);
+  ASSERT_TRUE(file.ok()) << file.status();
+  auto loaded = LoadTokenizerFromGguf(**file);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const auto* bpe = dynamic_cast<const ByteLevelBpeTokenizer*>(loaded->get());
   ASSERT_NE(bpe, nullptr);
-  // Words this process has not encoded yet (under --gtest_repeat too), one pre-token each,
-  // with special-token text among them.
+  // Distinct words, one pre-token each, with special-token text among them.
   // Letters only: SmolLM2's pre-tokenizer cuts every digit off as its own piece.
   const auto letters = [](int n) {
     std::string s;
     for (int k = 0; k < 3; ++k, n /= 26) s += static_cast<char>('a' + n % 26);
     return s;
   };
-  static int run = 0;
   std::string text;
   for (int i = 0; i < 4000; ++i) {
-    text += " kw" + letters(run) + "q" + letters(i) + "v";
+    text += " kwq" + letters(i) + "v";
     if (i % 500 == 0) text += "<|im_end|>";
   }
-  ++run;
   // The whole encoding comes last: until then the cache shows how far encoding went.
   const size_t before = bpe->cached_words();
+  ASSERT_EQ(before, 0u);
   for (const size_t limit : {size_t{0}, size_t{1}, size_t{7}, size_t{300}}) {
     SCOPED_TRACE(limit);
     auto some = bpe->EncodeAtMost(text, /*parse_special=*/true, limit);

@@ -181,15 +181,18 @@ TEST(SpmTokenizerTest, UnknownCharactersFallBackToBytes) {
 // that starts the text: a bare "▁" first (its text empty after the drop) leaves the "▁hello"
 // after it its space, as Decode does (both were stripped); and a stream after a prompt with text
 // keeps its first token's space, as Hugging Face decodes prompt and output together ("is" +
-// "▁Paris" is " Paris"), while one after special tokens only (BOS) starts the text.
+// "▁Paris" is " Paris"), while one after special tokens only (BOS) starts the text where they
+// are skipped (the default), and does not where they are kept ("<s>" + "▁hello" is
+// "<s> hello"); a skipped special token pushed first leaves the text unstarted.
 TEST(SpmTokenizerTest, TheLeadingSpaceIsDroppedOnlyWhereTheTextStarts) {
   auto tok = LoadViaGguf(true);
   ASSERT_NE(tok, nullptr);
   const std::optional<int32_t> bare = tok->TokenId("\xE2\x96\x81");
   const std::optional<int32_t> hello = tok->TokenId("\xE2\x96\x81hello");
   ASSERT_TRUE(bare && hello);
-  const auto stream = [&](std::span<const int32_t> context, std::vector<int32_t> ids) {
-    IncrementalDetokenizer detok(tok.get(), context);
+  const auto stream = [&](std::span<const int32_t> context, std::vector<int32_t> ids,
+                          bool skip_special = true) {
+    IncrementalDetokenizer detok(tok.get(), context, skip_special);
     std::string text;
     for (int32_t id : ids) text += detok.Push(id);
     return text + detok.Flush();
@@ -200,6 +203,9 @@ TEST(SpmTokenizerTest, TheLeadingSpaceIsDroppedOnlyWhereTheTextStarts) {
   ASSERT_TRUE(tok->bos_id().has_value());
   const std::vector<int32_t> bos_only = {*tok->bos_id()};
   EXPECT_EQ(stream(bos_only, {*hello}), "hello");
+  EXPECT_EQ(stream({}, {*tok->bos_id(), *hello}), "hello");
+  EXPECT_EQ(stream(bos_only, {*hello}, /*skip_special=*/false), " hello");
+  EXPECT_EQ(stream({}, {*tok->bos_id(), *hello}, /*skip_special=*/false), "<s> hello");
   auto prompt = tok->Encode("hello", false);
   ASSERT_TRUE(prompt.ok());
   prompt->insert(prompt->begin(), *tok->bos_id());
