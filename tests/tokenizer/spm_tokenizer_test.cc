@@ -292,6 +292,14 @@ TEST(SpmTokenizerTest, SpecialPiecesLongestFirstLowestIdAmongDuplicates) {
   }
   EXPECT_EQ(specials, (std::vector<int32_t>{first + 2, first + 4, first + 2, first + 6, first + 7}));
   EXPECT_EQ((*tok)->Decode(plain), text);
+  // skip_special_tokens (the detokenizer's default) leaves out the control pieces' text only:
+  // user-defined pieces are text, as Hugging Face's added tokens that are not special.
+  EXPECT_TRUE((*tok)->IsSkippedSpecial(first));
+  EXPECT_FALSE((*tok)->IsSkippedSpecial(first + 2));
+  IncrementalDetokenizer detok(tok->get());
+  std::string streamed;
+  for (int32_t id : {first, first + 2, *h, first + 3, first + 4}) streamed += detok.Push(id);
+  EXPECT_EQ(streamed + detok.Flush(), "<u>h<d>");
 }
 
 }  // namespace
