@@ -54,8 +54,9 @@ struct Request {
   // Each token's log-probability in the stream, with sampling.logprobs alternatives (which
   // alone ask for them too: vLLM's logprobs = 0 is this with none).
   bool return_logprobs = false;
-  // Special tokens' text (an end-of-turn token generated under ignore_eos, say) left out of the
-  // streamed text, as vLLM's skip_special_tokens (default true); their ids are streamed either way.
+  // Control tokens' text (an end-of-turn token generated under ignore_eos, say; the tokens
+  // Tokenizer::IsSkippedSpecial names) left out of the streamed text, as vLLM's
+  // skip_special_tokens (default true); their ids are streamed either way.
   bool skip_special_tokens = true;
   int32_t priority = 0;                  // higher runs first
   std::optional<absl::Duration> latency_budget;  // for deadline-aware ordering
