@@ -12,7 +12,6 @@
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "tests/reliability/freezing_proxy.h"
@@ -39,10 +38,8 @@ Silenced SilenceAStream(absl::Duration keepalive_time, absl::Duration wait) {
   config.keepalive_time = keepalive_time;
   config.keepalive_timeout = absl::Milliseconds(150);
   RunningServer server = StartServer(config);
-  int port = 0;
-  EXPECT_TRUE(absl::SimpleAtoi(server.target.substr(server.target.rfind(':') + 1), &port))
-      << server.target;
-  absl::StatusOr<std::unique_ptr<FreezingProxy>> proxy = FreezingProxy::Start(port);
+  absl::StatusOr<std::unique_ptr<FreezingProxy>> proxy =
+      FreezingProxy::Start(server.server->port());
   EXPECT_TRUE(proxy.ok()) << proxy.status();
   if (!proxy.ok()) return {};
   auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", (*proxy)->port()),
